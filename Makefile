@@ -1,0 +1,29 @@
+# Two entry points for a fresh machine: `make demo` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/devloop demo
+
+lint: $(STAMP)
+	$(BIN)/ruff check devloop workers tests bench
+	$(BIN)/mypy
+
+test: lint
+	$(BIN)/pytest -q
+
+bench: $(STAMP)
+	$(BIN)/python bench/run_all.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,41 @@
+"""Configuration from `DEVLOOP_*` environment variables (pydantic-settings)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob DevLoop reads; each field is `DEVLOOP_<NAME>` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="DEVLOOP_", extra="ignore")
+
+    redis_url: str | None = Field(
+        default=None, description="Broker, result backend and state store; embedded when unset."
+    )
+    model: str = Field(default="claude-sonnet-4-6", description="Model id for every role.")
+    sandbox: Literal["bwrap", "none"] = Field(
+        default="bwrap", description="`none` runs commands unsandboxed (warns every session)."
+    )
+    sandbox_uid: int = Field(default=65534, description="Unprivileged uid the sandbox runs as.")
+    cache_dir: Path = Field(
+        default=Path("/var/tmp/devloop"),
+        description="World-readable cache for toolchains (never under /root).",
+    )
+    file_cap_bytes: int = Field(
+        default=20 * 1024 * 1024, description="Largest total size of one unit's files."
+    )
+    output_cap_bytes: int = Field(
+        default=64 * 1024, description="Cap on a sandboxed command's stdout and stderr, each."
+    )
+    command_timeout_s: float = Field(default=600.0, description="Wall-clock limit per command.")
+    retry_budget: int = Field(default=5, description="Attempts per unit before it is blocked.")
+
+
+def load_settings() -> Settings:
+    """Read settings from the environment now (never cached at import time)."""
+    return Settings()

@@ -1,0 +1,45 @@
+"""Errors a user can cause, and the exceptions DevLoop raises.
+
+    DevLoopError                 base of every DevLoop exception
+    +-- ProjectInvalid           a project folder has problems (carries every Problem)
+    +-- FileTooLarge             a unit's files exceed the size cap
+    +-- SandboxUnavailable       bubblewrap cannot create its namespaces on this host
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with user input: the file, the field, what is wrong and the fix."""
+
+    file: str
+    field: str
+    message: str
+    fix: str = ""
+
+    def __str__(self) -> str:
+        text = f"{self.file}: {self.field}: {self.message}"
+        return f"{text}; fix: {self.fix}" if self.fix else text
+
+
+class DevLoopError(Exception):
+    """Base of every DevLoop exception."""
+
+
+class ProjectInvalid(DevLoopError):
+    """A project folder failed validation; `problems` lists each one."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+class FileTooLarge(DevLoopError):
+    """A unit's files exceed the size cap."""
+
+
+class SandboxUnavailable(DevLoopError):
+    """Bubblewrap cannot run here; the message says why and how to fix it."""

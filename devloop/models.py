@@ -1,0 +1,291 @@
+"""Pydantic models of every file format and payload DevLoop reads or writes.
+
+Field names follow the seed specifications exactly, because other tools read the same
+files. Models of files (``*File``/``Record`` subclasses) keep unknown fields so a
+round trip through DevLoop never drops what another tool wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+UnitKind = Literal["be", "fe", "db", "mw", "lib"]
+Stack = Literal["node", "python"]
+BugStatus = Literal["open", "fixing", "fixed"]
+NextAction = Literal["none", "retry_coder", "retry_tester", "block"]
+CoderMode = Literal["implement", "retry", "resume"]
+TesterMode = Literal["test", "retry", "resume"]
+
+
+class Record(BaseModel):
+    """A file-backed record: unknown fields are kept and written back."""
+
+    model_config = ConfigDict(extra="allow")
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """Serialize for a file, keeping unknown fields and omitting unset optionals."""
+        return self.model_dump(mode="json", exclude_none=True)
+
+
+class Payload(BaseModel):
+    """A message that crosses a process: strict, no unknown fields."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+# --- units.json, spec.json, contract.json ------------------------------------------
+
+
+class UnitEntry(Record):
+    """One unit in units.json."""
+
+    id: str
+    kind: UnitKind
+    depends_on: list[str] = Field(default_factory=list)
+    contract_hash: str
+    stack: Stack | None = None
+
+
+class UnitsFile(Record):
+    """units.json: the project's unit registry."""
+
+    company_id: str
+    project_id: str
+    stack: Stack = "node"
+    units: list[UnitEntry]
+
+    def unit(self, unit_id: str) -> UnitEntry | None:
+        """The entry for unit_id, or None."""
+        return next((u for u in self.units if u.id == unit_id), None)
+
+
+class UnitSpec(Record):
+    """units/{id}/spec.json: the architect's metadata for one unit."""
+
+    unit_id: str
+    kind: UnitKind
+    depends_on: list[str] = Field(default_factory=list)
+    acceptance_criteria: list[str] = Field(default_factory=list)
+    stack: Stack | None = None
+
+
+class Contract(Record):
+    """units/{id}/contract.json: what a unit exposes, with its self-declared hash."""
+
+    unit_id: str
+    version: str
+    exports: dict[str, Any]
+    consumes: list[Any] = Field(default_factory=list)
+
+
+# --- coder.log ----------------------------------------------------------------------
+
+
+class CoderDecision(Record):
+    """One `---` block of coder.log."""
+
+    attempt: int
+    ts: str
+    last_failure: str | None = None
+    last_cause: str | None = None
+    this_fix: str
+    rationale: str
+    changed_files: list[str]
+
+
+# --- runs/{runId}/result.json ---------------------------------------------------------
+
+
+class RunSummary(Record):
+    """Counts of one test run."""
+
+    total: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+
+
+class Failure(Record):
+    """One failed test, with the hint the coder acts on."""
+
+    test: str
+    expected: Any = None
+    got: Any = None
+    stack: str = ""
+    hint: str = ""
+    bug_id: str | None = None
+
+
+class RunResult(Record):
+    """runs/{runId}/result.json: the tester's structured verdict."""
+
+    run_id: str
+    loop: str = "L1"
+    unit_id: str
+    agent: str = "tester"
+    attempt: int
+    ok: bool
+    crashed: bool = False
+    crash_reason: str | None = None
+    summary: RunSummary = Field(default_factory=RunSummary)
+    failures: list[Failure] = Field(default_factory=list)
+    next_action: NextAction = "none"
+    retry_budget_left: int = 0
+    duration_ms: int = 0
+    stdout_tail: str | None = None
+
+
+# --- bugs.ndjson ----------------------------------------------------------------------
+
+
+class BugOpen(Record):
+    """A bug_open line of bugs.ndjson."""
+
+    event: Literal["bug_open"] = "bug_open"
+    id: str
+    ts: str
+    status: BugStatus = "open"
+    source: str
+    unit_id: str
+    run_id: str
+    test_name: str
+    category: str = "unknown"
+    severity: str = "medium"
+    title: str
+    detail: str = ""
+    affected_units: list[str] = Field(default_factory=list)
+
+
+class BugTransition(Record):
+    """A bug_transition line of bugs.ndjson."""
+
+    event: Literal["bug_transition"] = "bug_transition"
+    id: str
+    ts: str
+    to: BugStatus
+    by: str
+    fix_refs: list[str] = Field(default_factory=list)
+
+
+class Bug(BaseModel):
+    """A bug folded from its events: the current state."""
+
+    id: str
+    status: BugStatus
+    unit_id: str
+    test_name: str
+    source: str
+    severity: str
+    title: str
+    run_id: str
+    history: list[BugTransition] = Field(default_factory=list)
+
+    @property
+    def dedup_key(self) -> str:
+        """`{unit}:{test}`: one live bug per failing test of a unit."""
+        return f"{self.unit_id}:{self.test_name}"
+
+
+# --- timeline.ndjson ------------------------------------------------------------------
+
+
+class TimelineEvent(Record):
+    """One line of timeline.ndjson (kinds: unit_coded, code_patched, unit_tested, ...)."""
+
+    ts: str
+    kind: str
+    unit_id: str | None = None
+    ref: str | None = None
+    summary: str = ""
+    agent: str | None = None
+
+
+# --- role inputs and outputs ----------------------------------------------------------
+
+
+class HistoryEntry(Payload):
+    """One previous attempt, injected into a coder retry."""
+
+    attempt: int
+    my_decision: str
+    tester_said: list[Any] = Field(default_factory=list)
+
+
+class CoderInput(Payload):
+    """What the loop hands a coder session."""
+
+    pid: str
+    unit_id: str
+    mode: CoderMode
+    history: list[HistoryEntry] | None = None
+    reflect_hint: str | None = None
+    resume_token: str | None = None
+    call_id: str
+    company_id: str
+
+
+class DecisionSummary(Payload):
+    """The main coder.log entry of a coder session, summarized."""
+
+    last_failure: str | None = None
+    this_fix: str
+    rationale: str
+    changed_files: list[str] = Field(default_factory=list)
+
+
+class CoderOutput(Payload):
+    """What a coder session reports back."""
+
+    ok: bool
+    mode: str
+    unit_id: str
+    attempt: int
+    files_written: list[str] = Field(default_factory=list)
+    contract_hash: str
+    contract_match_sdd: bool
+    decision: DecisionSummary
+    sandbox_violations: list[str] = Field(default_factory=list)
+    duration_ms: int
+    tokens_used: int
+
+
+class TesterInput(Payload):
+    """What the loop hands a tester session."""
+
+    pid: str
+    unit_id: str
+    mode: TesterMode
+    resume_token: str | None = None
+    call_id: str
+    company_id: str
+
+
+class BugMove(Payload):
+    """One bug state change made by a tester session."""
+
+    id: str
+    from_: BugStatus = Field(alias="from")
+    to: BugStatus
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+class TesterOutput(Payload):
+    """What a tester session reports back."""
+
+    ok: bool
+    mode: str
+    unit_id: str
+    run_id: str
+    result_ref: str
+    summary: RunSummary
+    failures: list[Failure] = Field(default_factory=list)
+    bugs_opened: list[str] = Field(default_factory=list)
+    bugs_transitioned: list[BugMove] = Field(default_factory=list)
+    acceptance_coverage: float = Field(ge=0, le=1)
+    contract_coverage: float = Field(ge=0, le=1)
+    crashed: bool
+    duration_ms: int
+    tokens_used: int
