@@ -12,8 +12,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
+# The fleet (issue 6) and the demo command (issue 7) have not landed yet: say so and fail.
 demo: $(STAMP)
-	$(BIN)/devloop demo
+	@echo "make demo: not yet - the fleet that runs the demo has not landed; 'make test' works." >&2
+	@exit 1
 
 lint: $(STAMP)
 	$(BIN)/ruff check devloop workers tests bench

@@ -1,0 +1,81 @@
+"""The `devloop` command line (typer + rich): library commands that need no task queue."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from devloop.contracts import ContractMissingExports, hash_contract
+from devloop.errors import Problem, ProjectInvalid
+from devloop.jsonfile import read_json
+from devloop.project import load_project, summarize
+
+app = typer.Typer(
+    no_args_is_help=True, add_completion=False, help="DevLoop: a fleet of coding agents."
+)
+contract_app = typer.Typer(no_args_is_help=True, help="Contract tools.")
+app.add_typer(contract_app, name="contract")
+
+out = Console()
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+EXIT_INVALID = 2
+
+
+def fail(problems: list[Problem] | list[str]) -> NoReturn:
+    """Print one line per problem on stderr and exit 2."""
+    for problem in problems:
+        err.print(str(problem), markup=False)
+    raise typer.Exit(EXIT_INVALID)
+
+
+@app.command()
+def validate(project_dir: Annotated[Path, typer.Argument(help="The project folder.")]) -> None:
+    """Check a project folder; print a summary, or one line per problem (exit 2)."""
+    try:
+        project = load_project(project_dir)
+    except ProjectInvalid as exc:
+        fail(exc.problems)
+    info = summarize(project)
+    table = Table(title=f"{info['project']}: valid", show_header=False, title_justify="left")
+    table.add_row("units", str(info["units"]))
+    table.add_row("kinds", ", ".join(f"{k} {n}" for k, n in sorted(info["kinds"].items())))
+    table.add_row("stacks", ", ".join(f"{k} {n}" for k, n in sorted(info["stacks"].items())))
+    table.add_row("dependency depth", str(info["depth"]))
+    table.add_row("critical path", " -> ".join(info["critical_path"]))
+    table.add_row("ready at start", ", ".join(info["roots"]))
+    table.add_row("acceptance criteria", str(info["acceptance"]))
+    if info["derived_specs"]:
+        table.add_row("spec.json derived from SDD", ", ".join(info["derived_specs"]))
+    out.print(table)
+
+
+@contract_app.command("hash")
+def contract_hash(
+    file: Annotated[
+        Path, typer.Argument(help="contract.json, or the JSON of a <pre data-contract>.")
+    ],
+) -> None:
+    """Print `sha256:<16 hex>` for a contract JSON file."""
+    data, problems = read_json(file, str(file))
+    if problems:
+        fail(problems)
+    if not isinstance(data, dict):
+        fail([Problem(str(file), "(top level)", "not a JSON object", 'write {"exports": ...}')])
+    try:
+        print(hash_contract(data))
+    except ContractMissingExports:
+        fail([Problem(str(file), "exports", "missing", 'add an "exports" object')])
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="devloop")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,126 @@
+"""The unit graph: validation, cycles, topological order, ready set, critical path. Pure.
+
+A graph is a mapping unit id -> ids it depends on (edges point at prerequisites).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+Graph = Mapping[str, Sequence[str]]
+
+
+@dataclass(frozen=True)
+class GraphIssue:
+    """Something wrong with the graph; `unit` is where it shows, `cycle` spells a loop out."""
+
+    kind: str  # "unknown_dependency" | "self_dependency" | "cycle"
+    unit: str
+    dependency: str | None = None
+    cycle: tuple[str, ...] = ()
+
+    @property
+    def cycle_text(self) -> str:
+        """`a -> b -> c -> a`."""
+        return " -> ".join((*self.cycle, self.cycle[0])) if self.cycle else ""
+
+
+def check_graph(graph: Graph) -> list[GraphIssue]:
+    """Unknown dependencies, self-dependencies and every elementary cycle found by DFS."""
+    issues: list[GraphIssue] = []
+    for unit, deps in graph.items():
+        for dep in deps:
+            if dep == unit:
+                issues.append(GraphIssue("self_dependency", unit, dep))
+            elif dep not in graph:
+                issues.append(GraphIssue("unknown_dependency", unit, dep))
+    issues.extend(GraphIssue("cycle", c[0], cycle=c) for c in find_cycles(graph))
+    return issues
+
+
+def find_cycles(graph: Graph) -> list[tuple[str, ...]]:
+    """Cycles (length >= 2) met by a depth-first walk, each rotated to start at its least id."""
+    white, grey, black = 0, 1, 2
+    color = dict.fromkeys(graph, white)
+    stack: list[str] = []
+    found: dict[tuple[str, ...], None] = {}
+
+    def visit(unit: str) -> None:
+        color[unit] = grey
+        stack.append(unit)
+        for dep in graph[unit]:
+            if dep == unit or dep not in graph:
+                continue
+            if color[dep] == grey:
+                loop = stack[stack.index(dep) :]
+                # Rotate so the same loop found from another start reads the same.
+                start = loop.index(min(loop))
+                found[tuple(loop[start:] + loop[:start])] = None
+            elif color[dep] == white:
+                visit(dep)
+        stack.pop()
+        color[unit] = black
+
+    for unit in sorted(graph):
+        if color[unit] == white:
+            visit(unit)
+    return list(found)
+
+
+def topological_order(graph: Graph) -> list[str]:
+    """Prerequisites first; ties broken by id so the order is stable. Raises on a cycle."""
+    remaining = {u: {d for d in deps if d in graph and d != u} for u, deps in graph.items()}
+    order: list[str] = []
+    ready = sorted(u for u, deps in remaining.items() if not deps)
+    users = dependents(graph)
+    while ready:
+        unit = ready.pop(0)
+        order.append(unit)
+        for user in users.get(unit, ()):
+            remaining[user].discard(unit)
+            if not remaining[user] and user not in order and user not in ready:
+                ready.append(user)
+        ready.sort()
+    if len(order) != len(graph):
+        raise ValueError("graph has a cycle: " + ", ".join(sorted(set(graph) - set(order))))
+    return order
+
+
+def dependents(graph: Graph) -> dict[str, list[str]]:
+    """Unit id -> the units that depend on it, sorted."""
+    users: dict[str, list[str]] = {u: [] for u in graph}
+    for unit, deps in graph.items():
+        for dep in deps:
+            if dep in users and dep != unit:
+                users[dep].append(unit)
+    return {u: sorted(v) for u, v in users.items()}
+
+
+def ready_units(graph: Graph, passed: Iterable[str], started: Iterable[str]) -> list[str]:
+    """Units not yet started whose prerequisites have all passed."""
+    done, begun = set(passed), set(started)
+    return sorted(
+        u for u, deps in graph.items() if u not in begun and all(d in done for d in deps)
+    )
+
+
+def levels(graph: Graph) -> dict[str, int]:
+    """Dependency depth per unit: 1 for a unit with no dependencies."""
+    depth: dict[str, int] = {}
+    for unit in topological_order(graph):
+        depth[unit] = 1 + max((depth[d] for d in graph[unit] if d in depth), default=0)
+    return depth
+
+
+def critical_path(graph: Graph, weights: Mapping[str, float]) -> tuple[float, list[str]]:
+    """The heaviest chain of dependencies given per-unit weights: (length, units in order)."""
+    best: dict[str, tuple[float, list[str]]] = {}
+    for unit in topological_order(graph):
+        prior = max(
+            (best[d] for d in graph[unit] if d in best), key=lambda b: b[0], default=(0.0, [])
+        )
+        best[unit] = (prior[0] + weights.get(unit, 0.0), [*prior[1], unit])
+    if not best:
+        return 0.0, []
+    return max(best.values(), key=lambda b: b[0])

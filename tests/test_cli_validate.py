@@ -1,0 +1,201 @@
+"""`devloop validate` and `devloop contract hash`: exit codes and the exact lines users see."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from devloop.cli import app
+
+runner = CliRunner()
+
+
+def validate(project: Path) -> tuple[int, str, str]:
+    result = runner.invoke(app, ["validate", str(project)])
+    return result.exit_code, result.stdout, result.stderr
+
+
+def edit_units(project: Path, change) -> None:  # type: ignore[no-untyped-def]
+    path = project / "units.json"
+    data = json.loads(path.read_text())
+    change(data)
+    path.write_text(json.dumps(data))
+
+
+def test_example_is_valid_and_summarized(todo_project: Path) -> None:
+    code, out, err = validate(todo_project)
+    assert code == 0, err
+    assert "units" in out and "2" in out
+    assert "todo-be -> todo-fe" in out
+    assert err == ""
+
+
+def test_malformed_json(todo_project: Path) -> None:
+    (todo_project / "units.json").write_text('{"company_id": "c",\n  "units": [\n')
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        "units.json: file: invalid JSON at line 3 column 1 (Expecting value); "
+        "fix: correct the JSON syntax"
+    ]
+
+
+def test_non_utf8_file(todo_project: Path) -> None:
+    (todo_project / "units.json").write_bytes(b'{"company_id": "caf\xe9"}')
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        "units.json: file: not valid UTF-8 (byte 0xe9 at offset 19); fix: save the file as UTF-8"
+    ]
+
+
+def test_missing_sdd_section(todo_project: Path) -> None:
+    html = todo_project / "sdd/mvcp/control.html"
+    text = html.read_text()
+    start = text.index('<section data-unit-id="todo-fe">')
+    end = text.index("</section>", start) + len("</section>")
+    html.write_text(text[:start] + text[end:])
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        'sdd/mvcp: section[data-unit-id="todo-fe"]: no section for unit "todo-fe"; '
+        'fix: add <section data-unit-id="todo-fe"> to an SDD file'
+    ]
+
+
+def test_duplicate_unit_id(todo_project: Path) -> None:
+    edit_units(todo_project, lambda d: d["units"].append(dict(d["units"][0])))
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        'units.json: units[2].id: duplicate unit id "todo-be" (also units[0]); '
+        "fix: give every unit its own id"
+    ]
+
+
+def test_empty_project(todo_project: Path) -> None:
+    edit_units(todo_project, lambda d: d.update(units=[]))
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == ["units.json: units: no units declared; fix: add at least one unit"]
+
+
+def test_contract_without_exports(todo_project: Path) -> None:
+    html = todo_project / "sdd/mvcp/control.html"
+    text = html.read_text()
+    start = text.index("<pre data-contract>", text.index('data-unit-id="todo-fe"'))
+    end = text.index("</pre>", start)
+    html.write_text(text[:start] + '<pre data-contract>{"consumes": []}' + text[end:])
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        'sdd/mvcp/control.html: section "todo-fe" pre[data-contract].exports: missing; '
+        'fix: add an "exports" object'
+    ]
+
+
+def test_unknown_dependency(todo_project: Path) -> None:
+    edit_units(todo_project, lambda d: d["units"][1]["depends_on"].append("profile-db"))
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        'units.json: units[1].depends_on: unknown unit "profile-db"; '
+        'fix: add "profile-db" to units or remove it from depends_on'
+    ]
+
+
+def test_cycle_is_spelled_out(todo_project: Path) -> None:
+    edit_units(todo_project, lambda d: d["units"][0]["depends_on"].append("todo-fe"))
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        "units.json: units[0].depends_on: dependency cycle todo-be -> todo-fe -> todo-be; "
+        "fix: remove one dependency of the cycle"
+    ]
+
+
+def test_self_dependency(todo_project: Path) -> None:
+    edit_units(todo_project, lambda d: d["units"][0]["depends_on"].append("todo-be"))
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        'units.json: units[0].depends_on: unit "todo-be" depends on itself; '
+        'fix: remove "todo-be" from its own depends_on'
+    ]
+
+
+def test_contract_hash_mismatch(todo_project: Path) -> None:
+    edit_units(
+        todo_project, lambda d: d["units"][0].update(contract_hash="sha256:0000000000000000")
+    )
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        'units.json: units[0].contract_hash: "sha256:0000000000000000" does not match the SDD '
+        'contract (sha256:f72976ce98e546c7); fix: set it to "sha256:f72976ce98e546c7" or '
+        "correct the contract in sdd/mvcp/control.html"
+    ]
+
+
+def test_field_errors_name_the_field_and_fix(todo_project: Path) -> None:
+    def change(d: dict) -> None:  # type: ignore[type-arg]
+        d["units"][1]["kind"] = "backend"
+        del d["units"][0]["contract_hash"]
+
+    edit_units(todo_project, change)
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        'units.json: units[0].contract_hash: field required; fix: add "contract_hash"',
+        "units.json: units[1].kind: input should be 'be', 'fe', 'db', 'mw' or 'lib'; "
+        "fix: use one of 'be', 'fe', 'db', 'mw' or 'lib'",
+    ]
+
+
+def test_missing_units_json(tmp_path: Path) -> None:
+    code, _, err = validate(tmp_path)
+    assert code == 2
+    assert err.splitlines() == ["units.json: file: not found; fix: create units.json"]
+
+
+def test_spec_json_is_derived_from_the_sdd_when_absent(todo_project: Path) -> None:
+    (todo_project / "units/todo-fe/spec.json").unlink()
+    code, out, _ = validate(todo_project)
+    assert code == 0
+    assert "derived" in out and "todo-fe" in out
+    assert not (todo_project / "units/todo-fe/spec.json").exists()  # validate writes nothing
+
+
+def test_bad_spec_json_is_reported(todo_project: Path) -> None:
+    (todo_project / "units/todo-be/spec.json").write_text('{"unit_id": "other", "kind": "be"}')
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        'units/todo-be/spec.json: unit_id: "other" is not this unit; fix: set it to "todo-be"'
+    ]
+
+
+def test_contract_hash_command(tmp_path: Path, todo_project: Path) -> None:
+    html = (todo_project / "sdd/mvcp/control.html").read_text()
+    bare = re.search(r"<pre data-contract>(.*?)</pre>", html, re.S)
+    assert bare
+    sdd_json = tmp_path / "sdd.json"
+    sdd_json.write_text(bare.group(1).replace("&quot;", '"'))
+    full = tmp_path / "contract.json"
+    exports = json.loads(sdd_json.read_text())["exports"]
+    full.write_text(json.dumps({"unit_id": "todo-be", "version": "x", "exports": exports}))
+    for path in (sdd_json, full):
+        result = runner.invoke(app, ["contract", "hash", str(path)])
+        assert result.exit_code == 0
+        assert result.stdout.strip() == "sha256:f72976ce98e546c7"
+
+
+def test_contract_hash_command_errors(tmp_path: Path) -> None:
+    path = tmp_path / "c.json"
+    path.write_text('{"unit_id": "x"}')
+    result = runner.invoke(app, ["contract", "hash", str(path)])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f'{path}: exports: missing; fix: add an "exports" object'
