@@ -9,16 +9,21 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from devloop.config import load_settings
 from devloop.contracts import ContractMissingExports, hash_contract
 from devloop.errors import Problem, ProjectInvalid
 from devloop.jsonfile import read_json
+from devloop.models import Stack
 from devloop.project import load_project, summarize
+from devloop.toolchain import ToolchainError, node_toolchain, python_toolchain
 
 app = typer.Typer(
     no_args_is_help=True, add_completion=False, help="DevLoop: a fleet of coding agents."
 )
 contract_app = typer.Typer(no_args_is_help=True, help="Contract tools.")
 app.add_typer(contract_app, name="contract")
+toolchain_app = typer.Typer(no_args_is_help=True, help="Stack toolchains (node, python).")
+app.add_typer(toolchain_app, name="toolchain")
 
 out = Console()
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -70,6 +75,21 @@ def contract_hash(
         print(hash_contract(data))
     except ContractMissingExports:
         fail([Problem(str(file), "exports", "missing", 'add an "exports" object')])
+
+
+@toolchain_app.command("install")
+def toolchain_install(
+    stack: Annotated[Stack, typer.Argument(help="node or python")],
+) -> None:
+    """Install a stack's toolchain once per machine into DEVLOOP_CACHE_DIR."""
+    settings = load_settings()
+    install = node_toolchain if stack == "node" else python_toolchain
+    try:
+        path = install(settings.cache_dir)
+    except ToolchainError as exc:
+        err.print(str(exc), markup=False)
+        raise typer.Exit(1) from exc
+    out.print(f"{stack} toolchain: {path}")
 
 
 def main() -> None:

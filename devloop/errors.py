@@ -4,6 +4,9 @@
     +-- ProjectInvalid           a project folder has problems (carries every Problem)
     +-- FileTooLarge             a unit's files exceed the size cap
     +-- SandboxUnavailable       bubblewrap cannot create its namespaces on this host
+    +-- ToolchainError           a stack toolchain could not be installed (toolchain.py)
+    +-- BugTransitionError       a bug state change the state machine forbids (ledgers/bugs.py)
+    +-- DecisionInvalid          a coder.log decision missing required fields (ledgers/coderlog.py)
 """
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ class CoderDecision(Record):
     """One `---` block of coder.log."""
 
     attempt: int
-    ts: str
+    ts: str | None = None
     last_failure: str | None = None
     last_cause: str | None = None
     this_fix: str
@@ -170,7 +170,9 @@ class BugTransition(Record):
 
 
 class Bug(BaseModel):
-    """A bug folded from its events: the current state."""
+    """A bug folded from its events: the current state (unknown fields kept)."""
+
+    model_config = ConfigDict(extra="allow")
 
     id: str
     status: BugStatus
@@ -180,6 +182,10 @@ class Bug(BaseModel):
     severity: str
     title: str
     run_id: str
+    category: str = "unknown"
+    detail: str = ""
+    affected_units: list[str] = Field(default_factory=list)
+    opened_at: str = ""
     history: list[BugTransition] = Field(default_factory=list)
 
     @property

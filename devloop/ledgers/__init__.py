@@ -1,0 +1,27 @@
+"""Append-only ledgers: bugs.ndjson, timeline.ndjson and coder.log over a pluggable sink."""
+
+from devloop.ledgers.bugs import BugLedger, BugTransitionError
+from devloop.ledgers.coderlog import (
+    DecisionInvalid,
+    append_decision,
+    format_decision,
+    parse_coder_log,
+    read_decisions,
+    validate_decision,
+)
+from devloop.ledgers.sink import AppendSink, FileSink
+from devloop.ledgers.timeline import Timeline
+
+__all__ = [
+    "AppendSink",
+    "BugLedger",
+    "BugTransitionError",
+    "DecisionInvalid",
+    "FileSink",
+    "Timeline",
+    "append_decision",
+    "format_decision",
+    "parse_coder_log",
+    "read_decisions",
+    "validate_decision",
+]

@@ -1,0 +1,51 @@
+"""timeline.ndjson: what happened to which unit, one JSON event per line."""
+
+from __future__ import annotations
+
+import logging
+
+from pydantic import ValidationError
+
+from devloop.ledgers.sink import AppendSink, Clock, dumps_line, iso_z, read_json_lines, utc_now
+from devloop.models import TimelineEvent
+
+log = logging.getLogger(__name__)
+
+
+class Timeline:
+    """Append and read timeline events (kinds: unit_coded, code_patched, unit_tested, ...)."""
+
+    def __init__(self, sink: AppendSink, now: Clock = utc_now) -> None:
+        self.sink = sink
+        self._now = now
+
+    def append(
+        self,
+        kind: str,
+        unit_id: str | None = None,
+        ref: str | None = None,
+        summary: str = "",
+        agent: str | None = None,
+    ) -> TimelineEvent:
+        """Record one event stamped now, and return it."""
+        if not kind:
+            raise ValueError("timeline event needs a kind, e.g. 'unit_tested'")
+        event = TimelineEvent(
+            ts=iso_z(self._now()), kind=kind, unit_id=unit_id, ref=ref, summary=summary, agent=agent
+        )
+        self.sink.append(dumps_line(event.to_json_dict()))
+        return event
+
+    def events(self, unit_id: str | None = None, kind: str | None = None) -> list[TimelineEvent]:
+        """Events in order, optionally only one unit's or one kind's; unknown fields kept."""
+        out: list[TimelineEvent] = []
+        for obj in read_json_lines(self.sink):
+            try:
+                event = TimelineEvent.model_validate(obj)
+            except ValidationError as exc:
+                log.warning("%r: invalid timeline line skipped: %s", self.sink, exc)
+                continue
+            if unit_id not in (None, event.unit_id) or kind not in (None, event.kind):
+                continue
+            out.append(event)
+        return out
