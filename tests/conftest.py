@@ -7,6 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from devloop.config import Settings, load_settings
+from devloop.toolchain import node_toolchain, python_toolchain
+
+pytest_plugins = ["tests.redis_fixture"]
+
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"
 
@@ -17,3 +22,21 @@ def todo_project(tmp_path: Path) -> Path:
     dest = tmp_path / "todo"
     shutil.copytree(EXAMPLES / "todo", dest)
     return dest
+
+
+@pytest.fixture(scope="session")
+def settings() -> Settings:
+    """Settings from the environment (DEVLOOP_CACHE_DIR and friends)."""
+    return load_settings()
+
+
+@pytest.fixture(scope="session")
+def node_toolchain_dir(settings: Settings) -> Path:
+    """The node toolchain, installed once per machine (about a minute the first time)."""
+    return node_toolchain(settings.cache_dir)
+
+
+@pytest.fixture(scope="session")
+def python_toolchain_dir(settings: Settings) -> Path:
+    """The python stack's test venv, installed once per machine."""
+    return python_toolchain(settings.cache_dir)

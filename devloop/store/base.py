@@ -1,0 +1,42 @@
+"""The state every part of RedisStore shares: the client, the size cap, the scripts."""
+
+from __future__ import annotations
+
+import redis
+
+from devloop.store import scripts
+from devloop.store.keys import Keys
+
+DEFAULT_FILE_CAP = 20 * 1024 * 1024
+
+
+class StoreBase:
+    """A bytes-mode redis-py client, the per-unit size cap and the registered scripts."""
+
+    def __init__(self, client: redis.Redis, *, file_cap_bytes: int = DEFAULT_FILE_CAP) -> None:
+        if client.get_connection_kwargs().get("decode_responses"):
+            # Unit files are bytes; a decoding client would corrupt any non-UTF-8 file.
+            raise ValueError("RedisStore needs a client with decode_responses=False")
+        self.client = client
+        self.file_cap_bytes = file_cap_bytes
+        self._commit_files = client.register_script(scripts.COMMIT_FILES)
+        self._cas_state = client.register_script(scripts.CAS_STATE)
+        self._acquire_lease = client.register_script(scripts.ACQUIRE_LEASE)
+        self._heartbeat_lease = client.register_script(scripts.HEARTBEAT_LEASE)
+        self._release_lease = client.register_script(scripts.RELEASE_LEASE)
+
+    def keys(self, pid: str) -> Keys:
+        """The key names of project pid."""
+        return Keys(pid)
+
+
+def text(value: bytes | str | None) -> str | None:
+    """A reply as str (None stays None)."""
+    if value is None:
+        return None
+    return value.decode("utf-8") if isinstance(value, bytes) else value
+
+
+def decode_hash(raw: dict[bytes, bytes]) -> dict[str, bytes]:
+    """An HGETALL reply with str fields and bytes values."""
+    return {k.decode("utf-8"): v for k, v in raw.items()}

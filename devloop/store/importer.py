@@ -1,0 +1,154 @@
+"""Import a project folder into Redis: checked first, written in one MULTI/EXEC, idempotent."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import redis
+from redis.client import Pipeline
+
+from devloop.project import Project
+from devloop.store.base import StoreBase, decode_hash
+from devloop.store.filesets import files_digest
+from devloop.store.keys import LEDGERS, Keys
+from devloop.store.records import ImportReport
+from devloop.store.snapshot import Snapshot, read_snapshot
+from devloop.store.streams import STREAM_FIELD, entry_lines
+
+WATCH_RETRIES = 5
+
+
+@dataclass
+class _Plan:
+    """The writes an import needs, gathered while the keys are watched."""
+
+    hset: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    hdel: dict[str, list[str]] = field(default_factory=dict)
+    replace: dict[str, dict[str, bytes]] = field(default_factory=dict)
+    xadd: dict[str, list[str]] = field(default_factory=dict)
+    changed_units: list[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        """Whether Redis already holds everything."""
+        return not (self.hset or self.hdel or self.replace or self.xadd)
+
+
+class ImportMixin(StoreBase):
+    """`import_project`: the project record, unit files, memory, agent state and ledgers."""
+
+    def import_project(self, project: Project) -> ImportReport:
+        """Store project in Redis; an unchanged project changes nothing (changed=False)."""
+        snap = read_snapshot(project, self.file_cap_bytes)  # raises before any write
+        keys = self.keys(snap.pid)
+        watched = [keys.project, keys.sdd, keys.contracts, keys.specs, keys.memory]
+        watched += [keys.agent_state, *(keys.stream(name) for name in LEDGERS)]
+        for unit in snap.unit_files:
+            watched += [keys.files(unit), keys.meta(unit)]
+        for attempt in range(WATCH_RETRIES):
+            with self.client.pipeline(transaction=True) as pipe:
+                try:
+                    pipe.watch(*watched)
+                    plan = _plan(pipe, keys, snap)
+                    pipe.multi()
+                    _apply(pipe, plan)
+                    pipe.execute()
+                    break
+                except redis.WatchError:
+                    # A worker committed meanwhile: plan again against what is there now.
+                    if attempt == WATCH_RETRIES - 1:
+                        raise
+        return ImportReport(
+            pid=snap.pid,
+            units=len(snap.unit_files),
+            files=sum(len(files) for files in snap.unit_files.values()),
+            changed=not plan.empty,
+            changed_units=plan.changed_units,
+        )
+
+
+def _plan(pipe: Any, keys: Keys, snap: Snapshot) -> _Plan:
+    """Compare the snapshot with Redis and list the writes.
+
+    pipe is a watched pipeline in immediate mode: its commands answer at once (the
+    stubs type those answers as the pipeline, hence Any).
+    """
+    plan = _Plan()
+    # The project's definition is the folder's: stale fields of removed units go too.
+    for key, wanted in [
+        (keys.project, snap.project),
+        (keys.sdd, snap.sdd),
+        (keys.contracts, snap.contracts),
+        (keys.specs, snap.specs),
+    ]:
+        have = decode_hash(pipe.hgetall(key))
+        _merge(plan, key, have, wanted)
+        gone = sorted(set(have) - set(wanted))
+        if gone:
+            plan.hdel[key] = gone
+    # Memory notes and agent state may have grown in Redis: the folder adds, never removes.
+    for key, wanted in [(keys.memory, snap.memory), (keys.agent_state, snap.agent_state)]:
+        _merge(plan, key, decode_hash(pipe.hgetall(key)), wanted)
+    for unit, files in snap.unit_files.items():
+        _plan_unit(pipe, plan, keys, unit, files)
+    for name, lines in snap.ledgers.items():
+        key = keys.stream(name)
+        present = Counter(line for _id, entry in pipe.xrange(key) for line in entry_lines(entry))
+        missing = []
+        for line in lines:
+            if present[line]:
+                present[line] -= 1  # already imported (or appended since): skip once
+            else:
+                missing.append(line)
+        if missing:
+            plan.xadd[key] = missing
+    return plan
+
+
+def _plan_unit(pipe: Any, plan: _Plan, keys: Keys, unit: str, files: dict[str, bytes]) -> None:
+    """Replace a unit's files when the folder changed since Redis last saw it.
+
+    Unchanged means equal to what Redis holds now, or equal to what the last import
+    brought in (the folder is then just behind the commits made since): neither case
+    may overwrite the agents' work.
+    """
+    meta = decode_hash(pipe.hgetall(keys.meta(unit)))
+    on_disk = files_digest(files)
+    if on_disk == meta.get("imported", b"").decode() or on_disk == files_digest(
+        decode_hash(pipe.hgetall(keys.files(unit)))
+    ):
+        return
+    version = int(meta.get("version", b"0")) + 1
+    plan.replace[keys.files(unit)] = files
+    plan.hset[keys.meta(unit)] = {"version": str(version).encode(), "imported": on_disk.encode()}
+    plan.changed_units.append(unit)
+
+
+def _merge(plan: _Plan, key: str, have: dict[str, bytes], wanted: dict[str, bytes]) -> None:
+    """Plan an HSET of the fields of wanted that Redis lacks or holds differently."""
+    differ = {k: v for k, v in wanted.items() if have.get(k) != v}
+    if differ:
+        plan.hset.setdefault(key, {}).update(differ)
+
+
+def _apply(pipe: Pipeline, plan: _Plan) -> None:
+    """Queue the planned writes inside MULTI."""
+    for key, files in plan.replace.items():
+        pipe.delete(key)
+        if files:
+            pipe.hset(key, mapping=_mapping(files))
+    for key, fields in plan.hset.items():
+        pipe.hset(key, mapping=_mapping(fields))
+    for key, gone in plan.hdel.items():
+        pipe.hdel(key, *gone)
+    for key, lines in plan.xadd.items():
+        for line in lines:
+            pipe.xadd(key, {STREAM_FIELD: line.encode("utf-8")})
+
+
+def _mapping(fields: dict[str, bytes]) -> Mapping[str | bytes, bytes]:
+    """fields as redis-py's stubs type HSET's mapping (their key type is invariant)."""
+    return cast(Mapping[str | bytes, bytes], fields)

@@ -1,0 +1,90 @@
+"""Names of every Redis key the store uses, in one place (the layout is in the package doc)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+ROOT = "devloop"
+Ledger = Literal["bugs", "timeline"]
+LEDGERS: tuple[Ledger, ...] = ("bugs", "timeline")
+
+
+@dataclass(frozen=True)
+class Keys:
+    """The key names of one project."""
+
+    pid: str
+
+    @property
+    def prefix(self) -> str:
+        """`devloop:{pid}:`; every key of the project starts with it."""
+        return f"{ROOT}:{self.pid}:"
+
+    @property
+    def pattern(self) -> str:
+        """A SCAN/KEYS pattern matching every key of the project."""
+        return _escape_glob(self.prefix) + "*"
+
+    @property
+    def project(self) -> str:
+        """Hash: units_json, company_id, stack, conventions."""
+        return self.prefix + "project"
+
+    @property
+    def sdd(self) -> str:
+        """Hash: unit id -> standalone SDD section document (HTML)."""
+        return self.prefix + "sdd"
+
+    @property
+    def contracts(self) -> str:
+        """Hash: unit id -> the SDD contract (JSON)."""
+        return self.prefix + "contracts"
+
+    @property
+    def specs(self) -> str:
+        """Hash: unit id -> spec.json (JSON), derived ones included."""
+        return self.prefix + "specs"
+
+    @property
+    def memory(self) -> str:
+        """Hash: `{role}/{name}.md` -> note bytes (memory/devloop/ on disk)."""
+        return self.prefix + "memory"
+
+    @property
+    def agent_state(self) -> str:
+        """Hash: path relative to agent-state/ -> bytes."""
+        return self.prefix + "agent-state"
+
+    def stream(self, ledger: Ledger) -> str:
+        """Stream of one ledger's records (bugs.ndjson, timeline.ndjson)."""
+        return f"{self.prefix}stream:{ledger}"
+
+    def files(self, unit: str) -> str:
+        """Hash: path relative to units/{unit} -> bytes."""
+        return f"{self.prefix}unit:{unit}:files"
+
+    def meta(self, unit: str) -> str:
+        """Hash: version (int), imported (digest of the files at the last import)."""
+        return f"{self.prefix}unit:{unit}:meta"
+
+    def commits(self, unit: str) -> str:
+        """Hash: `{role}:{attempt}` -> the version that commit produced."""
+        return f"{self.prefix}unit:{unit}:commits"
+
+    def state(self, unit: str) -> str:
+        """String: the unit's UnitState (JSON)."""
+        return f"{self.prefix}unit:{unit}:state"
+
+    def session(self, role: str, unit: str) -> str:
+        """String: the transcript checkpoint of one (role, unit) session (JSON)."""
+        return f"{self.prefix}session:{role}:{unit}"
+
+    def lease(self, unit: str, attempt: int, role: str) -> str:
+        """String with a TTL: the owner of one (unit, attempt, role) run."""
+        return f"{self.prefix}lease:{unit}:{attempt}:{role}"
+
+
+def _escape_glob(text: str) -> str:
+    """Text with Redis glob metacharacters escaped, for a literal prefix match."""
+    return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

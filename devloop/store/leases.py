@@ -1,0 +1,41 @@
+"""Leases: one live owner per (unit, attempt, role), kept alive by heartbeats.
+
+Redis delivery is at-least-once and redelivers a task that outlives the visibility
+timeout while it still runs; the lease is how the second delivery sees the first.
+"""
+
+from __future__ import annotations
+
+from devloop.store.base import StoreBase, text
+
+
+def _ttl_ms(ttl_s: float) -> int:
+    """A TTL in whole milliseconds, at least 1 (PX 0 is an error)."""
+    return max(1, round(ttl_s * 1000))
+
+
+class LeasesMixin(StoreBase):
+    """`acquire_lease`, `heartbeat`, `release` and `lease_owner`."""
+
+    def acquire_lease(
+        self, pid: str, unit: str, attempt: int, role: str, owner: str, ttl_s: float
+    ) -> bool:
+        """Take the lease for ttl_s (SET NX PX); True also when owner already holds it."""
+        key = self.keys(pid).lease(unit, attempt, role)
+        return bool(self._acquire_lease(keys=[key], args=[owner, _ttl_ms(ttl_s)]))
+
+    def heartbeat(
+        self, pid: str, unit: str, attempt: int, role: str, owner: str, ttl_s: float
+    ) -> bool:
+        """Extend the lease to ttl_s from now, only while owner still holds it."""
+        key = self.keys(pid).lease(unit, attempt, role)
+        return bool(self._heartbeat_lease(keys=[key], args=[owner, _ttl_ms(ttl_s)]))
+
+    def release(self, pid: str, unit: str, attempt: int, role: str, owner: str) -> bool:
+        """Give the lease up if owner holds it; True if it was released."""
+        key = self.keys(pid).lease(unit, attempt, role)
+        return bool(self._release_lease(keys=[key], args=[owner]))
+
+    def lease_owner(self, pid: str, unit: str, attempt: int, role: str) -> str | None:
+        """Who holds the lease now, or None."""
+        return text(self.client.get(self.keys(pid).lease(unit, attempt, role)))

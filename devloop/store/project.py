@@ -1,0 +1,102 @@
+"""The project record as sessions read it: registry, SDD section, spec, contract, notes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from devloop.models import Stack, UnitsFile, UnitSpec
+from devloop.store.base import StoreBase, decode_hash, text
+from devloop.store.filesets import safe_relpath
+from devloop.store.records import ProjectNotImported
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class ProjectRecord:
+    """units.json, stack, company id and conventions of an imported project."""
+
+    units: UnitsFile
+    company_id: str
+    stack: Stack
+    conventions: str
+
+
+class ProjectMixin(StoreBase):
+    """Read the imported project; add memory notes and agent state; delete a project."""
+
+    def has_project(self, pid: str) -> bool:
+        """Whether pid was imported."""
+        return bool(self.client.exists(self.keys(pid).project))
+
+    def project_record(self, pid: str) -> ProjectRecord:
+        """The project record; ProjectNotImported when pid is not in Redis."""
+        raw = decode_hash(self.client.hgetall(self.keys(pid).project))
+        if "units_json" not in raw:
+            raise ProjectNotImported(f'project "{pid}" is not in Redis; import it first')
+        units = UnitsFile.model_validate_json(raw["units_json"])
+        return ProjectRecord(
+            units=units,
+            company_id=raw.get("company_id", b"").decode("utf-8"),
+            stack=units.stack,
+            conventions=raw.get("conventions", b"").decode("utf-8"),
+        )
+
+    def sdd_document(self, pid: str, unit: str) -> str | None:
+        """The standalone HTML of the unit's SDD section."""
+        return text(self.client.hget(self.keys(pid).sdd, unit))
+
+    def unit_spec(self, pid: str, unit: str) -> UnitSpec | None:
+        """The unit's spec.json (derived from the SDD when the folder had none)."""
+        raw = self.client.hget(self.keys(pid).specs, unit)
+        return UnitSpec.model_validate_json(raw) if raw else None
+
+    def sdd_contract(self, pid: str, unit: str) -> dict[str, Any] | None:
+        """The unit's contract as the SDD declares it."""
+        raw = self.client.hget(self.keys(pid).contracts, unit)
+        return json.loads(raw) if raw else None
+
+    def memory_notes(self, pid: str, role: str) -> dict[str, str]:
+        """A role's notes (memory/devloop/{role}/): file name -> text."""
+        prefix = f"{role}/"
+        raw = decode_hash(self.client.hgetall(self.keys(pid).memory))
+        return {
+            k.removeprefix(prefix): v.decode("utf-8", errors="replace")
+            for k, v in sorted(raw.items())
+            if k.startswith(prefix)
+        }
+
+    def put_memory_note(self, pid: str, role: str, name: str, note: str) -> None:
+        """Write memory/devloop/{role}/{name}."""
+        path = safe_relpath(f"{role}/{name}").as_posix()
+        self.client.hset(self.keys(pid).memory, path, note.encode("utf-8"))
+
+    def agent_state(self, pid: str) -> dict[str, bytes]:
+        """Every agent-state/ file: path relative to agent-state/ -> bytes."""
+        return decode_hash(self.client.hgetall(self.keys(pid).agent_state))
+
+    def put_agent_state(self, pid: str, path: str, data: bytes) -> None:
+        """Write agent-state/{path}."""
+        self.client.hset(self.keys(pid).agent_state, safe_relpath(path).as_posix(), data)
+
+    def delete_project(self, pid: str) -> int:
+        """Remove every key of pid; returns how many were removed."""
+        removed = 0
+        for batch in _batches(self.client.scan_iter(match=self.keys(pid).pattern, count=500)):
+            removed += int(self.client.unlink(*batch))
+        return removed
+
+
+def _batches(items: Iterable[T], size: int = 500) -> Iterator[list[T]]:
+    """Lists of up to size items from an iterable."""
+    batch: list[T] = []
+    for item in items:
+        batch.append(item)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch

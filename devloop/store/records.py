@@ -1,0 +1,72 @@
+"""What the store hands back: unit state, unit files, commit and import outcomes."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from devloop.errors import DevLoopError
+
+UnitStatus = Literal[
+    "pending",
+    "ready",
+    "coding",
+    "testing",
+    "passed",
+    "failed",
+    "crashed",
+    "validation_failed",
+    "blocked",
+    "blocked_upstream",
+]
+
+
+class UnitState(BaseModel):
+    """Where one unit is in the red/green loop; stored as JSON, changed by compare-and-set."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: UnitStatus = "pending"
+    attempt: int = 0
+    failure_signature: str | None = None
+    signature_repeats: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    started_at: float | None = None
+    updated_at: float | None = None
+    last_hint: str | None = None
+    extra: dict[str, Any] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class UnitFiles:
+    """A unit's files at one version: path relative to units/{id} -> bytes."""
+
+    version: int
+    files: dict[str, bytes] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """The outcome of one commit: applied, or why not ("already committed", "version conflict")."""
+
+    applied: bool
+    version: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True)
+class ImportReport:
+    """What an import found: units and files seen, and whether anything in Redis changed."""
+
+    pid: str
+    units: int
+    files: int
+    changed: bool
+    changed_units: list[str] = field(default_factory=list)
+
+
+class ProjectNotImported(DevLoopError):
+    """The project id has no record in Redis."""

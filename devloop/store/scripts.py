@@ -1,0 +1,90 @@
+"""The Lua scripts behind every read-check-write the store does atomically.
+
+Redis runs a script without interleaving other commands, so each check and its write
+happen as one step; redis-py's Script reloads a script the server forgot (a restart
+empties the script cache).
+"""
+
+from __future__ import annotations
+
+# KEYS: files, meta, commits.  ARGV: marker, base_version, cap, then (path, op, data)*
+# with op "w" (write data) or "d" (delete).  The marker check comes first so a
+# redelivered commit reads as a duplicate, not as a conflict.
+COMMIT_FILES = """
+local version = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
+if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
+  return {0, version, 'already committed'}
+end
+if version ~= tonumber(ARGV[2]) then
+  return {0, version, 'version conflict'}
+end
+local sizes = {}
+for _, path in ipairs(redis.call('HKEYS', KEYS[1])) do
+  sizes[path] = redis.call('HSTRLEN', KEYS[1], path)
+end
+for i = 4, #ARGV, 3 do
+  if ARGV[i + 1] == 'd' then sizes[ARGV[i]] = nil else sizes[ARGV[i]] = #ARGV[i + 2] end
+end
+local total = 0
+for _, n in pairs(sizes) do total = total + n end
+if total > tonumber(ARGV[3]) then
+  return {0, version, 'too large', total}
+end
+for i = 4, #ARGV, 3 do
+  if ARGV[i + 1] == 'd' then
+    redis.call('HDEL', KEYS[1], ARGV[i])
+  else
+    redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 2])
+  end
+end
+version = version + 1
+redis.call('HSET', KEYS[2], 'version', version)
+redis.call('HSET', KEYS[3], ARGV[1], version)
+return {1, version}
+"""
+
+# KEYS: state.  ARGV: expected status, expected attempt, new state JSON.
+# A unit with no state yet counts as pending at attempt 0.
+CAS_STATE = """
+local status, attempt = 'pending', 0
+local current = redis.call('GET', KEYS[1])
+if current then
+  local state = cjson.decode(current)
+  status, attempt = state['status'], tonumber(state['attempt'])
+end
+if status ~= ARGV[1] or attempt ~= tonumber(ARGV[2]) then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[3])
+return 1
+"""
+
+# KEYS: lease.  ARGV: owner, ttl_ms.  Re-acquiring one's own lease extends it.
+ACQUIRE_LEASE = """
+local owner = redis.call('GET', KEYS[1])
+if owner == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if owner then
+  return 0
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+
+# KEYS: lease.  ARGV: owner, ttl_ms.
+HEARTBEAT_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+
+# KEYS: lease.  ARGV: owner.
+RELEASE_LEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('DEL', KEYS[1])
+end
+return 0
+"""

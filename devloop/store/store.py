@@ -1,0 +1,40 @@
+"""RedisStore: every piece of DevLoop's shared state, behind one Redis URL."""
+
+from __future__ import annotations
+
+from devloop.redis_server import connect
+from devloop.store.base import DEFAULT_FILE_CAP
+from devloop.store.export import ExportMixin
+from devloop.store.files import FilesMixin
+from devloop.store.importer import ImportMixin
+from devloop.store.keys import Ledger
+from devloop.store.leases import LeasesMixin
+from devloop.store.project import ProjectMixin
+from devloop.store.sessions import SessionsMixin
+from devloop.store.state import StateMixin
+from devloop.store.streams import RedisStreamSink
+
+
+class RedisStore(
+    ImportMixin,
+    ExportMixin,
+    ProjectMixin,
+    FilesMixin,
+    StateMixin,
+    SessionsMixin,
+    LeasesMixin,
+):
+    """Project record, unit files, unit state, ledgers, sessions and leases in Redis."""
+
+    @classmethod
+    def from_url(cls, url: str, *, file_cap_bytes: int = DEFAULT_FILE_CAP) -> RedisStore:
+        """A store over a new client of url (redis://, unix:// or redis+socket://)."""
+        return cls(connect(url), file_cap_bytes=file_cap_bytes)
+
+    def sink(self, pid: str, ledger: Ledger) -> RedisStreamSink:
+        """The append sink of a ledger ("bugs" or "timeline") of project pid."""
+        return RedisStreamSink(self.client, self.keys(pid).stream(ledger))
+
+    def close(self) -> None:
+        """Close the client's connections."""
+        self.client.close()

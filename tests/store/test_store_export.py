@@ -1,0 +1,125 @@
+"""Export: the seed layout back on disk, atomically, rewriting only what changed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from devloop.project import load_project
+from devloop.store import ProjectNotImported, RedisStore, UnsafePath
+from devloop.store.export import write_atomic
+
+PID = "p-todo"
+
+
+def imported(store: RedisStore, root: Path) -> None:
+    """Seed some files into the todo copy and import it."""
+    (root / "units/todo-be/code").mkdir(parents=True)
+    (root / "units/todo-be/code/server.js").write_text("v1\n")
+    (root / "units/todo-be/code/keep.js").write_text("same\n")
+    (root / "timeline.ndjson").write_text('{"kind":"unit_coded"}\n')
+    (root / "memory/devloop/tester").mkdir(parents=True)
+    (root / "memory/devloop/tester/vitest.md").write_text("Use --reporter=json.\n")
+    (root / "agent-state").mkdir()
+    (root / "agent-state/todo.json").write_text("[]\n")
+    store.import_project(load_project(root))
+
+
+def stamp(path: Path) -> tuple[int, int]:
+    st = path.stat()
+    return st.st_ino, st.st_mtime_ns
+
+
+def test_round_trip_writes_changes_and_leaves_the_rest(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path
+) -> None:
+    imported(redis_store, todo_project)
+    redis_store.commit_files(
+        PID,
+        "todo-be",
+        role="coder",
+        attempt=1,
+        base_version=1,
+        changes={"code/server.js": b"v2\n", "contract.json": b"{}\n"},
+    )
+    redis_store.sink(PID, "bugs").append('{"event":"bug_open","id":"B1"}')
+    before = {p: stamp(p) for p in todo_project.rglob("*") if p.is_file()}
+
+    written = redis_store.export(PID, todo_project)
+
+    root = todo_project.resolve()
+    assert sorted(written) == sorted(
+        [
+            root / "units/todo-be/code/server.js",
+            root / "units/todo-be/contract.json",
+            root / "bugs.ndjson",
+        ]
+    )
+    assert (todo_project / "units/todo-be/code/server.js").read_text() == "v2\n"
+    assert (todo_project / "bugs.ndjson").read_text() == '{"event":"bug_open","id":"B1"}\n'
+    for path in ("units/todo-be/code/keep.js", "timeline.ndjson", "units/todo-fe/spec.json"):
+        assert stamp(todo_project / path) == before[todo_project / path], path
+    assert redis_store.export(PID, todo_project) == []
+
+
+def test_export_to_a_new_dir_gives_the_seed_layout(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path
+) -> None:
+    imported(redis_store, todo_project)
+    dest = tmp_path / "out"
+    written = redis_store.export(PID, dest)
+    rel = sorted(p.relative_to(dest.resolve()).as_posix() for p in written)
+    assert rel == [
+        "agent-state/todo.json",
+        "memory/devloop/tester/vitest.md",
+        "timeline.ndjson",
+        "units/todo-be/code/keep.js",
+        "units/todo-be/code/server.js",
+        "units/todo-be/spec.json",
+        "units/todo-fe/spec.json",
+    ]
+    for name in rel:
+        assert (dest / name).read_bytes() == (todo_project / name).read_bytes(), name
+    assert not [p for p in dest.rglob("*") if p.name.endswith(".tmp")]
+
+
+def test_exported_project_reimports_unchanged(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path
+) -> None:
+    imported(redis_store, todo_project)
+    dest = tmp_path / "copy"
+    shutil.copytree(todo_project, dest)
+    redis_store.export(PID, dest)
+    assert redis_store.import_project(load_project(dest)).changed is False
+
+
+def test_write_atomic_leaves_no_temp_file_and_keeps_the_mode(tmp_path: Path) -> None:
+    path = tmp_path / "a" / "run.sh"
+    assert write_atomic(path, b"#!/bin/sh\n")
+    os.chmod(path, 0o755)
+    assert write_atomic(path, b"#!/bin/sh\necho\n")
+    assert path.stat().st_mode & 0o777 == 0o755
+    assert not write_atomic(path, b"#!/bin/sh\necho\n")
+    assert [p.name for p in path.parent.iterdir()] == ["run.sh"]
+
+
+def test_export_refuses_a_symlink_that_leads_outside(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path
+) -> None:
+    imported(redis_store, todo_project)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "dest"
+    (dest / "units").mkdir(parents=True)
+    (dest / "units/todo-be").symlink_to(outside)
+    with pytest.raises(UnsafePath):
+        redis_store.export(PID, dest)
+    assert list(outside.iterdir()) == []
+
+
+def test_export_of_an_unknown_project_says_so(redis_store: RedisStore, tmp_path: Path) -> None:
+    with pytest.raises(ProjectNotImported, match="nope"):
+        redis_store.export("nope", tmp_path)
