@@ -92,6 +92,23 @@ def toolchain_install(
     out.print(f"{stack} toolchain: {path}")
 
 
+@app.command("stub-llm")
+def stub_llm(
+    script: Annotated[
+        Path, typer.Option(help="YAML script of scripted turns (docs/stub-script.md).")
+    ],
+    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 8765,
+    host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+) -> None:
+    """Serve the Messages-API stub: point ANTHROPIC_BASE_URL at the printed URL."""
+    from devloop.llm.stub import ScriptInvalid, serve_forever
+
+    try:
+        serve_forever(script, host, port, on_ready=lambda s: out.print(s.base_url, highlight=False))
+    except ScriptInvalid as exc:
+        fail(exc.problems)
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="devloop")

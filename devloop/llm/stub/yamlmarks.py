@@ -1,0 +1,160 @@
+"""YAML with line numbers, and script errors that name the line, the field and the fix."""
+
+from __future__ import annotations
+
+import types
+import typing
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from devloop.errors import DevLoopError, Problem
+
+Path = tuple[str, ...]
+DOCS = "docs/stub-script.md"
+
+
+class ScriptInvalid(DevLoopError):
+    """A stub script has problems; `problems` lists each with its line and fix."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+    @classmethod
+    def one(
+        cls, source: str, line: int | None, field: str, message: str, fix: str
+    ) -> ScriptInvalid:
+        """A ScriptInvalid with a single problem."""
+        return cls([Problem(_where(source, line), field, message, fix)])
+
+
+def _where(source: str, line: int | None) -> str:
+    return f"{source}:{line}" if line else source
+
+
+def read_yaml(text: str, source: str) -> tuple[Any, dict[Path, int]]:
+    """Parse YAML; return the data and the 1-based line of every path in it."""
+    try:
+        loader = yaml.SafeLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else None
+        raise ScriptInvalid.one(
+            source, line, "(yaml)", str(exc.problem or exc), "fix the YAML syntax on that line"
+        ) from None
+    lines: dict[Path, int] = {}
+    if node is not None:
+        _walk(node, (), lines, source)
+    return data, lines
+
+
+def _walk(node: yaml.Node, path: Path, lines: dict[Path, int], source: str) -> None:
+    lines.setdefault(path, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        seen: set[str] = set()
+        for key_node, value_node in node.value:
+            key = str(yaml.constructor.SafeConstructor().construct_object(key_node))
+            if key in seen:
+                # PyYAML silently keeps the last duplicate; a script author never means that.
+                raise ScriptInvalid.one(
+                    source,
+                    key_node.start_mark.line + 1,
+                    _dotted(path + (key,)),
+                    "duplicate key",
+                    "merge the two entries or rename one",
+                )
+            seen.add(key)
+            lines[path + (key,)] = key_node.start_mark.line + 1
+            _walk(value_node, path + (key,), lines, source)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            _walk(item, path + (str(i),), lines, source)
+
+
+def _dotted(path: typing.Sequence[Any]) -> str:
+    """sessions."coder.*".turns[2].content[0].text"""
+    out = ""
+    for seg in path:
+        if isinstance(seg, int) or (isinstance(seg, str) and seg.isdigit()):
+            out += f"[{seg}]"
+        elif isinstance(seg, str) and seg.replace("_", "").isalnum():
+            out += f".{seg}" if out else seg
+        else:
+            out += f'."{seg}"' if out else f'"{seg}"'
+    return out or "(top level)"
+
+
+def _line_of(loc: Path, lines: dict[Path, int]) -> int | None:
+    while loc:
+        if loc in lines:
+            return lines[loc]
+        loc = loc[:-1]
+    return lines.get(())
+
+
+def _model_at(root: type[BaseModel], loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The pydantic model that holds the field at loc (for listing its allowed keys)."""
+    current: Any = root
+    for seg in loc:
+        while True:  # unwrap Optional[...], list[...], dict[..., X] down to a model
+            origin = typing.get_origin(current)
+            if origin in (typing.Union, types.UnionType):
+                args = [a for a in typing.get_args(current) if a is not type(None)]
+                current = args[0]
+            elif origin is typing.Annotated:
+                current = typing.get_args(current)[0]
+            else:
+                break
+        if isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(str(seg))
+            if field is None:
+                return current
+            current = field.annotation
+        elif typing.get_origin(current) in (list, dict):
+            current = typing.get_args(current)[-1]
+        else:
+            return None
+    return None
+
+
+def _fix(err: ErrorDetails, root: type[BaseModel]) -> str:
+    kind = err["type"]
+    loc = tuple(s for s in err["loc"] if s != "[key]")
+    if kind == "missing":
+        return f"add `{loc[-1]}`"
+    if kind == "extra_forbidden":
+        model = _model_at(root, loc)
+        allowed = ", ".join(model.model_fields) if model else ""
+        return f"remove `{loc[-1]}` or fix its spelling" + (
+            f"; allowed here: {allowed}" if allowed else ""
+        )
+    if kind == "literal_error":
+        return "use one of the values listed"
+    if "[key]" in err["loc"] or (kind.startswith("int_") and len(loc) >= 2 and loc[-2] == "turns"):
+        return "number turns 1, 2, 3, ... (the turn a request is on = its assistant messages + 1)"
+    if kind in ("greater_than_equal", "greater_than", "too_short"):
+        return "use a larger value"
+    return f"see {DOCS}"
+
+
+def problems_from_validation(
+    exc: ValidationError, source: str, lines: dict[Path, int], root: type[BaseModel]
+) -> list[Problem]:
+    """One Problem per pydantic error, located by the YAML marks, in line order."""
+    found = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(str(s) for s in err["loc"] if s != "[key]")
+        # Our own validators phrase their message as "what is wrong; fix: what to do".
+        message, _, fix = err["msg"].removeprefix("Value error, ").partition("; fix: ")
+        line = _line_of(loc, lines)
+        problem = Problem(_where(source, line), _dotted(loc), message, fix or _fix(err, root))
+        found.append((line or 0, problem))
+    return [problem for _, problem in sorted(found, key=lambda pair: pair[0])]
