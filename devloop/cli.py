@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import shlex
+import sys
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Literal, NoReturn
 
 import typer
 from rich.console import Console
@@ -22,6 +24,8 @@ app = typer.Typer(
 )
 contract_app = typer.Typer(no_args_is_help=True, help="Contract tools.")
 app.add_typer(contract_app, name="contract")
+sandbox_app = typer.Typer(no_args_is_help=True, help="Inspect what an agent can and cannot do.")
+app.add_typer(sandbox_app, name="sandbox")
 toolchain_app = typer.Typer(no_args_is_help=True, help="Stack toolchains (node, python).")
 app.add_typer(toolchain_app, name="toolchain")
 
@@ -29,6 +33,7 @@ out = Console()
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_INVALID = 2
+Role = Literal["coder", "tester"]
 
 
 def fail(problems: list[Problem] | list[str]) -> NoReturn:
@@ -90,6 +95,44 @@ def toolchain_install(
         err.print(str(exc), markup=False)
         raise typer.Exit(1) from exc
     out.print(f"{stack} toolchain: {path}")
+
+
+@sandbox_app.command("exec")
+def sandbox_exec_command(
+    command: Annotated[list[str], typer.Argument(help="The command, after --.")],
+    project: Annotated[Path, typer.Option(help="The project folder.")],
+    unit: Annotated[str, typer.Option(help="The unit whose view to use.")],
+    role: Annotated[Role, typer.Option(help="coder or tester.")],
+    timeout: Annotated[float | None, typer.Option(help="Wall-clock limit in seconds.")] = None,
+) -> None:
+    """Run CMD in a role's sandboxed view, commit what it may write; exit 3 on a rejected write."""
+    from devloop.errors import SandboxUnavailable
+    from devloop.sandbox_exec import sandbox_exec
+
+    try:
+        report = sandbox_exec(
+            project, unit, role, shlex.join(command), load_settings(), timeout_s=timeout
+        )
+    except ProjectInvalid as exc:
+        fail(exc.problems)
+    except KeyError as exc:
+        fail([exc.args[0]])
+    except SandboxUnavailable as exc:
+        err.print(str(exc), markup=False)
+        raise typer.Exit(1) from exc
+    obs, outcome = report.observation, report.outcome
+    sys.stdout.write(obs.stdout)
+    sys.stderr.write(obs.stderr)
+    if obs.timed_out:
+        err.print(f"timed out after {timeout or load_settings().command_timeout_s:.0f} s")
+    for violation in outcome.violations:
+        err.print(f"rejected: {violation}", markup=False)
+    if outcome.committed:
+        err.print(
+            f"committed: {', '.join(outcome.committed)} (unit version {outcome.version})",
+            markup=False,
+        )
+    raise typer.Exit(report.exit_code)
 
 
 @app.command("stub-llm")

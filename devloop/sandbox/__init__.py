@@ -13,6 +13,8 @@ Observation with `refused` set and exit code 2, and no process starts.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from devloop.config import Settings
 from devloop.sandbox.bare import BareSandbox
 from devloop.sandbox.base import (
@@ -40,8 +42,10 @@ __all__ = [
 ]
 
 
-def make_sandbox(settings: Settings, limits: Limits | None = None) -> Sandbox:
+def make_sandbox(
+    settings: Settings, limits: Limits | None = None, env: Mapping[str, str] | None = None
+) -> Sandbox:
     """The sandbox `settings.sandbox` names; bubblewrap unless it is "none"."""
     if settings.sandbox == "none":
-        return BareSandbox(settings, limits)
-    return BwrapSandbox(settings, limits)
+        return BareSandbox(settings, limits, env)
+    return BwrapSandbox(settings, limits, env)

@@ -1,0 +1,80 @@
+"""`devloop sandbox exec`: run one command in a role's view, as an agent's Bash tool would."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from devloop.config import Settings
+from devloop.embedded import redis_endpoint
+from devloop.project import load_project
+from devloop.redis_server import connect
+from devloop.sandbox import Observation
+from devloop.stacks import stack_sandbox
+from devloop.store import RedisStore
+from devloop.workspace import CommitOutcome, Workspace
+
+EXIT_REJECTED = 3
+
+
+@dataclass
+class ExecReport:
+    """What the command printed, and what was committed or rejected afterwards."""
+
+    observation: Observation
+    outcome: CommitOutcome
+    redis_url: str
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """CMD's exit code, or 3 when any write was rejected."""
+        return EXIT_REJECTED if self.outcome.violations else self.observation.exit_code
+
+
+def sandbox_exec(
+    project_dir: Path,
+    unit: str,
+    role: str,
+    command: str,
+    settings: Settings,
+    timeout_s: float | None = None,
+) -> ExecReport:
+    """Import the project, materialize the role's view, run command, commit what it may write.
+
+    Each exec commits as an attempt of its own (a millisecond stamp), so running it twice
+    commits twice instead of being taken for a redelivery.
+    """
+    project = load_project(project_dir)
+    if project.units.unit(unit) is None:
+        raise KeyError(
+            f'units.json: units: no unit "{unit}"; fix: pick one of '
+            + ", ".join(u.id for u in project.units.units)
+        )
+    with redis_endpoint(project_dir, settings) as endpoint:
+        store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
+        try:
+            store.import_project(project)
+            stamp = int(time.time() * 1000)
+            run_id = f"exec-{stamp}" if role == "tester" else None
+            ws = Workspace(store, project.pid, unit, role, stamp, settings=settings, run_id=run_id)
+            ws.materialize()
+            sandbox, mounts = stack_sandbox(project.stack_of(unit), settings)
+            try:
+                assert ws.root is not None
+                obs = sandbox.run(
+                    command,
+                    view=ws.root,
+                    cwd=ws.unit_rel,
+                    writable=ws.writable(),
+                    timeout_s=timeout_s or settings.command_timeout_s,
+                    ro_binds=mounts.ro_binds,
+                    tmpfs=mounts.tmpfs,
+                )
+                outcome = ws.commit()
+            finally:
+                ws.cleanup()
+        finally:
+            store.close()
+    return ExecReport(obs, outcome, endpoint.url)

@@ -1,0 +1,44 @@
+"""Per-stack wiring of a view: which toolchain is mounted where, and the sandbox's PATH."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from devloop.config import Settings
+from devloop.models import Stack
+from devloop.sandbox import Sandbox, make_sandbox
+from devloop.toolchain import node_toolchain, python_toolchain
+
+
+@dataclass(frozen=True)
+class StackMounts:
+    """Read-only toolchain binds, private tmpfs paths and extra env for one stack."""
+
+    ro_binds: tuple[tuple[Path, str], ...]
+    tmpfs: tuple[str, ...]
+    env: dict[str, str]
+
+
+def stack_mounts(stack: Stack, settings: Settings) -> StackMounts:
+    """Install (once) and describe the toolchain a stack's sessions run with."""
+    if stack == "node":
+        modules = node_toolchain(settings.cache_dir) / "node_modules"
+        return StackMounts(
+            ro_binds=((modules, "node_modules"),),
+            # Vite writes here at start-up; a private tmpfs keeps the toolchain read-only.
+            tmpfs=("node_modules/.vite-temp", "node_modules/.vite"),
+            env={"PATH": "/project/node_modules/.bin:/usr/local/bin:/usr/bin:/bin"},
+        )
+    venv = python_toolchain(settings.cache_dir)
+    return StackMounts(
+        ro_binds=((venv, str(venv)),),
+        tmpfs=(),
+        env={"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+
+
+def stack_sandbox(stack: Stack, settings: Settings) -> tuple[Sandbox, StackMounts]:
+    """A sandbox whose PATH finds the stack's tools, and the mounts to pass each run."""
+    mounts = stack_mounts(stack, settings)
+    return make_sandbox(settings, env=mounts.env), mounts
