@@ -34,6 +34,15 @@ class Settings(BaseSettings):
     )
     command_timeout_s: float = Field(default=600.0, description="Wall-clock limit per command.")
     retry_budget: int = Field(default=5, description="Attempts per unit before it is blocked.")
+    max_tokens_per_reply: int = Field(default=8192, description="max_tokens of each model call.")
+    session_max_turns: int = Field(default=60, description="Model turns per session attempt.")
+    session_max_tokens: int = Field(
+        default=3_000_000, description="Tokens (input incl. cached + output) per session attempt."
+    )
+    session_max_usd: float = Field(
+        default=10.0, description="Estimated dollars per session attempt."
+    )
+    session_max_wall_s: float = Field(default=1800.0, description="Wall time per session attempt.")
 
 
 def load_settings() -> Settings:

@@ -97,6 +97,19 @@ def dependents(graph: Graph) -> dict[str, list[str]]:
     return {u: sorted(v) for u, v in users.items()}
 
 
+def downstream(graph: Graph, unit: str) -> list[str]:
+    """Every unit that depends on unit, directly or through others, sorted."""
+    users = dependents(graph)
+    seen: set[str] = set()
+    stack = list(users.get(unit, ()))
+    while stack:
+        user = stack.pop()
+        if user not in seen:
+            seen.add(user)
+            stack.extend(users.get(user, ()))
+    return sorted(seen)
+
+
 def ready_units(graph: Graph, passed: Iterable[str], started: Iterable[str]) -> list[str]:
     """Units not yet started whose prerequisites have all passed."""
     done, begun = set(passed), set(started)

@@ -1,0 +1,1 @@
+"""The agent runtime: tools, flavors, the tool-use loop, stuck detection, checkpoints."""

@@ -1,0 +1,168 @@
+"""Tools as small objects: a name, an input model, words for the model, and `execute`.
+
+A tool never raises for an expected failure: it returns a ToolResult with
+`is_error=True`, which the loop hands back to the model as an observation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+from pydantic import BaseModel, ValidationError
+
+from devloop.llm.base import ToolSpec
+from devloop.sandbox import Sandbox
+from devloop.writeset import allowed
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What a tool call produced: text for the model, and structured data for the runtime."""
+
+    text: str
+    is_error: bool = False
+    data: dict[str, Any] | None = None
+    # Whether `text` carries untrusted content (file contents, command output) to wrap.
+    untrusted: bool = False
+    changed_files: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Progress a session reports (the worker turns these into Celery events)."""
+
+    kind: str  # "todo" | "runtime_state" | "timeline" | "turn" | "tool"
+    step: int | None = None
+    total: int | None = None
+    turn: int | None = None
+    tokens: int | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ToolContext:
+    """Where a session's tools act: the view, its write set, its sandbox, its services."""
+
+    view: Path
+    unit_id: str
+    role: str
+    write_patterns: tuple[str, ...]
+    sandbox: Sandbox | None = None
+    ro_binds: Sequence[tuple[Path, str]] = ()
+    tmpfs: Sequence[str] = ()
+    command_timeout_s: float = 600.0
+    read_cap_bytes: int = 256 * 1024
+    emit: Callable[[ProgressEvent], None] = lambda event: None
+    # Role services (ledgers, runner, units registry ...), keyed by name; see devloop.roles.
+    services: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def unit_rel(self) -> str:
+        """The unit dir relative to the view: every tool's working directory."""
+        return f"units/{self.unit_id}"
+
+    @property
+    def unit_dir(self) -> Path:
+        """The unit dir on the host."""
+        return self.view / self.unit_rel
+
+    def resolve(self, path: str) -> tuple[Path, str] | str:
+        """A unit-relative path as (host path, unit-relative posix), or why it is refused."""
+        if not path or "\x00" in path:
+            return "empty or invalid path"
+        pure = PurePosixPath(path)
+        if pure.is_absolute():
+            return f"{path}: absolute paths are not allowed; use a path relative to {self.unit_rel}"
+        joined = PurePosixPath(self.unit_rel) / pure
+        parts: list[str] = []
+        for part in joined.parts:
+            if part == "..":
+                if not parts:
+                    return f"{path}: outside the view"
+                parts.pop()
+            elif part != ".":
+                parts.append(part)
+        view_rel = "/".join(parts)
+        host = self.view / view_rel
+        # A symlink inside the view must not lead a tool outside it.
+        real = host.resolve()
+        if real != self.view.resolve() and self.view.resolve() not in real.parents:
+            return f"{path}: resolves outside the view"
+        prefix = self.unit_rel + "/"
+        unit_relative = view_rel[len(prefix) :] if view_rel.startswith(prefix) else "../" + view_rel
+        return host, unit_relative
+
+    def may_write(self, unit_relative: str) -> bool:
+        """Whether the role may write this unit-relative path."""
+        return allowed(unit_relative, self.write_patterns)
+
+
+class Tool:
+    """Base of every tool: subclasses set name, description, Input and `run`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Input: ClassVar[type[BaseModel]]
+    writes: ClassVar[bool] = False
+
+    def spec(self) -> ToolSpec:
+        """The tool as the model sees it."""
+        schema = self.Input.model_json_schema()
+        schema.pop("title", None)
+        for prop in schema.get("properties", {}).values():
+            prop.pop("title", None)
+        return ToolSpec(name=self.name, description=self.description, input_schema=schema)
+
+    def execute(self, ctx: ToolContext, raw: Any) -> ToolResult:
+        """Validate the model's input, then run; invalid input is an error observation."""
+        if not isinstance(raw, dict):
+            return ToolResult(f"invalid input for {self.name}: expected a JSON object", True)
+        try:
+            args = self.Input.model_validate(raw)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
+                for e in exc.errors(include_url=False)
+            )
+            return ToolResult(f"invalid input for {self.name}: {problems}", is_error=True)
+        return self.run(ctx, args)
+
+    def run(self, ctx: ToolContext, args: Any) -> ToolResult:
+        """Do the work (subclasses)."""
+        raise NotImplementedError
+
+
+class Toolset:
+    """The tools one flavor may see and call: nothing else is listed or executable."""
+
+    def __init__(self, flavor: str, allowlist: Iterable[str], tools: Iterable[Tool]) -> None:
+        self.flavor = flavor
+        self.allowlist = tuple(allowlist)
+        available = {t.name: t for t in tools}
+        missing = [n for n in self.allowlist if n not in available]
+        if missing:
+            raise ValueError(f"flavor {flavor!r} allows tools that are not built: {missing}")
+        self.tools = {n: available[n] for n in self.allowlist}
+
+    def names(self) -> list[str]:
+        """Tool names in allowlist order."""
+        return list(self.tools)
+
+    def specs(self) -> list[ToolSpec]:
+        """What the model is shown."""
+        return [t.spec() for t in self.tools.values()]
+
+    def execute(self, ctx: ToolContext, name: str, raw: Any) -> ToolResult:
+        """Run an allowed tool; anything else is a denied observation, never executed."""
+        tool = self.tools.get(name)
+        if tool is None:
+            return ToolResult(
+                f"denied: tool {name!r} is not available to the {self.flavor} role; "
+                f"available tools: {', '.join(self.tools)}",
+                is_error=True,
+                data={"denied": name},
+            )
+        return tool.execute(ctx, raw)

@@ -1,0 +1,119 @@
+"""The red/green loop as a pure function: (unit state, what the attempt produced) -> decision.
+
+    ready -> coding -> testing -> passed
+                 \\        |-> failed  -> coding (retry with failures and hints)
+                  \\       |-> crashed -> testing (tester once more) -> coding
+                   \\-> validation_failed -> coding (retry)
+    the same failure signature 3 times, or the retry budget spent -> blocked
+
+Workers carry the decision out; nothing here touches Redis, Celery or the clock.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Literal
+
+from devloop.store.records import UnitState, UnitStatus
+
+Action = Literal["pass", "retry_coder", "retry_tester", "resume", "block"]
+
+RETRY_BUDGET = 5
+SAME_FAILURE_LIMIT = 3
+TESTER_CRASH_RETRIES = 1
+
+
+@dataclass(frozen=True)
+class AttemptOutcome:
+    """What one coder -> tester chain produced, reduced to what the loop decides on."""
+
+    coder_status: str  # SessionResult.status of the coder (or "completed" when skipped)
+    coder_reason: str = ""  # its terminal_reason, e.g. validation_failed
+    tester_ran: bool = False
+    tests_ok: bool = False
+    crashed: bool = False
+    crash_reason: str | None = None
+    failures: tuple[tuple[str, str], ...] = ()  # (test name, what it got)
+    hint: str | None = None
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What to do next, and the unit state to write (compare-and-set) before doing it."""
+
+    action: Action
+    state: UnitState
+    reason: str
+    dependents_blocked: bool = field(default=False)
+
+
+def failure_signature(outcome: AttemptOutcome) -> str:
+    """A short digest of how an attempt failed: the same failure gives the same signature."""
+    if not outcome.tester_ran or outcome.coder_status != "completed":
+        basis = f"coder:{outcome.coder_status}:{outcome.coder_reason}"
+    elif outcome.crashed:
+        basis = "crash:" + (outcome.crash_reason or "")[:200]
+    else:
+        basis = "tests:" + "\n".join(f"{name}={got}" for name, got in sorted(outcome.failures))
+    return hashlib.sha256(basis.encode()).hexdigest()[:12]
+
+
+def decide(
+    state: UnitState,
+    outcome: AttemptOutcome,
+    budget: int = RETRY_BUDGET,
+    same_limit: int = SAME_FAILURE_LIMIT,
+) -> Decision:
+    """The next step of a unit after an attempt, with its new state."""
+    if outcome.coder_status == "recovery_required":
+        # The model was unreachable: the same attempt resumes from its checkpoint.
+        return Decision("resume", _with(state, "coding"), "model unavailable; resume the attempt")
+    if outcome.tester_ran and outcome.coder_status == "completed" and outcome.tests_ok:
+        passed = _with(state, "passed", failure_signature=None, signature_repeats=0)
+        return Decision("pass", passed, "tests green")
+    crash_retries = int(state.extra.get("tester_crash_retries", 0))
+    if outcome.crashed and outcome.coder_status == "completed" and (
+        crash_retries < TESTER_CRASH_RETRIES
+    ):
+        extra = {**state.extra, "tester_crash_retries": crash_retries + 1}
+        return Decision(
+            "retry_tester", _with(state, "testing", extra=extra),
+            f"test run crashed ({(outcome.crash_reason or '')[:120]}); tester once more",
+        )
+    signature = failure_signature(outcome)
+    repeats = state.signature_repeats + 1 if signature == state.failure_signature else 1
+    status: UnitStatus = _failed_status(outcome)
+    if repeats >= same_limit:
+        blocked = _with(state, "blocked", failure_signature=signature, signature_repeats=repeats,
+                        last_hint=outcome.hint)
+        return Decision("block", blocked, f"the same failure {repeats} times", True)
+    if state.attempt >= budget:
+        blocked = _with(state, "blocked", failure_signature=signature, signature_repeats=repeats,
+                        last_hint=outcome.hint)
+        return Decision("block", blocked, f"retry budget of {budget} attempts spent", True)
+    retry = _with(
+        state, "coding", attempt=state.attempt + 1, failure_signature=signature,
+        signature_repeats=repeats, last_hint=outcome.hint,
+        extra={**state.extra, "tester_crash_retries": 0, "last_outcome": status},
+    )
+    return Decision("retry_coder", retry, f"{status}; coder retries as attempt {retry.attempt}")
+
+
+def _failed_status(outcome: AttemptOutcome) -> UnitStatus:
+    if outcome.coder_status != "completed":
+        return "validation_failed"
+    return "crashed" if outcome.crashed else "failed"
+
+
+def _with(state: UnitState, status: UnitStatus, **changes: object) -> UnitState:
+    return state.model_copy(update={"status": status, **changes})
+
+
+def unblock(state: UnitState, hint: str) -> UnitState:
+    """A human's way out of `blocked`: a fresh attempt that carries the human's hint."""
+    return state.model_copy(update={
+        "status": "coding", "attempt": state.attempt + 1, "failure_signature": None,
+        "signature_repeats": 0, "last_hint": hint,
+        "extra": {**state.extra, "human_hint": hint, "tester_crash_retries": 0},
+    })

@@ -1,0 +1,1 @@
+"""The coder and tester roles: their tools, prompts, self-checks and outputs."""

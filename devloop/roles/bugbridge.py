@@ -1,0 +1,59 @@
+"""Bridge test runs to bugs.ndjson: failures open bugs, a green run fixes them."""
+
+from __future__ import annotations
+
+import re
+
+from devloop.ledgers import BugLedger
+from devloop.models import BugMove, Failure, RunResult
+
+
+def guess_severity(failure: Failure) -> str:
+    """High for a 5xx or a crash, critical for auth/security tests, else medium."""
+    name = failure.test.lower()
+    if "security" in name or "auth" in name:
+        return "critical"
+    if re.search(r"\b5\d\d\b", str(failure.got)) or "Error" in str(failure.got):
+        return "high"
+    return "medium"
+
+
+def bridge_run(bugs: BugLedger, result: RunResult) -> tuple[list[str], list[BugMove]]:
+    """Record a run in the bug ledger; returns (bugs opened, bugs transitioned).
+
+    Each failure gets the id of its live bug (de-duplicated by unit and test name); a
+    crashed run opens one infrastructure bug; a green run moves the unit's open and
+    fixing bugs to fixed with the run id as the fix reference.
+    """
+    opened: list[str] = []
+    moved: list[BugMove] = []
+    if result.crashed:
+        bug, new = bugs.open(
+            result.unit_id,
+            result.run_id,
+            "(test run crashed)",
+            source="unit_test_infra",
+            severity="high",
+            title=f"test run crashed: {(result.crash_reason or '')[:120]}",
+            detail=result.crash_reason or "",
+        )
+        if new:
+            opened.append(bug.id)
+        return opened, moved
+    for failure in result.failures:
+        bug, new = bugs.open(
+            result.unit_id,
+            result.run_id,
+            failure.test,
+            severity=guess_severity(failure),
+            title=f"{failure.test}: expected {failure.expected}, got {failure.got}",
+            detail=failure.stack[:4000],
+        )
+        failure.bug_id = bug.id
+        if new:
+            opened.append(bug.id)
+    if result.ok:
+        for bug in bugs.list(unit_id=result.unit_id, status=("open", "fixing")):
+            bugs.transition(bug.id, "fixed", by="tester", fix_refs=[result.run_id])
+            moved.append(BugMove(id=bug.id, from_=bug.status, to="fixed"))
+    return opened, moved

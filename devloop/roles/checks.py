@@ -1,0 +1,198 @@
+"""The runtime's own self-checks: run when a model says it is done, never trusted to it."""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from pathlib import Path
+
+from devloop.agent.tools import ToolContext
+from devloop.contracts import contract_bridge
+from devloop.ledgers import parse_coder_log
+from devloop.models import RunResult
+from devloop.roles.coder_tools import read_contract
+from devloop.roles.services import RoleServices
+from devloop.runners.hints import is_useful_hint
+from devloop.workspace import Workspace
+
+JS = (".js", ".cjs", ".mjs")
+# A vite build that writes nothing: the fe stack's "dry run" syntax check.
+VITE_DRY_RUN = """\
+import vue from '/project/node_modules/@vitejs/plugin-vue/dist/index.mjs';
+export default {
+  root: process.cwd(), logLevel: 'warn', plugins: [vue()],
+  build: { write: false, emptyOutDir: false,
+    lib: { entry: process.env.DEVLOOP_ENTRY, formats: ['es'], fileName: 'check' },
+    rollupOptions: { external: [/^[^./]/] } },
+};
+"""
+
+
+def code_files(unit_dir: Path, suffixes: tuple[str, ...]) -> list[str]:
+    """Unit-relative paths under code/ with one of the suffixes, sorted."""
+    code = unit_dir / "code"
+    if not code.is_dir():
+        return []
+    return sorted(
+        p.relative_to(unit_dir).as_posix()
+        for p in code.rglob("*")
+        if p.is_file() and p.suffix in suffixes
+    )
+
+
+def syntax_command(unit_dir: Path, stack: str, kind: str) -> str | None:
+    """The stack's syntax check over the unit's code, as one shell command (None: no code)."""
+    if stack == "python":
+        files = code_files(unit_dir, (".py",))
+        if not files:
+            return None
+        # py_compile, with the bytecode thrown away: code/ must stay what the coder wrote.
+        return (
+            "python -c 'import py_compile, sys\nfor f in sys.argv[1:]: "
+            'py_compile.compile(f, cfile="/tmp/check.pyc", doraise=True)\' '
+            + " ".join(shlex.quote(f) for f in files)
+        )
+    if kind == "fe":
+        entries = code_files(unit_dir, (".vue",)) + code_files(unit_dir, JS)
+        if not entries:
+            return None
+        config = shlex.quote(VITE_DRY_RUN)
+        return f"printf %s {config} > /tmp/vite.check.mjs && " + " && ".join(
+            f"DEVLOOP_ENTRY={shlex.quote(e)} node /project/node_modules/vite/bin/vite.js "
+            "build --config /tmp/vite.check.mjs"
+            for e in entries
+        )
+    files = code_files(unit_dir, JS)
+    return " && ".join(f"node --check {shlex.quote(f)}" for f in files) or None
+
+
+def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list[str]:
+    """The coder's five checks; each failure is a sentence the model can act on."""
+    role: RoleServices = ctx.services["role"]
+    failures = []
+    bridge = contract_bridge(role.units, role.unit_id, read_contract(ctx))
+    if not bridge.ok:
+        failures.append(
+            f"contract_bridge: {bridge.reason} (expected {bridge.expected}, "
+            f"actual {bridge.actual}); {bridge.hint or ''}".rstrip("; ")
+        )
+    command = syntax_command(ctx.unit_dir, stack, kind)
+    if command is None:
+        failures.append("code/ has no source files to check")
+    elif ctx.sandbox is not None:
+        obs = ctx.sandbox.run(
+            command,
+            view=ctx.view,
+            cwd=ctx.unit_rel,
+            writable=[],
+            timeout_s=120,
+            ro_binds=ctx.ro_binds,
+            tmpfs=ctx.tmpfs,
+        )
+        if obs.exit_code != 0:
+            failures.append("syntax check failed: " + (obs.stderr or obs.stdout).strip()[-1500:])
+    failures += _decision_problems(ctx.unit_dir, role.attempt)
+    violations = ws.collect().violations
+    if violations:
+        failures.append("writes outside your write set: " + "; ".join(map(str, violations)))
+    failures += _todo_problems(role)
+    return failures
+
+
+def _decision_problems(unit_dir: Path, attempt: int) -> list[str]:
+    log = unit_dir / "coder.log"
+    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+    mine = [d for d in parse_coder_log(text) if d.attempt == attempt]
+    if not mine:
+        return [f"coder.log has no entry for attempt {attempt}: call append_coder_log"]
+    last = mine[-1]
+    if attempt > 1 and not (last.last_failure and last.last_cause and last.this_fix):
+        return ["the retry entry in coder.log needs last_failure, last_cause and this_fix"]
+    return []
+
+
+def _todo_problems(role: RoleServices) -> list[str]:
+    if not role.todo:
+        return ["no todolist: call write_todolist with your plan"]
+    open_items = [i["id"] for i in role.todo if i["status"] not in ("done", "skipped")]
+    return [f"todolist items not done: {', '.join(open_items)}"] if open_items else []
+
+
+TEST_BLOCK = {
+    "node": re.compile(r"\b(?:it|test)(?:\.each\([^)]*\))?\s*\(", re.M),
+    "python": re.compile(r"^\s*(?:async\s+)?def test_\w*\s*\(", re.M),
+}
+MOCKS_OF_CODE = {
+    "node": re.compile(r"\b(?:vi|jest)\.(?:mock|doMock)\(\s*['\"`]\.\./code/"),
+    "python": re.compile(r"\b(?:mock\.)?patch(?:\.object)?\(\s*['\"]code\."),
+}
+
+
+def test_sources(unit_dir: Path) -> dict[str, str]:
+    """Unit-relative path -> text of every file under tests/."""
+    tests = unit_dir / "tests"
+    if not tests.is_dir():
+        return {}
+    return {
+        p.relative_to(unit_dir).as_posix(): p.read_text(errors="replace")
+        for p in sorted(tests.rglob("*"))
+        if p.is_file()
+    }
+
+
+def coverage(
+    sources: dict[str, str], stack: str, acceptance: int, codes: list[str]
+) -> tuple[int, float, float]:
+    """(test count, acceptance coverage, contract-status coverage) of the tests' source."""
+    text = "\n".join(sources.values())
+    count = len(TEST_BLOCK[stack].findall(text))
+    acceptance_cov = min(1.0, count / acceptance) if acceptance else 1.0
+    hit = [c for c in codes if re.search(rf"\b{c}\b", text)]
+    contract_cov = len(hit) / len(codes) if codes else 1.0
+    return count, acceptance_cov, contract_cov
+
+
+def tester_checks(ctx: ToolContext, stack: str, acceptance: int, codes: list[str]) -> list[str]:
+    """The tester's checks: enough tests, no mock of the code, a real run, hints, bugs, todo."""
+    role: RoleServices = ctx.services["role"]
+    failures = []
+    sources = test_sources(ctx.unit_dir)
+    count, _, contract_cov = coverage(sources, stack, acceptance, codes)
+    needed = acceptance + len(codes)
+    if count < needed:
+        failures.append(
+            f"{count} tests for {acceptance} acceptance criteria and {len(codes)} "
+            f"contract status codes ({', '.join(codes) or 'none'}): write at least "
+            f"{needed}, one per criterion and per status code"
+        )
+    elif contract_cov < 1:
+        missing = [c for c in codes if not re.search(rf"\b{c}\b", "\n".join(sources.values()))]
+        failures.append(f"no test checks status {', '.join(missing)}")
+    mocked = [p for p, t in sources.items() if MOCKS_OF_CODE[stack].search(t)]
+    if mocked:
+        failures.append(f"{', '.join(mocked)} mock the module under test: test the real code")
+    failures += _run_problems(ctx, role)
+    failures += _todo_problems(role)
+    return failures
+
+
+def _run_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
+    path = ctx.unit_dir / "runs" / (role.run_id or "-") / "result.json"
+    if role.last_run is None or not path.exists():
+        return ["no test run for this attempt: call run_tests"]
+    try:
+        result = RunResult.model_validate(json.loads(path.read_text()))
+    except ValueError as exc:
+        return [f"runs/{role.run_id}/result.json is not a valid result: {exc}"]
+    problems = [
+        f"failure {f.test!r} needs a hint that says what to change and where"
+        for f in result.failures
+        if not is_useful_hint(f.hint)
+    ]
+    problems += [
+        f"failure {f.test!r} is not bridged to a bug: call bug_open"
+        for f in result.failures
+        if not f.bug_id
+    ]
+    return problems

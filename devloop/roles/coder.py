@@ -1,0 +1,98 @@
+"""The coder role: implement or retry a unit, then report a CoderOutput."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from devloop.agent.tools import ProgressEvent
+from devloop.config import Settings
+from devloop.contracts import contract_bridge, hash_contract
+from devloop.llm.base import LLMProvider
+from devloop.models import CoderOutput, DecisionSummary, HistoryEntry
+from devloop.roles import context
+from devloop.roles.coder_tools import read_contract
+from devloop.roles.runtime import RoleRequest, RoleRun, commit_if_final, prepare, run_session
+from devloop.store import RedisStore
+
+
+def coder_task(request: RoleRequest, history: list[HistoryEntry]) -> str:
+    """The user message that starts (or, in a retry, continues) the coder's conversation."""
+    if request.mode == "implement":
+        return (
+            f"Implement unit {request.unit_id} (attempt 1). Follow the workflow in your "
+            "instructions and finish when the self-check holds."
+        )
+    if request.mode == "resume":
+        return "Your session was interrupted. Check what is already written, then finish."
+    lines = [
+        f"Attempt {request.attempt}: the tester's run of attempt {request.attempt - 1} was red."
+    ]
+    for entry in history[-1:]:
+        for failure in entry.tester_said:
+            lines.append(
+                f"- {failure.get('test')}: expected {failure.get('expected')}, got "
+                f"{failure.get('got')}. Hint: {failure.get('hint')}"
+            )
+    if request.reflect_hint:
+        lines.append(f"Hint: {request.reflect_hint}")
+    lines.append(
+        "Reflect first (last time X failed because Y; this time Z), make the smallest "
+        "fix, log it with append_coder_log, and finish when the self-check holds."
+    )
+    return "\n".join(lines)
+
+
+def run_coder(
+    store: RedisStore,
+    settings: Settings,
+    provider: LLMProvider,
+    request: RoleRequest,
+    emit: Callable[[ProgressEvent], None] = lambda e: None,
+    cancel: threading.Event | None = None,
+) -> tuple[RoleRun, CoderOutput]:
+    """Run the coder session for one attempt and commit what it wrote."""
+    p = prepare(store, settings, request, emit)
+    try:
+        files = store.unit_files(request.pid, request.unit_id).files
+        history, regressions = context.retry_history(files, request.attempt)
+        if request.mode != "retry":
+            history, regressions = [], []
+        session = run_session(
+            store, settings, provider, p, coder_task(request, history), history, regressions, cancel
+        )
+        contract = read_contract(p.ctx)
+        bridge = contract_bridge(p.services.units, request.unit_id, contract)
+        log = p.ws.unit_dir / "coder.log"
+        logged = context.decisions({"coder.log": log.read_bytes() if log.exists() else b""})
+        mine = [d for d in logged if d.attempt == request.attempt]
+        commit = commit_if_final(p, session)
+    finally:
+        p.ws.cleanup()
+    decision = mine[-1] if mine else None
+    output = CoderOutput(
+        ok=session.status == "completed" and bridge.ok and not commit.violations,
+        mode=request.mode,
+        unit_id=request.unit_id,
+        attempt=request.attempt,
+        files_written=commit.committed,
+        contract_hash=_hash(contract),
+        contract_match_sdd=bridge.ok,
+        decision=DecisionSummary(
+            last_failure=decision.last_failure if decision else None,
+            this_fix=decision.this_fix if decision else "(no coder.log entry)",
+            rationale=decision.rationale if decision else "",
+            changed_files=decision.changed_files if decision else [],
+        ),
+        sandbox_violations=[str(v) for v in commit.violations],
+        duration_ms=session.duration_ms,
+        tokens_used=session.usage.prompt_tokens + session.usage.output_tokens,
+    )
+    return RoleRun(p, session, commit, history), output
+
+
+def _hash(contract: dict[str, object] | None) -> str:
+    try:
+        return hash_contract(contract) if contract else ""
+    except ValueError:
+        return ""

@@ -1,0 +1,124 @@
+"""What the runtime injects into a role's prompt: memory, unit spec, contracts, history."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+from typing import Any
+
+from devloop.ledgers import parse_coder_log
+from devloop.models import CoderDecision, HistoryEntry, RunResult
+from devloop.store import RedisStore
+
+MEMORY_NOTES = 5
+_FRONT = re.compile(r"\A---\n(.*?)\n---\n?(.*)\Z", re.S)
+
+
+def memory_notes(store: RedisStore, pid: str, role: str) -> list[dict[str, Any]]:
+    """The role's top notes by relevance: {topic, relevance, content}."""
+    notes: list[dict[str, Any]] = []
+    for name, text in store.memory_notes(pid, role).items():
+        topic, relevance, body = name, 0.5, text
+        match = _FRONT.match(text)
+        if match:
+            body = match.group(2)
+            for line in match.group(1).splitlines():
+                key, _, value = line.partition(":")
+                if key.strip() == "topic":
+                    topic = value.strip()
+                elif key.strip() == "relevance":
+                    with contextlib.suppress(ValueError):
+                        relevance = float(value)
+        notes.append({"topic": topic, "relevance": relevance, "content": body.strip()})
+    notes.sort(key=lambda n: (-float(n["relevance"]), str(n["topic"])))
+    return notes[:MEMORY_NOTES]
+
+
+def upstream_contracts(store: RedisStore, pid: str, deps: list[str]) -> list[dict[str, str]]:
+    """Each dependency's contract.json (or its SDD contract before it has one), as JSON text."""
+    out = []
+    for dep in deps:
+        raw = store.unit_files(pid, dep).files.get("contract.json")
+        if raw:
+            text = raw.decode("utf-8", errors="replace")
+        else:
+            text = json.dumps(store.sdd_contract(pid, dep) or {}, indent=2, ensure_ascii=False)
+        out.append({"unit_id": dep, "contract": text})
+    return out
+
+
+def runs_by_attempt(files: dict[str, bytes]) -> dict[int, list[RunResult]]:
+    """Every runs/*/result.json of a unit, grouped by attempt, oldest run first."""
+    runs: dict[int, list[RunResult]] = {}
+    names = sorted(
+        (p for p in files if re.fullmatch(r"runs/[^/]+/result\.json", p)),
+        key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", p)],
+    )
+    for path in names:
+        try:
+            result = RunResult.model_validate_json(files[path])
+        except ValueError:
+            continue
+        runs.setdefault(result.attempt, []).append(result)
+    return runs
+
+
+def decisions(files: dict[str, bytes]) -> list[CoderDecision]:
+    """The unit's coder.log entries."""
+    return parse_coder_log(files.get("coder.log", b"").decode("utf-8", errors="replace"))
+
+
+def describe_decision(decision: CoderDecision) -> str:
+    """A decision as the coder wrote it, for its own retry history."""
+    parts = [f"{k}: {v}" for k, v in decision.model_dump(exclude_none=True).items()]
+    return "\n".join(parts)
+
+
+def retry_history(files: dict[str, bytes], attempt: int) -> tuple[list[HistoryEntry], list[str]]:
+    """Earlier attempts (decision + what the tester said) and tests that regressed."""
+    runs = runs_by_attempt(files)
+    logged = {d.attempt: d for d in decisions(files)}
+    history = []
+    for n in range(1, attempt):
+        last_run = runs.get(n, [])[-1:] or []
+        said = [f.to_json_dict() for r in last_run for f in r.failures]
+        if last_run and last_run[0].crashed:
+            said.append(
+                {
+                    "test": "(the test run crashed)",
+                    "expected": "a run",
+                    "got": last_run[0].crash_reason,
+                    "hint": "see crash_reason",
+                }
+            )
+        mine = describe_decision(logged[n]) if n in logged else "(no coder.log entry)"
+        history.append(HistoryEntry(attempt=n, my_decision=mine, tester_said=said))
+    return history, regressions(runs, attempt)
+
+
+def regressions(runs: dict[int, list[RunResult]], attempt: int) -> list[str]:
+    """Tests failing in the latest run that the run before it did not fail."""
+    ordered = [r for n in sorted(runs) if n < attempt for r in runs[n] if not r.crashed]
+    if len(ordered) < 2:
+        return []
+    before = {f.test for f in ordered[-2].failures}
+    return sorted(f.test for f in ordered[-1].failures if f.test not in before)
+
+
+def status_codes(contract: dict[str, Any] | None) -> list[str]:
+    """Every HTTP status a contract's exports declare, except 500 (a bug, not a feature)."""
+    codes: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, dict):
+            for key, inner in value.items():
+                if key == "responses" and isinstance(inner, dict):
+                    codes.update(str(c) for c in inner if str(c).isdigit() and str(c) != "500")
+                walk(inner)
+        elif isinstance(value, list):
+            for inner in value:
+                walk(inner)
+
+    walk((contract or {}).get("exports"))
+    return sorted(codes)

@@ -1,0 +1,259 @@
+"""Run one role session end to end: view, sandbox, prompt, loop, self-check, commit, output."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from devloop.agent.checkpoint import StoreCheckpointer
+from devloop.agent.flavors import toolset
+from devloop.agent.loop import AgentSession, Budgets, SessionSpec
+from devloop.agent.reassess import make_reassess
+from devloop.agent.result import SessionResult
+from devloop.agent.tools import ProgressEvent, ToolContext
+from devloop.config import Settings
+from devloop.ledgers import BugLedger, Timeline
+from devloop.llm.base import LLMProvider
+from devloop.models import HistoryEntry
+from devloop.roles import checks, context
+from devloop.roles.registry import all_tools
+from devloop.roles.services import RoleServices
+from devloop.runners.base import TestRunner
+from devloop.runners.pytest import PytestRunner
+from devloop.runners.vitest import VitestRunner
+from devloop.stacks import StackMounts, stack_sandbox
+from devloop.store import RedisStore
+from devloop.workspace import CommitOutcome, Workspace
+
+Role = Literal["coder", "tester"]
+# Sessions that ended for good commit their work; a recoverable one keeps it in its
+# checkpoint for the resume.
+COMMITTING = ("completed", "failed", "budget_exceeded", "stuck")
+
+
+@dataclass(frozen=True)
+class RoleRequest:
+    """One role session to run: which unit, which attempt, in which mode."""
+
+    pid: str
+    unit_id: str
+    role: Role
+    mode: str
+    attempt: int
+    run_id: str | None = None  # the tester's run (and write set)
+    reflect_hint: str | None = None
+
+
+@dataclass
+class Prepared:
+    """Everything built for a session before the model is called."""
+
+    request: RoleRequest
+    ws: Workspace
+    ctx: ToolContext
+    services: RoleServices
+    stack: str
+    kind: str
+    mounts: StackMounts
+
+
+@dataclass
+class RoleRun:
+    """What a role session left behind (the role's output payload is built from it)."""
+
+    prepared: Prepared
+    session: SessionResult | None
+    commit: CommitOutcome
+    history: list[HistoryEntry] = field(default_factory=list)
+
+
+def session_key(company_id: str, request: RoleRequest) -> str:
+    """`{role}.{company}.{pid}.{unit}`: one conversation per role and unit, kept across retries."""
+    return f"{request.role}.{company_id}.{request.pid}.{request.unit_id}"
+
+
+def prepare(
+    store: RedisStore,
+    settings: Settings,
+    request: RoleRequest,
+    emit: Callable[[ProgressEvent], None],
+) -> Prepared:
+    """Materialize the view and build the tool context and services of a session."""
+    record = store.project_record(request.pid)
+    entry = record.units.unit(request.unit_id)
+    if entry is None:
+        raise KeyError(f'unit "{request.unit_id}" is not in project "{request.pid}"')
+    spec = store.unit_spec(request.pid, request.unit_id)
+    stack = (spec and spec.stack) or entry.stack or record.stack
+    ws = Workspace(
+        store,
+        request.pid,
+        request.unit_id,
+        request.role,
+        request.attempt,
+        settings=settings,
+        run_id=request.run_id,
+    )
+    root = ws.materialize()
+    sandbox, mounts = stack_sandbox(stack, settings)
+    runner: TestRunner | None = None
+    if request.role == "tester":
+        ro = mounts.ro_binds[0][0]
+        runner = VitestRunner(sandbox, ro) if stack == "node" else PytestRunner(sandbox, ro)
+    pid, unit, role = request.pid, request.unit_id, request.role
+    saved = store.agent_state(pid)
+    services = RoleServices(
+        pid=pid,
+        unit_id=unit,
+        role=role,
+        attempt=request.attempt,
+        units=record.units,
+        bugs=BugLedger(store.sink(pid, "bugs")),
+        timeline=Timeline(store.sink(pid, "timeline")),
+        save_state=lambda path, data: store.put_agent_state(pid, path, data),
+        save_memory=lambda name, note: store.put_memory_note(pid, role, name, note),
+        violations=lambda: [str(v) for v in ws.collect().violations],
+        runner=runner,
+        run_id=request.run_id,
+        retry_budget_left=max(0, settings.retry_budget - request.attempt),
+    )
+    if request.mode == "resume" and services.todo_path in saved:
+        services.todo = json.loads(saved[services.todo_path])
+    ctx = ToolContext(
+        view=root,
+        unit_id=unit,
+        role=role,
+        write_patterns=ws.patterns,
+        sandbox=sandbox,
+        ro_binds=mounts.ro_binds,
+        tmpfs=mounts.tmpfs,
+        command_timeout_s=settings.command_timeout_s,
+        emit=emit,
+        services={"role": services},
+    )
+    return Prepared(request, ws, ctx, services, stack, entry.kind, mounts)
+
+
+def prompt_context(
+    store: RedisStore, p: Prepared, history: list[HistoryEntry], regressions: list[str]
+) -> dict[str, object]:
+    """Every variable the role's prompt template uses."""
+    r = p.request
+    record = store.project_record(r.pid)
+    entry = record.units.unit(r.unit_id)
+    assert entry is not None
+    spec = store.unit_spec(r.pid, r.unit_id)
+    contract = store.sdd_contract(r.pid, r.unit_id)
+    return {
+        "pid": r.pid,
+        "unit_id": r.unit_id,
+        "kind": p.kind,
+        "stack": p.stack,
+        "mode": r.mode,
+        "attempt": r.attempt,
+        "run_id": r.run_id or "",
+        "write_set": list(p.ws.patterns),
+        "memory": context.memory_notes(store, r.pid, r.role),
+        "sdd_section": store.sdd_document(r.pid, r.unit_id) or "",
+        "acceptance": list(spec.acceptance_criteria) if spec else [],
+        "upstream": context.upstream_contracts(store, r.pid, list(entry.depends_on)),
+        "conventions": record.conventions,
+        "contract_hash": entry.contract_hash,
+        "status_codes": context.status_codes(contract),
+        "syntax_check": _syntax_words(p.stack, p.kind),
+        "history": [h.model_dump() for h in history],
+        "regressions": regressions,
+        "reflect_hint": r.reflect_hint or "",
+    }
+
+
+def _syntax_words(stack: str, kind: str) -> str:
+    if stack == "python":
+        return "python -m py_compile code/*.py"
+    return "a vite build dry run of code/*.vue" if kind == "fe" else "node --check code/*.js"
+
+
+def run_session(
+    store: RedisStore,
+    settings: Settings,
+    provider: LLMProvider,
+    p: Prepared,
+    task: str,
+    history: list[HistoryEntry],
+    regressions: list[str],
+    cancel: threading.Event | None = None,
+) -> SessionResult:
+    """Run the model session of a prepared role with its self-check."""
+    r = p.request
+    system = _render(r.role, prompt_context(store, p, history, regressions))
+    spec = SessionSpec(
+        session_key=session_key(store.project_record(r.pid).company_id, r),
+        flavor=r.role,
+        mode=r.mode,
+        attempt=r.attempt,
+        model=settings.model,
+        system=system,
+        max_tokens=settings.max_tokens_per_reply,
+        budgets=Budgets(
+            settings.session_max_turns,
+            settings.session_max_tokens,
+            settings.session_max_usd,
+            settings.session_max_wall_s,
+        ),
+    )
+    tools = all_tools()
+    reassess = make_reassess(
+        spec,
+        provider,
+        tools,
+        p.ctx,
+        lambda n: StoreCheckpointer(store, r.pid, f"reassess.{r.role}.{r.attempt}.{n}", r.unit_id),
+    )
+    if r.role == "coder":
+
+        def self_check() -> list[str]:
+            return checks.coder_checks(p.ctx, p.ws, p.stack, p.kind)
+    else:
+        spec_model = store.unit_spec(r.pid, r.unit_id)
+        acceptance = len(spec_model.acceptance_criteria) if spec_model else 0
+        codes = context.status_codes(store.sdd_contract(r.pid, r.unit_id))
+
+        def self_check() -> list[str]:
+            return checks.tester_checks(p.ctx, p.stack, acceptance, codes)
+
+    session = AgentSession(
+        spec,
+        provider,
+        toolset(r.role, tools),
+        p.ctx,
+        StoreCheckpointer(store, r.pid, r.role, r.unit_id),
+        self_check=self_check,
+        workspace=p.ws,
+        reassess=reassess,
+        cancel=cancel,
+    )
+    started = time.monotonic()
+    p.services.runtime.update(status="running", started=time.time())
+    result = session.run(task)
+    p.services.runtime.update(
+        status=result.status, duration_ms=int((time.monotonic() - started) * 1000)
+    )
+    p.services.persist_runtime()
+    return result
+
+
+def _render(role: str, variables: dict[str, object]) -> str:
+    from devloop.prompts import render
+
+    return render(role, **variables)
+
+
+def commit_if_final(p: Prepared, session: SessionResult | None) -> CommitOutcome:
+    """Commit the view when the attempt is over; a recoverable session keeps its checkpoint."""
+    if session is not None and session.status not in COMMITTING:
+        return CommitOutcome(False, p.ws.base_version, [], [], "session not finished")
+    return p.ws.commit()

@@ -1,0 +1,53 @@
+"""What role tools act on besides the view: ledgers, agent state, memory, the test runner."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from devloop.ledgers import BugLedger, Timeline
+from devloop.models import UnitsFile
+from devloop.runners.base import TestRunner
+
+
+@dataclass
+class RoleServices:
+    """One session's handles on shared state; tools reach it as ctx.services["role"]."""
+
+    pid: str
+    unit_id: str
+    role: str
+    attempt: int
+    units: UnitsFile
+    bugs: BugLedger
+    timeline: Timeline
+    # agent-state/<path> -> bytes, and memory/devloop/<role>/<name>.md -> text.
+    save_state: Callable[[str, bytes], None]
+    save_memory: Callable[[str, str], None]
+    # Unit-relative paths the session changed outside its write set (sandbox_check).
+    violations: Callable[[], list[str]] = lambda: []
+    runner: TestRunner | None = None
+    run_id: str | None = None
+    retry_budget_left: int = 0
+    todo: list[dict[str, Any]] = field(default_factory=list)
+    runtime: dict[str, Any] = field(default_factory=dict)
+    # What the tester's run_tests produced last (the runtime's self-check reads it).
+    last_run: dict[str, Any] | None = None
+
+    @property
+    def todo_path(self) -> str:
+        return f"{self.role}-{self.unit_id}-todo.json"
+
+    @property
+    def runtime_path(self) -> str:
+        return f"{self.role}-{self.unit_id}.json"
+
+    def persist_todo(self) -> None:
+        """Write the todolist to agent-state/."""
+        self.save_state(self.todo_path, json.dumps(self.todo, ensure_ascii=False).encode())
+
+    def persist_runtime(self) -> None:
+        """Write the runtime state (step, total, status) to agent-state/."""
+        self.save_state(self.runtime_path, json.dumps(self.runtime, ensure_ascii=False).encode())

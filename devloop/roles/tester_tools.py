@@ -1,0 +1,165 @@
+"""The tester's own tools: run the tests, build hints, and work the bug ledger."""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+from devloop.agent.tools import Tool, ToolContext, ToolResult
+from devloop.ledgers import BugTransitionError
+from devloop.roles.bugbridge import bridge_run
+from devloop.roles.state_tools import services
+from devloop.runners.hints import build_hint
+
+
+class RunTestsInput(BaseModel):
+    timeout_s: float = Field(default=60, gt=0, le=60, description="Limit for the whole run.")
+
+
+class RunTestsTool(Tool):
+    """Run the unit's tests with the stack's runner and record result.json and bugs."""
+
+    name = "run_tests"
+    description = (
+        "Run every test under tests/ against code/ (vitest or pytest, by stack), write "
+        "runs/<run id>/result.json, stdout.txt and stderr.txt, and bridge failures to the "
+        "bug ledger. Returns the summary, each failure with its hint, or why the run crashed."
+    )
+    Input = RunTestsInput
+
+    def run(self, ctx: ToolContext, args: RunTestsInput) -> ToolResult:
+        role = services(ctx)
+        if role.runner is None or role.run_id is None:
+            return ToolResult("run_tests is not available in this session", is_error=True)
+        outcome = role.runner.run(
+            view=ctx.view,
+            unit_id=role.unit_id,
+            run_id=role.run_id,
+            attempt=role.attempt,
+            retry_budget_left=role.retry_budget_left,
+            timeout_s=args.timeout_s,
+        )
+        opened, moved = bridge_run(role.bugs, outcome.result)
+        result = outcome.result
+        # Bug ids were filled in by the bridge: write result.json again with them.
+        (ctx.unit_dir / "runs" / role.run_id / "result.json").write_text(
+            json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False), encoding="utf-8"
+        )
+        role.last_run = {
+            "result": result.to_json_dict(),
+            "bugs_opened": opened,
+            "bugs_transitioned": [m.model_dump(by_alias=True) for m in moved],
+        }
+        report: dict[str, Any] = {
+            "ok": result.ok,
+            "crashed": result.crashed,
+            "summary": result.summary.to_json_dict(),
+            "failures": [f.to_json_dict() for f in result.failures],
+            "bugs_opened": opened,
+            "result_ref": f"runs/{role.run_id}/result.json",
+        }
+        if result.crashed:
+            report["crash_reason"] = result.crash_reason
+        return ToolResult(
+            json.dumps(report, ensure_ascii=False, indent=1),
+            data=report,
+            untrusted=True,
+            changed_files=(f"runs/{role.run_id}/result.json",),
+        )
+
+
+class HintInput(BaseModel):
+    test: str
+    expected: Any = None
+    got: Any = None
+    stack: str = ""
+
+
+class HintBuilderTool(Tool):
+    """Draft a hint for one failure (review it and improve it if it says too little)."""
+
+    name = "hint_builder"
+    description = (
+        "Draft a one- or two-sentence hint for the coder from a failure's test name, "
+        "expected, got and stack. Review the draft: a hint says what to change and where."
+    )
+    Input = HintInput
+
+    def run(self, ctx: ToolContext, args: HintInput) -> ToolResult:
+        return ToolResult(build_hint(args.test, args.expected, args.got, args.stack))
+
+
+class BugOpenInput(BaseModel):
+    test_name: str
+    title: str
+    detail: str = ""
+    severity: Literal["low", "medium", "high", "critical"] = "medium"
+    category: str = "unknown"
+
+
+class BugOpenTool(Tool):
+    """Open a bug for a failing test (an open bug for the same test is reused)."""
+
+    name = "bug_open"
+    description = (
+        "Open a bug in bugs.ndjson for a failing test of this unit. A live bug for the same "
+        "test is reused, not duplicated. run_tests already does this for its failures."
+    )
+    Input = BugOpenInput
+
+    def run(self, ctx: ToolContext, args: BugOpenInput) -> ToolResult:
+        role = services(ctx)
+        bug, new = role.bugs.open(
+            role.unit_id,
+            role.run_id or "manual",
+            args.test_name,
+            severity=args.severity,
+            category=args.category,
+            title=args.title,
+            detail=args.detail,
+        )
+        return ToolResult(json.dumps({"id": bug.id, "new": new, "status": bug.status}))
+
+
+class BugTransitionInput(BaseModel):
+    bug_id: str
+    to: Literal["open", "fixing", "fixed"]
+    fix_refs: list[str] = Field(default_factory=list)
+
+
+class BugTransitionTool(Tool):
+    """Move a bug along open -> fixing -> fixed (or reopen it)."""
+
+    name = "bug_transition"
+    description = "Move a bug to open, fixing or fixed; give the run id that proves a fix."
+    Input = BugTransitionInput
+
+    def run(self, ctx: ToolContext, args: BugTransitionInput) -> ToolResult:
+        role = services(ctx)
+        try:
+            bug = role.bugs.transition(args.bug_id, args.to, by=role.role, fix_refs=args.fix_refs)
+        except BugTransitionError as exc:
+            return ToolResult(str(exc), is_error=True)
+        return ToolResult(json.dumps({"id": bug.id, "status": bug.status}))
+
+
+class BugListInput(BaseModel):
+    status: list[Literal["open", "fixing", "fixed"]] | None = None
+
+
+class BugListTool(Tool):
+    """List this unit's bugs, optionally by status."""
+
+    name = "bug_list"
+    description = "List this unit's bugs (id, status, test, title), optionally filtered by status."
+    Input = BugListInput
+
+    def run(self, ctx: ToolContext, args: BugListInput) -> ToolResult:
+        role = services(ctx)
+        bugs = role.bugs.list(unit_id=role.unit_id, status=args.status)
+        rows = [
+            {"id": b.id, "status": b.status, "test": b.test_name, "title": b.title} for b in bugs
+        ]
+        return ToolResult(json.dumps(rows, ensure_ascii=False), data={"bugs": rows})

@@ -1,0 +1,298 @@
+"""What every test runner shares: the protocol, the outcome, crash verdicts, run files.
+
+    TestRunner (protocol)   run(view=, unit_id=, run_id=, attempt=, ...) -> RunOutcome
+    +-- VitestRunner        node units: vitest's JSON reporter
+    +-- PytestRunner        python units: pytest's JUnit XML
+
+A runner runs `units/{unit}/tests/**` against `units/{unit}/code/**` in its sandbox, with
+cwd `units/{unit}` and only `units/{unit}/runs/{run}` writable, parses the report into a
+`RunResult`, and writes result.json, stdout.txt and stderr.txt into that run dir from the
+host. Red tests, crashes and timeouts are results, never exceptions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+from devloop.models import Failure, RunResult, RunSummary
+from devloop.sandbox import SANDBOX_ROOT, Observation
+from devloop.sandbox.base import in_view
+
+TIMEOUT_S = 60.0  # the seed's limit for one test run (tester rule 9)
+REPORT_CAP = 16 * 1024 * 1024
+STACK_CAP = 4000
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+# Frames that only say how the test framework called the test.
+_NOISE = re.compile(
+    r"^\s*(?:at |❯ ).*(?:node_modules/|\bnode:|processTicksAndRejections|new Promise \(<anon)"
+)
+# A frame inside the unit's code or tests, in node ("at f (/project/units/u/code/a.js:3:9)")
+# or pytest ("code/a.py:3: in f", "code/a.py:3: KeyError") form.
+_FRAME = re.compile(
+    r"(?:^|[\s(/'\"])((?:code|tests)/[^\s:()'\"]+?\.(?:[cm]?[jt]sx?|vue|py)):(\d+)", re.M
+)
+PY_FRAME = re.compile(r"^\S+\.py:\d+: ", re.M)
+# What `with_source` appends: "source: code/a.js:3: <the line>".
+_SOURCE = re.compile(r"^source: (\S+):(\d+): (.*)$", re.M)
+_DECISIVE = re.compile(
+    r"\b(?:\w*Error|\w*Exception|ERR_\w+|Cannot|cannot|No test|no tests|not found|FAIL|"
+    r"failed|Failed|Killed|Segmentation|Interrupted|error)\b"
+)
+
+
+class RunOutcome(BaseModel):
+    """One test run: the verdict (also written as result.json) and the raw output."""
+
+    model_config = ConfigDict(frozen=True)
+
+    result: RunResult
+    stdout: str
+    stderr: str
+    exit_code: int = 0
+    timed_out: bool = False
+
+
+class TestRunner(Protocol):
+    """Runs one unit's tests in a sandbox and reports a RunResult."""
+
+    if not TYPE_CHECKING:  # a class attribute, not a protocol member
+        __test__ = False  # pytest must not collect it as a test class
+
+    def run(
+        self,
+        *,
+        view: Path,
+        unit_id: str,
+        run_id: str,
+        attempt: int,
+        retry_budget_left: int,
+        timeout_s: float = TIMEOUT_S,
+    ) -> RunOutcome:
+        """Run the tests of `units/{unit_id}` in `view`; results land in runs/{run_id}."""
+        ...
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run's arguments, and where it reads and writes (host and sandbox)."""
+
+    view: Path
+    unit_id: str
+    run_id: str
+    attempt: int
+    retry_budget_left: int
+    timeout_s: float = TIMEOUT_S
+
+    def __post_init__(self) -> None:
+        for name, value in (("unit_id", self.unit_id), ("run_id", self.run_id)):
+            if not _ID.fullmatch(value):
+                raise ValueError(f"test runner: {name} {value!r} must match {_ID.pattern}")
+
+    @property
+    def unit_rel(self) -> str:
+        """The unit dir relative to the view (the sandbox cwd)."""
+        return f"units/{self.unit_id}"
+
+    @property
+    def run_rel(self) -> str:
+        """The run dir relative to the unit dir (how commands name it)."""
+        return f"runs/{self.run_id}"
+
+    @property
+    def writable(self) -> str:
+        """The run dir relative to the view: the only path the run may write."""
+        return f"{self.unit_rel}/{self.run_rel}"
+
+    @property
+    def unit_dir(self) -> Path:
+        """The unit dir on the host."""
+        return self.view / self.unit_rel
+
+    @property
+    def run_dir(self) -> Path:
+        """The run dir on the host."""
+        return self.unit_dir / self.run_rel
+
+    def prepare(self) -> Path:
+        """Create the run dir (refusing symlinks on the way) and return it."""
+        run_dir = in_view(self.view, self.writable, "run dir")
+        run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
+        return run_dir
+
+    def relative(self, path: str) -> str:
+        """A path the tools printed, made relative to the unit dir when it is inside it."""
+        for prefix in (f"{SANDBOX_ROOT}/{self.unit_rel}/", f"{self.unit_dir}/"):
+            if path.startswith(prefix):
+                return path[len(prefix) :]
+        return path
+
+
+@dataclass
+class Parsed:
+    """What a report said; `crash_reason` set means the suite did not really run."""
+
+    summary: RunSummary = field(default_factory=RunSummary)
+    failures: list[Failure] = field(default_factory=list)
+    crash_reason: str | None = None
+
+
+def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOutcome:
+    """Turn a parsed report and the observation into the verdict, and write the run files."""
+    reason = parsed.crash_reason
+    if obs.timed_out:
+        last = decisive_lines(obs.stderr) or " | ".join(obs.stdout.split("\n")[-3:]).strip(" |")
+        reason = (
+            f"{tool} passed the {spec.timeout_s:g} s limit and was killed: a test never finished "
+            "(an unresolved promise, a server or handle left open, an endless loop)"
+            + (f"; last output: {last}" if last else "")
+        )
+    elif reason is None and parsed.summary.total == 0:
+        found = decisive_lines(obs.stderr + "\n" + obs.stdout)
+        reason = f"{tool} ran no tests" + (f": {found}" if found else "")
+    crashed = reason is not None
+    ok = not crashed and parsed.summary.failed == 0 and parsed.summary.total > 0
+    result = RunResult(
+        run_id=spec.run_id,
+        unit_id=spec.unit_id,
+        attempt=spec.attempt,
+        ok=ok,
+        crashed=crashed,
+        crash_reason=reason,
+        summary=parsed.summary,
+        failures=[] if crashed else parsed.failures,
+        next_action="none" if ok else "retry_tester" if crashed else "retry_coder",
+        retry_budget_left=spec.retry_budget_left,
+        duration_ms=obs.duration_ms,
+        stdout_tail=output_tail(obs) if crashed else None,
+    )
+    write_run_file(spec.run_dir / "stdout.txt", obs.stdout)
+    write_run_file(spec.run_dir / "stderr.txt", obs.stderr)
+    text = json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False)
+    write_run_file(spec.run_dir / "result.json", text + "\n")
+    return RunOutcome(
+        result=result,
+        stdout=obs.stdout,
+        stderr=obs.stderr,
+        exit_code=obs.exit_code,
+        timed_out=obs.timed_out,
+    )
+
+
+def read_report(path: Path, cap: int = REPORT_CAP) -> str | None:
+    """A report the sandbox wrote, or None; never follows a symlink the tests planted."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as handle:
+        st = os.fstat(handle.fileno())
+        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
+            return None
+        return handle.read(cap).decode("utf-8", errors="replace")
+
+
+def write_run_file(path: Path, text: str) -> None:
+    """Replace whatever the sandbox left at `path` (symlink, dir) with a fresh file."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path)
+    with contextlib.suppress(FileNotFoundError):
+        path.unlink()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+def clean_stack(text: str, cap: int = STACK_CAP) -> str:
+    """A failure message without framework frames, capped (head and tail kept)."""
+    lines = [ln.rstrip() for ln in text.splitlines() if not _NOISE.match(ln)]
+    out = "\n".join(lines).strip()
+    if len(out) > cap:
+        out = out[: cap // 4] + "\n[...]\n" + out[-(cap - cap // 4) :]
+    return out
+
+
+def decisive_lines(text: str, limit: int = 4) -> str:
+    """The first few lines that name an error, joined with " | " (empty when none)."""
+    found: list[str] = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not _NOISE.match(line) and _DECISIVE.search(line) and line not in found:
+            found.append(line[:300])
+        if len(found) == limit:
+            break
+    return " | ".join(found)
+
+
+def output_tail(obs: Observation, chars: int = 2000) -> str:
+    """The end of stdout and stderr, for a crashed run's result.json."""
+    parts = []
+    for name, text in (("stdout", obs.stdout), ("stderr", obs.stderr)):
+        text = text.strip()
+        if text:
+            parts.append(f"--- {name} ---\n{text[-chars:]}")
+    return "\n".join(parts)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """A place in the unit: path relative to the unit dir, line, and its source if known."""
+
+    path: str
+    line: int
+    source: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}" + (f" (`{self.source}`)" if self.source else "")
+
+
+def code_frame(stack: str) -> Frame | None:
+    """The frame inside code/ nearest the error (node: first; pytest tracebacks: last)."""
+    frames = [m for m in _FRAME.finditer(stack) if m.group(1).startswith("code/")]
+    return _frame(stack, frames[-1] if PY_FRAME.search(stack) else frames[0]) if frames else None
+
+
+def frame_in_tests(stack: str) -> Frame | None:
+    """The first frame inside tests/ (where the test called into the code)."""
+    found = next((m for m in _FRAME.finditer(stack) if m.group(1).startswith("tests/")), None)
+    return _frame(stack, found) if found else None
+
+
+def _frame(stack: str, match: re.Match[str]) -> Frame:
+    """A Frame for a _FRAME match, with the source line `with_source` appended, if any."""
+    path, line = match.group(1), int(match.group(2))
+    sources = {(m.group(1), int(m.group(2))): m.group(3).strip() for m in _SOURCE.finditer(stack)}
+    return Frame(path, line, sources.get((path, line)))
+
+
+def with_source(stack: str, unit_dir: Path) -> str:
+    """Append the source lines of the first code/ and tests/ frames (hints quote them)."""
+    extra = []
+    for frame in (code_frame(stack), frame_in_tests(stack)):
+        if frame is None:
+            continue
+        text = _source_line(unit_dir, frame.path, frame.line)
+        if text and f"source: {frame.path}:{frame.line}:" not in stack:
+            extra.append(f"source: {frame.path}:{frame.line}: {text}")
+    return "\n".join([stack, *extra]) if extra else stack
+
+
+def _source_line(unit_dir: Path, rel: str, line: int) -> str | None:
+    """One stripped line of a regular file inside the unit (no `..`, no symlinks), or None."""
+    try:
+        path = in_view(unit_dir, rel, "source")
+        if not path.is_file() or path.stat().st_size > 2_000_000:
+            return None
+        lines = path.read_text(errors="replace").splitlines()
+    except (OSError, ValueError):
+        return None
+    return lines[line - 1].strip()[:200] if 0 < line <= len(lines) else None

@@ -1,0 +1,299 @@
+"""Turn one failed test into a hint a coder can act on: what went wrong and where.
+
+`build_hint` reads the failure's stack (error lines, the frame inside `code/`, the
+source line a runner appended with `base.with_source`) and the expected/got pair,
+and says in one or two sentences what the code did, where, and what to do instead.
+It never says "fix the bug" and never stops at a bare "expected X got Y".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from devloop.runners.base import PY_FRAME, Frame, code_frame, frame_in_tests
+
+_ERROR = re.compile(r"^\s*(?:E\s+)?((?:[A-Z]\w*)?(?:Error|Exception)\b:?.*)$", re.M)
+_UNDEF_JS = re.compile(
+    r"Cannot (?:read|set) propert(?:y|ies) of (undefined|null) \((?:reading|setting) '([^']*)'\)"
+    r"|Cannot read property '([^']*)' of (undefined|null)"
+)
+_NONE_ATTR = re.compile(r"'NoneType' object has no attribute '(\w+)'")
+_KEY_ERROR = re.compile(r"^\s*(?:E\s+)?KeyError: (['\"]?)(.+?)\1\s*$", re.M)
+_SQLITE = re.compile(
+    r"SQLITE_CONSTRAINT_(UNIQUE|NOTNULL|FOREIGNKEY|PRIMARYKEY|CHECK)"
+    r"|(UNIQUE|NOT NULL|FOREIGN KEY|CHECK|PRIMARY KEY) constraint failed"
+)
+_CONSTRAINTS = {"NOTNULL": "NOT NULL", "FOREIGNKEY": "FOREIGN KEY", "PRIMARYKEY": "PRIMARY KEY"}
+_COLUMN = re.compile(r"constraint failed: ([\w.]+)")
+_TIMEOUT = re.compile(r"(?:Test|Hook) timed out in \d+ ?ms|\btimed out\b|TimeoutError", re.I)
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'|Cannot find (?:module|package) '([^']+)'")
+_NOT_FUNCTION = re.compile(r"TypeError: ([\w$.]+(?:\(\.\.\.\))?) is not a function")
+_NO_NAME = re.compile(r"cannot import name '(\w+)' from '([\w.]+)'")
+_HTTP = {200, 201, 202, 204, 301, 302, 304, 400, 401, 403, 404, 405, 409, 410, 413, 415, 422,
+         429, 500, 501, 502, 503}  # fmt: skip
+_AUTH = (
+    "check that the user/token exists before comparing (e.g. bcrypt.compare with a missing "
+    "hash) and answer 401"
+)
+_LAZY = re.compile(
+    r"\bfix (?:the|this|that) (?:bug|error|issue|test)\b|^\W*fix (?:it|this)\W*$", re.I
+)
+_BARE = re.compile(
+    r"^\W*expected\s*:?\s*\S+(?:\s+\S+)?\s*[,;]?\s*(?:but\s+)?(?:got|received|was)\s*:?\s*\S+\W*$",
+    re.I,
+)
+
+
+def _error_near(stack: str, frame: Frame | None) -> str | None:
+    """The error line that goes with the code frame (a stack may hold several errors)."""
+    found = [(m.start(), m.group(1).strip()[:200]) for m in _ERROR.finditer(stack)]
+    found = [(pos, text) for pos, text in found if not text.startswith("AssertionError")]
+    if PY_FRAME.search(stack):  # pytest prints the error below the frames
+        return found[-1][1] if found else None
+    at = stack.find(f"{frame.path}:{frame.line}") if frame else len(stack)
+    before = [text for pos, text in found if pos < at] or [text for _, text in found]
+    return before[-1] if before else None
+
+
+def _expression(source: str | None, member: str) -> str | None:
+    """The expression whose `.member` (or `[member]`) the source line reads (not assigns)."""
+    esc = re.escape(member)
+    pattern = (
+        rf"([A-Za-z_$][\w$]*(?:\??\.[A-Za-z_$][\w$]*|\[[^\]]+\]|\(\))*?)\s*"
+        rf"(?:\??\.{esc}\b|\[['\"]?{esc}['\"]?\])(?!\s*=[^=])"
+    )
+    found = re.search(pattern, source or "")
+    return found.group(1) if found else None
+
+
+@dataclass(frozen=True)
+class Ctx:
+    """Everything the rules look at, computed once."""
+
+    test: str
+    expected: Any
+    got: Any
+    stack: str
+    frame: Frame | None
+    caller: Frame | None  # where the test called into the code
+    error: str | None  # the error line that goes with `frame`
+
+    @property
+    def where(self) -> str:
+        """Where to look: the code frame, else the test's call into the code."""
+        if self.frame is not None:
+            return str(self.frame)
+        if self.caller is not None:
+            return f"the code/ behind the test's call at {self.caller}"
+        return f"the code/ functions that `{self.test}` calls"
+
+    @property
+    def status(self) -> tuple[int, int] | None:
+        """(expected, got) when both look like HTTP status codes."""
+        exp, got = _as_int(self.expected), _as_int(self.got)
+        if exp is None or got is None or exp == got or not {exp, got} <= _HTTP:
+            return None
+        return exp, got
+
+
+def _as_int(value: Any) -> int | None:
+    """An int from an int or a numeric string (pytest/vitest give either)."""
+    if isinstance(value, str) and value.strip().isdigit():
+        return int(value)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _cause(c: Ctx) -> tuple[str, str] | None:
+    """(what the code did, what to do about it) from the stack's error, if recognised."""
+    s = c.stack
+    if m := _UNDEF_JS.search(s):
+        value, prop = m.group(1) or m.group(4), m.group(2) or m.group(3)
+        expr = _expression(c.frame.source if c.frame else None, prop)
+        subject = f"`{expr}`" if expr else "a value"
+        return (
+            f"{subject} is {value} when its `.{prop}` is read at {c.where}",
+            f"check that {subject} is present (this test's input leaves it out) "
+            f"before reading `.{prop}`",
+        )
+    if m := _NONE_ATTR.search(s):
+        attr = m.group(1)
+        expr = _expression(c.frame.source if c.frame else None, attr)
+        subject = f"`{expr}`" if expr else "a value"
+        return (
+            f"{subject} is None when `.{attr}` is used at {c.where}",
+            f"handle the None case (missing input or lookup result) before using `.{attr}`",
+        )
+    if m := _KEY_ERROR.search(s):
+        key = m.group(2)
+        expr = _expression(c.frame.source if c.frame else None, key)
+        lookup = f"`{expr}[{key!r}]`" if expr else f"the lookup of key {key!r}"
+        return (
+            f"{lookup} raised KeyError at {c.where} because the input has no {key!r}",
+            f"read it with `.get({key!r})` or validate that {key!r} is present and reject "
+            "the input (400 / ValueError) instead of indexing",
+        )
+    if m := _SQLITE.search(s):
+        kind = (m.group(1) or m.group(2)).replace(" ", "")
+        column = f" on {col.group(1)}" if (col := _COLUMN.search(s)) else ""
+        advice = {
+            "UNIQUE": "look for an existing row first (or catch the constraint error) and "
+            "answer 409 Conflict",
+            "PRIMARYKEY": "look for an existing row first and answer 409 Conflict",
+            "NOTNULL": "validate that the field is present and answer 400 before inserting",
+            "FOREIGNKEY": "check that the referenced row exists and answer 404/400 before writing",
+        }.get(kind, "validate the input against the constraint and answer 400 before writing")
+        what = f"a {_CONSTRAINTS.get(kind, kind)} constraint{column}"
+        return f"the SQLite write hit {what} at {c.where}", advice
+    if m := _NO_NAME.search(s):
+        return (
+            f"the import of `{m.group(1)}` from `{m.group(2)}` failed at {c.frame or c.caller}",
+            f"define `{m.group(1)}` in `{m.group(2)}` or import the name it really has",
+        )
+    if m := _NO_MODULE.search(s):
+        name = m.group(1) or m.group(2)
+        return (
+            f"module `{name}` cannot be found (imported at {c.frame or c.caller})",
+            "import only modules that exist under code/ (with the right relative path) or in "
+            "the test toolchain; nothing else is installed",
+        )
+    if m := _NOT_FUNCTION.search(s):
+        return (
+            f"`{m.group(1)}` is not a function at {c.where}",
+            "check the import matches the export (module.exports vs export default, named vs "
+            "default) and the method name",
+        )
+    if c.error:
+        return f"{c.error} was raised at {c.where}", "make the code handle this test's input"
+    return None
+
+
+def _status_hint(c: Ctx, exp: int, got: int) -> str:
+    """Hints for an HTTP status mismatch, with the cause from the stack when there is one."""
+    cause = _cause(c)
+    because = (
+        f" because {cause[0]}"
+        if cause
+        else f" (an exception escaped the route, or the code chose 500 itself; see {c.where})"
+    )
+    then = f"{cause[1]}, then " if cause else ""
+    if got == 500 and cause and "SQLite" in cause[0]:
+        return (
+            f"The route crashed with 500 because {cause[0]}; {cause[1]} (the test expects {exp})."
+        )
+    if got == 500 and exp == 400:
+        return (
+            f"Invalid input should be rejected with 400 before the service runs, but the route "
+            f"crashed with 500{because}. {_cap(then) or 'Validate the input in the route and '}"
+            "answer 400 from the route."
+        )
+    if got == 500 and exp == 401:
+        fix = f"{cause[1]} and answer 401 when it is missing" if cause else _AUTH
+        return (
+            f"Bad credentials should get 401, but the route crashed with 500{because}. {_cap(fix)}."
+        )
+    if exp == 404 and got == 200:
+        return (
+            f"A request for a resource that does not exist should get 404, but the route answered "
+            f"200 ({c.where}): check the lookup result (undefined/None row) and answer 404 when "
+            "nothing was found."
+        )
+    if exp == 404 and got == 500:
+        return (
+            f"A missing resource should get 404, but the route crashed with 500{because}. "
+            f"{_cap(then)}answer 404 when the lookup finds nothing."
+        )
+    if got == 500:
+        return (
+            f"This request should get {exp}, but an exception escaped the route and became a "
+            f"500{because}. {_cap(then)}answer {exp} for this case."
+        )
+    if exp in (400, 422) and got < 300:
+        return (
+            f"Invalid input was accepted with {got} instead of being rejected with {exp}: add "
+            f"the missing validation for the input `{c.test}` sends ({c.where})."
+        )
+    if exp == 401 and got < 300:
+        return (
+            f"The route answered {got} without valid credentials: check authentication before "
+            f"doing the work and answer 401 ({c.where})."
+        )
+    if exp < 300 and 400 <= got < 500:
+        return (
+            f"A valid request was rejected with {got} where {exp} was expected: the check that "
+            f"answers {got} is too strict or reads the wrong field ({c.where})."
+        )
+    return (
+        f"The route answered {got} where {exp} was expected for the request in `{c.test}`: "
+        f"look at the branch that sets the status ({c.where})."
+    )
+
+
+def _timeout_hint(c: Ctx) -> str | None:
+    """A test that never finished (unless a status pair says more)."""
+    m = _TIMEOUT.search(c.stack)
+    if m is None or c.status is not None:
+        return None
+    return (
+        f"`{c.test}` did not finish ({m.group(0)}): look for a missing `await`, a promise or "
+        "callback that never resolves (a route that never sends a response), or an external "
+        "call that has to be mocked."
+    )
+
+
+def _error_hint(c: Ctx) -> str | None:
+    """A recognised exception in the code, with no status pair."""
+    cause = _cause(c)
+    if cause is None:
+        return None
+    return f"{_cap(cause[0])}: {cause[1]}."
+
+
+def _fallback(c: Ctx) -> str:
+    """Still says what differed and where to look."""
+    if c.expected is not None or c.got is not None:
+        return (
+            f"`{c.test}` got {_show(c.got)} where {_show(c.expected)} was expected: trace "
+            f"that value back from {c.where}."
+        )
+    first = next((ln.strip() for ln in c.stack.splitlines() if ln.strip()), "no message")
+    return f'`{c.test}` failed with "{first[:200]}": start at {c.where}.'
+
+
+def _cap(text: str) -> str:
+    """Upper-case the first letter only (str.capitalize lowercases the rest)."""
+    return text[:1].upper() + text[1:]
+
+
+def _show(value: Any) -> str:
+    """A value as the coder should read it in a sentence."""
+    return "nothing" if value is None else repr(value) if isinstance(value, str) else str(value)
+
+
+# Tried in order; the first hint wins, `_fallback` when none applies.
+RULES: list[Callable[[Ctx], str | None]] = [
+    _timeout_hint,
+    lambda c: _status_hint(c, *c.status) if c.status else None,
+    _error_hint,
+]
+
+
+def build_hint(test: str, expected: Any, got: Any, stack: str) -> str:
+    """One or two English sentences telling the coder what went wrong and where."""
+    stack = stack or ""
+    frame = code_frame(stack)
+    ctx = Ctx(test, expected, got, stack, frame, frame_in_tests(stack), _error_near(stack, frame))
+    for rule in RULES:
+        if text := rule(ctx):
+            return text
+    return _fallback(ctx)
+
+
+def is_useful_hint(hint: str | None) -> bool:
+    """The tester self-check: non-empty, not "fix the bug", not a bare expected/got."""
+    text = (hint or "").strip()
+    if len(text) < 20 or _LAZY.search(text) or _BARE.match(text):
+        return False
+    return bool(re.search(r"[A-Za-z]{3,}.*\s.*[A-Za-z]{3,}", text))

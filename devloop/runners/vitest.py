@@ -1,0 +1,299 @@
+"""`VitestRunner`: a node unit's tests under vitest 3, read from its JSON reporter.
+
+It writes into runs/{run}/ a `vitest.config.mjs` (root = the unit dir; jsdom and
+@vitejs/plugin-vue only for vue units), a `devloop-setup.mjs` that records 5xx bodies and
+console.error per test into the test's `meta` (so a 500's server-side stack reaches the
+hint), and a `devloop-syntax.cjs` esbuild check, run only after a load failure because
+vite's import analysis hides the real SyntaxError. Then, in the sandbox: `node
+../../node_modules/vitest/vitest.mjs run --config runs/{run}/vitest.config.mjs
+--reporter=default --reporter=json --outputFile.json=runs/{run}/report.json`.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+from devloop.models import Failure, RunSummary
+from devloop.runners.base import (
+    TIMEOUT_S,
+    Parsed,
+    RunOutcome,
+    RunSpec,
+    clean_stack,
+    decisive_lines,
+    finish,
+    read_report,
+    with_source,
+)
+from devloop.runners.hints import build_hint
+from devloop.sandbox import Observation, Sandbox
+
+COMMAND = (
+    "NO_COLOR=1 node ../../node_modules/vitest/vitest.mjs run --config {run}/vitest.config.mjs"
+    " --reporter=default --reporter=json --outputFile.json={run}/report.json"
+)
+INCLUDE = "tests/**/*.{spec,test}.{js,mjs,cjs,ts,mts,cts,jsx,tsx}"
+_SCRIPT = re.compile(r"\.[cm]?[jt]sx?$")
+_SYNTAXISH = re.compile(r"SyntaxError|invalid JS syntax|Failed to parse|Transform failed")
+_ASSERT = re.compile(
+    r"^(?:AssertionError: )?expected (.+?) (not )?to (be|equal|strictly equal|deeply equal|"
+    r"be type of|have length|contain|include|have property|match|be an instance of) "
+    r"(.+?)(?: // Object\.is equality)?$"
+)
+_RULE = re.compile(r"^[ \t]*⎯{2,}[ \t]*(.*?)[ \t]*⎯*[ \t]*$", re.M)
+
+CONFIG = """\
+{imports}export default {{
+  cacheDir: '/tmp/devloop-vite',
+  plugins: [{plugins}],
+  test: {{
+    root: process.cwd(), include: [{include}], environment: {environment}, globals: true,
+    // forks survive native addons and process.exit; two workers keep threads under RLIMIT_NPROC
+    pool: 'forks', maxWorkers: 2, minWorkers: 1, setupFiles: [{setup}],
+  }},
+}};
+"""
+
+# Runs in each test worker: node's http module is shared with express and supertest there.
+SETUP = """\
+import http from 'node:http';
+import { format } from 'node:util';
+import { afterEach, beforeEach } from 'vitest';
+
+const seen = (globalThis[Symbol.for('devloop.capture')] ??= { server: [], console: [] });
+if (!seen.patched) {
+  seen.patched = true;
+  const end = http.ServerResponse.prototype.end;
+  http.ServerResponse.prototype.end = function (chunk, ...rest) {
+    if (this.statusCode >= 500 && seen.server.length < 3) {
+      const body = chunk == null || typeof chunk === 'function' ? '' : String(chunk);
+      seen.server.push({ status: this.statusCode, body: body.slice(0, 4000) });
+    }
+    return end.call(this, chunk, ...rest);
+  };
+  const error = console.error;
+  console.error = function (...args) {
+    if (seen.console.length < 3) seen.console.push(format(...args).slice(0, 2000));
+    return error.apply(this, args);
+  };
+}
+beforeEach(() => { seen.server = []; seen.console = []; });
+afterEach(({ task }) => {
+  const { server, console: logged } = seen;
+  if (server.length || logged.length) task.meta.devloop = { server, console: logged };
+});
+"""
+
+SYNTAX_CHECK = """\
+const fs = require('fs');
+const { transformSync } = require('esbuild');
+for (const file of process.argv.slice(2)) {
+  const ts = /\\.[cm]?tsx?$/.test(file);
+  const loader = (ts ? 'ts' : 'js') + (file.endsWith('x') ? 'x' : '');
+  try { transformSync(fs.readFileSync(file, 'utf8'), { loader, sourcefile: file }); }
+  catch (e) {
+    for (const { text, location: at } of e.errors || []) {
+      const where = at ? `${file}:${at.line}:${at.column + 1}: \\`${at.lineText.trim()}\\`` : file;
+      console.log(`SyntaxError: ${text} at ${where}`);
+    }
+  }
+}
+"""
+
+
+class VitestRunner:
+    """Runs a node unit's vitest suite in the sandbox, node_modules bound read-only."""
+
+    def __init__(self, sandbox: Sandbox, node_modules: Path) -> None:
+        self.sandbox = sandbox
+        self.node_modules = node_modules
+
+    def run(
+        self,
+        *,
+        view: Path,
+        unit_id: str,
+        run_id: str,
+        attempt: int,
+        retry_budget_left: int,
+        timeout_s: float = TIMEOUT_S,
+    ) -> RunOutcome:
+        """Run `units/{unit_id}/tests/**` under vitest; see the module docstring."""
+        spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
+        run_dir = spec.prepare()
+        (run_dir / "vitest.config.mjs").write_text(config_text(spec))
+        (run_dir / "devloop-setup.mjs").write_text(SETUP)
+        (run_dir / "devloop-syntax.cjs").write_text(SYNTAX_CHECK)
+        obs = self._run(spec, COMMAND.format(run=spec.run_rel), timeout_s)
+        parsed = Parsed()
+        if not obs.timed_out:
+            parsed = parse_report(read_report(run_dir / "report.json"), obs.stderr, spec)
+            if parsed.crash_reason and _SYNTAXISH.search(parsed.crash_reason):
+                parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
+        return finish(spec, parsed, obs, "vitest")
+
+    def _run(self, spec: RunSpec, command: str, timeout_s: float) -> Observation:
+        """One command in the unit dir, the toolchain bound, only the run dir writable."""
+        return self.sandbox.run(
+            command,
+            view=spec.view,
+            cwd=spec.unit_rel,
+            writable=[spec.writable],
+            timeout_s=timeout_s,
+            ro_binds=[(self.node_modules, "node_modules")],
+            # vite writes both at start-up; the toolchain is read-only.
+            tmpfs=["node_modules/.vite-temp", "node_modules/.vite"],
+        )
+
+    def _syntax_reason(self, spec: RunSpec) -> str | None:
+        """The real SyntaxError(s) of the unit's JS/TS files, from esbuild, or None."""
+        files = sorted(
+            str(p.relative_to(spec.unit_dir))
+            for top in ("code", "tests")
+            for p in (spec.unit_dir / top).rglob("*")
+            if _SCRIPT.search(p.name) and p.is_file() and not p.is_symlink()
+        )[:200]
+        if not files:
+            return None
+        args = " ".join(shlex.quote(f) for f in files)
+        check = f"node {spec.run_rel}/devloop-syntax.cjs {args}"
+        obs = self._run(spec, check, min(spec.timeout_s, 20.0))
+        errors = [ln for ln in obs.stdout.splitlines() if ln.startswith("SyntaxError: ")]
+        broken = re.search(r" at ([^\s:]+)", errors[0]) if errors else None
+        if broken is None:
+            return None
+        return f"vitest could not load {broken.group(1)}: " + "; ".join(errors[:3])
+
+
+def config_text(spec: RunSpec) -> str:
+    """The vitest config for this unit: jsdom and the vue plugin only for vue units."""
+    vue = uses_vue(spec.unit_dir)
+    return CONFIG.format(
+        imports="import vue from '@vitejs/plugin-vue';\n" if vue else "",
+        plugins="vue()" if vue else "",
+        include=json.dumps(INCLUDE),
+        environment=json.dumps("jsdom" if vue else "node"),
+        setup=json.dumps(f"./{spec.run_rel}/devloop-setup.mjs"),
+    )
+
+
+def uses_vue(unit_dir: Path) -> bool:
+    """Whether the unit has .vue files (other files can opt in: `// @vitest-environment jsdom`)."""
+    return any(p.suffix == ".vue" for top in ("code", "tests") for p in (unit_dir / top).rglob("*"))
+
+
+def parse_report(raw: str | None, stderr: str, spec: RunSpec) -> Parsed:
+    """vitest's JSON report -> summary, failures with hints, or a crash reason."""
+    if raw is None:
+        found = decisive_lines(stderr)
+        return Parsed(crash_reason="vitest wrote no report" + (f": {found}" if found else ""))
+    try:
+        data = json.loads(raw)
+        files = list(data["testResults"])
+    except (ValueError, KeyError, TypeError):
+        return Parsed(crash_reason=f"vitest's report is not valid JSON: {raw[:200]!r}")
+    if not files:
+        return Parsed(crash_reason=f"vitest found no test files matching {INCLUDE}")
+    sections = stderr_sections(stderr)
+    statuses, failures, load_errors = [], [], []
+    for file in files:
+        name = spec.relative(str(file.get("name", "?")))
+        tests = file.get("assertionResults") or []
+        if not tests and file.get("status") == "failed":
+            load_errors.append(_load_error(name, str(file.get("message") or ""), sections))
+        statuses += [test.get("status") for test in tests]
+        failures += [_failure(test, spec) for test in tests if test.get("status") == "failed"]
+    passed, failed = statuses.count("passed"), len(failures)
+    summary = RunSummary(
+        total=len(statuses), passed=passed, failed=failed, skipped=len(statuses) - passed - failed
+    )
+    if load_errors:
+        return Parsed(summary, failures, "; ".join(load_errors[:3]))
+    if not failures and data.get("success") is False and summary.total:
+        failures.append(_outside_failure(sections, spec))
+        summary.failed += 1  # counted so the run is red (no assertion failed)
+        summary.total += 1
+    return Parsed(summary, failures)
+
+
+def _failure(test: dict[str, Any], spec: RunSpec) -> Failure:
+    """One failed assertion with its expected/got, server errors and hint."""
+    name = str(test.get("fullName") or test.get("title") or "?")
+    message = "\n".join(str(m) for m in test.get("failureMessages") or [])
+    expected, got = extract_expected_got(message)
+    stack = with_source(clean_stack(message + server_errors(test.get("meta") or {})), spec.unit_dir)
+    hint = build_hint(name, expected, got, stack)
+    return Failure(test=name, expected=expected, got=got, stack=stack, hint=hint)
+
+
+def _outside_failure(sections: list[tuple[str, str]], spec: RunSpec) -> Failure:
+    """Errors outside any test (a failing hook, an unhandled error) as one failure."""
+    outside = [b for s, b in sections if s.startswith(("Failed Suites", "Unhandled", "Uncaught"))]
+    stack = with_source(clean_stack("\n".join(outside) or "vitest reported errors"), spec.unit_dir)
+    name = "errors outside any test (hooks, unhandled errors)"
+    return Failure(test=name, stack=stack, hint=build_hint(name, None, None, stack))
+
+
+def _load_error(name: str, message: str, sections: list[tuple[str, str]]) -> str:
+    """Why a test file produced no tests: the FAIL block vitest printed for it."""
+    block = next((b for _, b in sections if b.startswith(f"FAIL  {name} [")), "")
+    lines = [ln.strip() for ln in block.splitlines()[1:] if ln.strip()]
+    detail = " ".join(lines[:4]) or message.strip().replace("\n", " ") or "no tests found"
+    if message.startswith("No test found"):
+        return f"{name} defines no tests ({message.strip()})"
+    return f"vitest could not load {name}: {detail[:600]}"
+
+
+def stderr_sections(stderr: str) -> list[tuple[str, str]]:
+    """vitest's stderr cut at its ⎯⎯ rules: (section title, block text) pairs."""
+    parts = _RULE.split(stderr)  # text, title, text, title, text ...
+    out, title = [], ""
+    for i in range(0, len(parts), 2):
+        head = parts[i - 1] if i else ""
+        title = head if head and not head.startswith("[") else title
+        if parts[i].strip():
+            out.append((title, parts[i].strip()))
+    return out
+
+
+def server_errors(meta: dict[str, Any]) -> str:
+    """What devloop-setup.mjs recorded for a test: 5xx bodies (as text) and console.error."""
+    seen = meta.get("devloop") or {}
+    parts = []
+    for item in seen.get("server") or []:
+        body = str(item.get("body", ""))
+        pre = re.search(r"<pre>(.*?)</pre>", body, re.S)  # express's default error page
+        text = pre.group(1).replace("<br>", "\n") if pre else body
+        text = html.unescape(text).replace("\xa0", " ")
+        parts.append(f"server answered {item.get('status')} during this test:\n{text.strip()}")
+    for line in seen.get("console") or []:
+        parts.append(f"console.error during this test:\n{str(line).strip()}")
+    return "".join(f"\n\n{p}" for p in parts)
+
+
+def extract_expected_got(message: str) -> tuple[Any, Any]:
+    """(expected, got) from "expected 500 to be 400" or "Expected: ... Received: ..."."""
+    if m := _ASSERT.match((message.strip().splitlines() or [""])[0]):
+        got, negated, verb, expected = m.group(1), m.group(2), m.group(3), m.group(4)
+        if verb in ("be", "equal", "strictly equal", "deeply equal") and not negated:
+            return js_literal(expected), js_literal(got)
+        return f"{'not ' if negated else ''}to {verb} {expected}", js_literal(got)
+    exp, got_ = (re.search(rf"^\s*{w}:?\s+(.+)$", message, re.M) for w in ("Expected", "Received"))
+    return (js_literal(exp.group(1)) if exp else None, js_literal(got_.group(1)) if got_ else None)
+
+
+def js_literal(text: str) -> Any:
+    """A number, boolean or quoted string as a value; anything else as vitest printed it."""
+    text = text.strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"`":
+        return text[1:-1]
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    return value if isinstance(value, int | float | bool) else text

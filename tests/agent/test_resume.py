@@ -1,0 +1,89 @@
+"""A session whose process dies resumes from its checkpoint; finished sessions never re-run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+
+from devloop.redis_server import RedisServer
+from tests.agent.harness import KEY, PID, UNIT, MakeHarness
+from tests.agent.test_loop import script, text, tool
+
+
+def test_killed_session_resumes_without_repeating_a_turn(
+    make_harness: MakeHarness, redis_server: RedisServer
+) -> None:
+    h = make_harness(
+        script(
+            tool("Write", path="code/a.js", content="module.exports = 1;\n"),
+            tool("Bash", command="sleep 4; echo slept"),
+            text("done"),
+        )
+    )
+    assert h.stub is not None
+    child = subprocess.Popen(
+        [sys.executable, "-m", "tests.agent.session_child", redis_server.url, h.stub.base_url],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        state = h.store.load_session(PID, "coder", UNIT)
+        if state and state["turns"] == 2 and state["next"] == "tools":
+            break  # turn 2 (the slow Bash call) is answered and being executed
+        time.sleep(0.05)
+    else:
+        raise AssertionError("the child never reached turn 2")
+    time.sleep(0.5)
+    child.send_signal(signal.SIGKILL)
+    child.wait(timeout=10)
+    assert [r.turn for r in h.requests()] == [1, 2]
+
+    # A fresh view (the dead process's scratch dir is gone with it) gets its changes back.
+    h.workspace.cleanup()
+    h.workspace.materialize()
+    assert h.workspace.root is not None
+    h.ctx.view = h.workspace.root
+    result = h.session().run("Implement todo-be.")
+    assert result.status == "completed" and result.turns == 3
+    assert [r.turn for r in h.requests()] == [1, 2, 3]  # no model turn asked twice
+    assert (h.workspace.unit_dir / "code/a.js").read_text() == "module.exports = 1;\n"
+    last = h.requests()[-1].body["messages"]
+    assert "slept" in last[-1]["content"][0]["content"]
+
+
+def test_finished_session_is_not_run_again(make_harness: MakeHarness) -> None:
+    h = make_harness(script(tool("Read", path="spec.json"), text("done")))
+    first = h.session().run("go")
+    again = h.session().run("go")
+    assert again == first
+    assert len(h.requests()) == 2
+
+
+def test_a_retry_attempt_continues_the_same_conversation(make_harness: MakeHarness) -> None:
+    h = make_harness(
+        {
+            "sessions": {
+                KEY: {
+                    "turns": {
+                        1: text("first attempt done"),
+                        2: tool("Read", path="spec.json"),
+                        3: text("second attempt done"),
+                    }
+                }
+            }
+        }
+    )
+    first = h.session(attempt=1).run("Implement todo-be.")
+    second = h.session(attempt=2, mode="retry").run("Retry: the tester said 400 != 500.")
+    assert (first.final_text, second.final_text) == ("first attempt done", "second attempt done")
+    assert second.attempt == 2 and second.turns == 2
+    messages = h.requests()[-1].body["messages"]
+    texts = [b.get("text") for m in messages for b in m["content"] if b.get("type") == "text"]
+    assert texts[:3] == [
+        "Implement todo-be.",
+        "first attempt done",
+        "Retry: the tester said 400 != 500.",
+    ]

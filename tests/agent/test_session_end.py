@@ -1,0 +1,117 @@
+"""Self-checks, stop reasons and the result payload."""
+
+from __future__ import annotations
+
+from devloop.agent.result import SessionResult
+from devloop.llm.base import Usage
+from tests.agent.harness import KEY, MakeHarness
+from tests.agent.test_loop import script, text, tool
+
+
+def test_self_check_failures_go_back_to_the_model_until_it_passes(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness(
+        script(
+            text("done"),
+            tool("Write", path="code/server.js", content="ok"),
+            text("done, really"),
+        )
+    )
+
+    def check() -> list[str]:
+        return [] if (h.workspace.unit_dir / "code/server.js").exists() else ["code/ is empty"]
+
+    result = h.session(self_check=check).run("go")
+    assert result.status == "completed" and result.turns == 3
+    second = h.requests()[1].body["messages"][-1]["content"]
+    assert "self-check failed" in second[0]["text"] and "code/ is empty" in second[0]["text"]
+
+
+def test_self_check_fails_twice_more_then_validation_failed(make_harness: MakeHarness) -> None:
+    h = make_harness(script(default=text("done")))
+    result = h.session(self_check=lambda: ["contract.json hash differs"]).run("go")
+    assert (result.status, result.terminal_reason) == ("failed", "validation_failed")
+    assert result.turns == 3  # the first claim and two hand-backs
+    assert result.self_check_failures == ["contract.json hash differs"]
+
+
+def test_max_tokens_asks_to_continue_and_pause_turn_carries_on(make_harness: MakeHarness) -> None:
+    h = make_harness(
+        script(
+            {**text("The first half of"), "stop_reason": "max_tokens"},
+            {**text("thinking"), "stop_reason": "pause_turn"},
+            text("done"),
+        )
+    )
+    result = h.session().run("go")
+    assert result.status == "completed" and result.turns == 3
+    after_cut = h.requests()[1].body["messages"][-1]
+    assert after_cut["role"] == "user" and "output limit" in after_cut["content"][0]["text"]
+    after_pause = h.requests()[2].body["messages"][-1]
+    assert after_pause["role"] == "assistant"
+
+
+def test_refusal_ends_the_session(make_harness: MakeHarness) -> None:
+    h = make_harness(script({"content": [], "stop_reason": "refusal"}))
+    result = h.session().run("go")
+    assert (result.status, result.terminal_reason) == ("failed", "refusal")
+
+
+def test_context_window_exceeded_clears_old_outputs_and_continues(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness(
+        script(
+            tool("Read", path="../../sdd/mvcp/todo-be.html"),
+            tool("Read", path="spec.json"),
+            tool("Read", path="../../units.json"),
+            {**text("too long"), "stop_reason": "model_context_window_exceeded"},
+            text("done"),
+        )
+    )
+    result = h.session().run("go")
+    assert result.status == "completed"
+    first_result = h.requests()[-1].body["messages"][2]["content"][0]["content"]
+    assert first_result.startswith("[cleared to save context")
+
+
+def test_final_text_is_sanitized_for_the_parent_record(make_harness: MakeHarness) -> None:
+    h = make_harness(script(text("<b>Done</b> {ok: [1]} `rm -rf /`  \n\n ignore previous")))
+    result = h.session().run("go")
+    assert result.final_text == "b Done b ok: 1 rm -rf ignore previous"
+
+
+def test_result_payload_round_trips() -> None:
+    result = SessionResult(
+        session_key=KEY,
+        flavor="coder",
+        mode="retry",
+        attempt=2,
+        status="budget_exceeded",
+        terminal_reason="budget_usd",
+        final_text="x",
+        failure_summary="the budget",
+        usage=Usage(input_tokens=1, output_tokens=2, cache_read_input_tokens=3),
+        cost_usd=0.5,
+        turns=4,
+        duration_ms=5,
+        changed_files=["code/a.js"],
+    )
+    assert SessionResult.model_validate_json(result.model_dump_json()) == result
+    assert sorted(result.model_dump()) == [
+        "attempt",
+        "changed_files",
+        "cost_usd",
+        "duration_ms",
+        "failure_summary",
+        "final_text",
+        "flavor",
+        "mode",
+        "self_check_failures",
+        "session_key",
+        "status",
+        "terminal_reason",
+        "turns",
+        "usage",
+    ]

@@ -1,0 +1,162 @@
+"""PytestRunner against real pytest in the real bubblewrap sandbox."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from devloop.models import RunResult
+from devloop.runners import PytestRunner, RunOutcome, is_useful_hint
+from devloop.runners.pytest import extract_expected_got
+from devloop.sandbox import BwrapSandbox
+
+RUN = "run-1"
+MakeView = Callable[[str], Path]  # the make_view fixture (conftest.py)
+UNIT = "todo-py"
+
+
+@pytest.fixture(scope="module")
+def runner(sandbox: BwrapSandbox, python_toolchain_dir: Path) -> PytestRunner:
+    """The runner over the machine's python test venv."""
+    return PytestRunner(sandbox, python_toolchain_dir)
+
+
+def run(runner: PytestRunner, view: Path, timeout_s: float = 60.0) -> RunOutcome:
+    """Run attempt 2 of the unit with three retries left."""
+    return runner.run(
+        view=view, unit_id=UNIT, run_id=RUN, attempt=2, retry_budget_left=3, timeout_s=timeout_s
+    )
+
+
+def written(view: Path) -> RunResult:
+    """The result.json the runner wrote, checked next to stdout.txt and stderr.txt."""
+    run_dir = view / "units" / UNIT / "runs" / RUN
+    assert (run_dir / "stdout.txt").is_file() and (run_dir / "stderr.txt").is_file()
+    return RunResult.model_validate_json((run_dir / "result.json").read_text())
+
+
+def test_none_and_missing_keys_become_failures_with_hints(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/todo-py")
+    result = run(runner, view).result
+    assert (result.ok, result.crashed, result.next_action) == (False, False, "retry_coder")
+    assert result.summary.model_dump() == {"total": 4, "passed": 1, "failed": 3, "skipped": 0}
+    failures = {f.test.split("::")[1]: f for f in result.failures}
+    assert set(failures) == {
+        "test_create_without_title_is_rejected",
+        "test_rename_without_title_keeps_the_old_one",
+        "test_missing_title_answers_400",
+    }
+    none = failures["test_create_without_title_is_rejected"]
+    assert none.test == "tests/test_todo.py::test_create_without_title_is_rejected"
+    assert "'NoneType' object has no attribute 'strip'" in none.stack
+    assert "`title` is None when `.strip` is used at code/todo.py:7" in none.hint
+    key = failures["test_rename_without_title_keeps_the_old_one"]
+    assert "`payload['title']` raised KeyError" in key.hint and ".get('title')" in key.hint
+    status = failures["test_missing_title_answers_400"]
+    assert (status.expected, status.got) == (400, 500)
+    assert "400" in status.hint and "500" in status.hint
+    assert all(is_useful_hint(f.hint) for f in result.failures)
+    assert result.attempt == 2 and result.retry_budget_left == 3
+    assert written(view) == result
+
+
+def test_the_fixed_code_passes(runner: PytestRunner, make_view: MakeView, fixtures: Path) -> None:
+    view = make_view("python/todo-py")
+    shutil.copy(fixtures / "fixes/todo.py", view / "units/todo-py/code/todo.py")
+    started = time.monotonic()
+    out = run(runner, view)
+    assert time.monotonic() - started < 5
+    assert (out.result.ok, out.result.next_action, out.result.failures) == (True, "none", [])
+    assert out.result.summary.passed == 4 and "4 passed" in out.stdout
+    assert written(view) == out.result
+    # PYTHONDONTWRITEBYTECODE and no cache provider: nothing but the run dir changed.
+    assert not list((view / "units/todo-py").rglob("__pycache__"))
+    assert not (view / "units/todo-py/.pytest_cache").exists()
+
+
+def test_an_import_error_at_collection_is_a_crash_quoting_it(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/todo-py")
+    todo = view / "units/todo-py/code/todo.py"
+    todo.write_text("import missing_mod\n" + todo.read_text())
+    result = run(runner, view).result
+    assert (result.ok, result.crashed, result.next_action) == (False, True, "retry_tester")
+    assert result.crash_reason == (
+        "pytest could not import tests/test_todo.py: ModuleNotFoundError: "
+        "No module named 'missing_mod' (at code/todo.py:1)"
+    )
+    assert result.stdout_tail and "missing_mod" in result.stdout_tail
+    assert written(view) == result
+
+
+def test_a_suite_without_tests_is_a_crash(runner: PytestRunner, make_view: MakeView) -> None:
+    view = make_view("python/todo-py")
+    (view / "units/todo-py/tests/test_todo.py").write_text("import todo\n")
+    result = run(runner, view).result
+    assert result.crashed and not result.ok and result.next_action == "retry_tester"
+    assert result.crash_reason is not None and "collected no tests" in result.crash_reason
+
+
+def test_a_hanging_test_is_killed_at_the_limit(runner: PytestRunner, make_view: MakeView) -> None:
+    view = make_view("python/todo-py")
+    (view / "units/todo-py/tests/test_todo.py").write_text(
+        "import time\n\ndef test_sleeps():\n    time.sleep(600)\n"
+    )
+    started = time.monotonic()
+    out = run(runner, view, timeout_s=2)
+    assert time.monotonic() - started < 6
+    assert out.timed_out and out.result.crashed
+    assert out.result.crash_reason is not None and "2 s limit" in out.result.crash_reason
+
+
+def test_setup_errors_count_as_failures(runner: PytestRunner, make_view: MakeView) -> None:
+    view = make_view("python/todo-py")
+    (view / "units/todo-py/tests/test_todo.py").write_text(
+        "import pytest\nfrom todo import create\n\n"
+        "@pytest.fixture\ndef store():\n    return create([], {})\n\n"
+        "def test_uses_store(store):\n    assert store\n"
+    )
+    result = run(runner, view).result
+    assert not result.crashed and result.summary.failed == 1
+    [failure] = result.failures
+    assert "failed on setup" in failure.stack and "`.strip`" in failure.hint
+
+
+def test_a_symlink_planted_at_result_json_is_replaced_not_followed(
+    runner: PytestRunner, make_view: MakeView, fixtures: Path
+) -> None:
+    view = make_view("python/todo-py")
+    shutil.copy(fixtures / "fixes/todo.py", view / "units/todo-py/code/todo.py")
+    (view / "units/todo-py/tests/test_plant.py").write_text(
+        "import os\n\ndef test_plant():\n"
+        "    os.symlink('../../code/todo.py', 'runs/run-1/result.json')\n"
+    )
+    before = (view / "units/todo-py/code/todo.py").read_text()
+    result = run(runner, view).result
+    assert result.ok
+    assert (view / "units/todo-py/code/todo.py").read_text() == before
+    assert not (view / "units/todo-py/runs/run-1/result.json").is_symlink()
+
+
+@pytest.mark.parametrize(
+    ("message", "expected", "got"),
+    [
+        ("assert 500 == 400\n +  where 500 = <Response [500]>.status_code", 400, 500),
+        ("assert 'a' == 'b'", "b", "a"),
+        ("AssertionError: bad status\nassert 201 == 400", 400, 201),
+        ("AssertionError: 500 != 400", 400, 500),
+        ("assert <Todo 1> == None", None, "<Todo 1>"),
+        ("KeyError: 'title'", None, None),
+    ],
+)
+def test_expected_and_got_come_from_pytest_messages(
+    message: str, expected: object, got: object
+) -> None:
+    assert extract_expected_got(message) == (expected, got)

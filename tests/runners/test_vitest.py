@@ -1,0 +1,196 @@
+"""VitestRunner against real vitest 3 in the real bubblewrap sandbox."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from devloop.models import RunResult
+from devloop.runners import RunOutcome, VitestRunner, is_useful_hint
+from devloop.runners.vitest import extract_expected_got
+from devloop.sandbox import BwrapSandbox
+
+RUN = "run-1"
+MakeView = Callable[[str], Path]  # the make_view fixture (conftest.py)
+
+
+@pytest.fixture(scope="module")
+def runner(sandbox: BwrapSandbox, node_toolchain_dir: Path) -> VitestRunner:
+    """The runner over the machine's node toolchain."""
+    return VitestRunner(sandbox, node_toolchain_dir / "node_modules")
+
+
+def run(runner: VitestRunner, view: Path, unit: str, timeout_s: float = 60.0) -> RunOutcome:
+    """Run attempt 1 of `unit` with four retries left."""
+    return runner.run(
+        view=view, unit_id=unit, run_id=RUN, attempt=1, retry_budget_left=4, timeout_s=timeout_s
+    )
+
+
+def written(view: Path, unit: str) -> RunResult:
+    """The result.json the runner wrote, checked next to stdout.txt and stderr.txt."""
+    run_dir = view / "units" / unit / "runs" / RUN
+    assert (run_dir / "stdout.txt").is_file() and (run_dir / "stderr.txt").is_file()
+    return RunResult.model_validate_json((run_dir / "result.json").read_text())
+
+
+def test_a_missing_body_field_is_one_failure_with_a_hint_naming_the_property(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    view = make_view("node/todo-be")
+    out = run(runner, view, "todo-be")
+    result = out.result
+    assert (result.ok, result.crashed, result.next_action) == (False, False, "retry_coder")
+    assert result.summary.model_dump() == {"total": 3, "passed": 2, "failed": 1, "skipped": 0}
+    [failure] = result.failures
+    assert failure.test == "POST /api/todos answers 400 when the body has no title"
+    assert (failure.expected, failure.got) == (400, 500)
+    # The 500's own stack comes from the server side of the request (devloop-setup.mjs).
+    assert "Cannot read properties of undefined (reading 'length')" in failure.stack
+    assert "code/server.js:12" in failure.stack
+    assert "`req.body.title` is undefined" in failure.hint and "`.length`" in failure.hint
+    assert "400" in failure.hint and is_useful_hint(failure.hint)
+    assert result.retry_budget_left == 4 and result.attempt == 1 and result.duration_ms > 0
+    assert written(view, "todo-be") == result
+    assert "1 failed" in out.stdout
+
+
+def test_the_fixed_code_passes(runner: VitestRunner, make_view: MakeView, fixtures: Path) -> None:
+    view = make_view("node/todo-be")
+    shutil.copy(fixtures / "fixes/server.js", view / "units/todo-be/code/server.js")
+    result = run(runner, view, "todo-be").result
+    assert (result.ok, result.crashed, result.next_action) == (True, False, "none")
+    assert result.summary.model_dump() == {"total": 3, "passed": 3, "failed": 0, "skipped": 0}
+    assert result.failures == [] and result.stdout_tail is None
+    assert written(view, "todo-be") == result
+
+
+def test_a_vue_component_mounts_under_jsdom(runner: VitestRunner, make_view: MakeView) -> None:
+    view = make_view("node/todo-fe")
+    out = run(runner, view, "todo-fe")
+    assert out.result.ok, out.stderr
+    assert out.result.summary.passed == 3
+    assert (
+        'environment: "jsdom"' in (view / "units/todo-fe/runs/run-1/vitest.config.mjs").read_text()
+    )
+
+
+def test_a_syntax_error_in_the_code_is_a_crash_quoting_it(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    view = make_view("node/todo-be")
+    server = view / "units/todo-be/code/server.js"
+    code = server.read_text()
+    server.write_text(code + "app.get('/x', (req, res) => { res.json({ ok: 1 } });\n")
+    broken_line = len(code.splitlines()) + 1
+    result = run(runner, view, "todo-be").result
+    assert (result.ok, result.crashed, result.next_action) == (False, True, "retry_tester")
+    assert result.crash_reason is not None
+    assert result.crash_reason.startswith("vitest could not load code/server.js: SyntaxError: ")
+    assert f"at code/server.js:{broken_line}:" in result.crash_reason
+    assert result.failures == [] and result.stdout_tail
+    assert written(view, "todo-be") == result
+
+
+def test_a_missing_module_is_a_crash_naming_the_require(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    view = make_view("node/todo-be")
+    server = view / "units/todo-be/code/server.js"
+    server.write_text("require('./db');\n" + server.read_text())
+    result = run(runner, view, "todo-be").result
+    assert result.crashed and result.next_action == "retry_tester"
+    assert result.crash_reason is not None
+    assert "vitest could not load tests/todo-be.spec.js" in result.crash_reason
+    assert "Cannot find module './db'" in result.crash_reason
+
+
+def test_a_suite_without_tests_is_a_crash(runner: VitestRunner, make_view: MakeView) -> None:
+    view = make_view("node/todo-be")
+    tests = view / "units/todo-be/tests"
+    (tests / "todo-be.spec.js").write_text(
+        "import { describe } from 'vitest';\ndescribe('x', () => {});\n"
+    )
+    result = run(runner, view, "todo-be").result
+    assert result.crashed and not result.ok and result.next_action == "retry_tester"
+    assert result.crash_reason == (
+        "tests/todo-be.spec.js defines no tests (No test found in suite tests/todo-be.spec.js)"
+    )
+
+
+def test_no_test_files_is_a_crash(runner: VitestRunner, make_view: MakeView) -> None:
+    view = make_view("node/todo-be")
+    shutil.rmtree(view / "units/todo-be/tests")
+    result = run(runner, view, "todo-be").result
+    assert result.crashed and result.summary.total == 0
+    assert result.crash_reason is not None and "no test files" in result.crash_reason
+
+
+def test_a_hanging_test_is_killed_at_the_limit(runner: VitestRunner, make_view: MakeView) -> None:
+    view = make_view("node/todo-be")
+    (view / "units/todo-be/tests/todo-be.spec.js").write_text(
+        "import { it } from 'vitest';\nit('waits forever', () => new Promise(() => {}), 600_000);\n"
+    )
+    started = time.monotonic()
+    out = run(runner, view, "todo-be", timeout_s=3)
+    assert time.monotonic() - started < 8
+    assert out.timed_out and out.result.crashed and out.result.next_action == "retry_tester"
+    assert out.result.crash_reason is not None
+    assert out.result.crash_reason.startswith("vitest passed the 3 s limit and was killed")
+    assert written(view, "todo-be") == out.result
+
+
+def test_errors_outside_any_test_make_the_run_red(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    view = make_view("node/todo-be")
+    (view / "units/todo-be/tests/todo-be.spec.js").write_text(
+        "import { beforeAll, describe, it, expect } from 'vitest';\n"
+        "it('passes', () => expect(1).toBe(1));\n"
+        "describe('broken setup', () => {\n"
+        "  beforeAll(() => { throw new Error('seed failed'); });\n"
+        "  it('never runs', () => expect(1).toBe(1));\n"
+        "});\n"
+    )
+    result = run(runner, view, "todo-be").result
+    assert not result.ok and not result.crashed and result.next_action == "retry_coder"
+    [failure] = result.failures
+    assert "seed failed" in failure.stack and is_useful_hint(failure.hint)
+
+
+def test_a_symlink_planted_at_result_json_is_replaced_not_followed(
+    runner: VitestRunner, make_view: MakeView, fixtures: Path
+) -> None:
+    view = make_view("node/todo-be")
+    shutil.copy(fixtures / "fixes/server.js", view / "units/todo-be/code/server.js")
+    (view / "units/todo-be/tests/plant.spec.js").write_text(
+        "import { symlinkSync } from 'node:fs';\nimport { it } from 'vitest';\n"
+        "it('plants', () => symlinkSync('../../code/server.js', 'runs/run-1/result.json'));\n"
+    )
+    before = (view / "units/todo-be/code/server.js").read_text()
+    result = run(runner, view, "todo-be").result
+    assert result.ok
+    assert (view / "units/todo-be/code/server.js").read_text() == before
+    assert not (view / "units/todo-be/runs/run-1/result.json").is_symlink()
+
+
+@pytest.mark.parametrize(
+    ("message", "expected", "got"),
+    [
+        ("AssertionError: expected 500 to be 400 // Object.is equality", 400, 500),
+        ("AssertionError: expected 'a' to deeply equal 'b'", "b", "a"),
+        ("AssertionError: expected true to be false", False, True),
+        ("AssertionError: expected [ 1 ] to include 2", "to include 2", "[ 1 ]"),
+        ("AssertionError: expected 3 not to be 3", "not to be 3", 3),
+        ("Error: boom\nExpected: 401\nReceived: 500", 401, 500),
+        ("TypeError: x is not a function", None, None),
+    ],
+)
+def test_expected_and_got_come_from_vitest_messages(
+    message: str, expected: object, got: object
+) -> None:
+    assert extract_expected_got(message) == (expected, got)
