@@ -21,6 +21,7 @@ from devloop.roles.runtime import (
     prepare,
     run_session,
 )
+from devloop.runners.base import write_run_file
 from devloop.store import RedisStore
 
 
@@ -53,8 +54,9 @@ def rerun(p: Prepared) -> RunResult:
     )
     opened, moved = bridge_run(s.bugs, outcome.result)
     result = outcome.result
-    (p.ctx.unit_dir / "runs" / s.run_id / "result.json").write_text(
-        json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False), encoding="utf-8"
+    write_run_file(
+        p.ctx.unit_dir / "runs" / s.run_id / "result.json",
+        json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False),
     )
     s.last_run = {
         "result": result.to_json_dict(),

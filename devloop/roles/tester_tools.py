@@ -11,6 +11,7 @@ from devloop.agent.tools import Tool, ToolContext, ToolResult
 from devloop.ledgers import BugTransitionError
 from devloop.roles.bugbridge import bridge_run
 from devloop.roles.state_tools import services
+from devloop.runners.base import write_run_file
 from devloop.runners.hints import build_hint
 
 
@@ -44,8 +45,9 @@ class RunTestsTool(Tool):
         opened, moved = bridge_run(role.bugs, outcome.result)
         result = outcome.result
         # Bug ids were filled in by the bridge: write result.json again with them.
-        (ctx.unit_dir / "runs" / role.run_id / "result.json").write_text(
-            json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False), encoding="utf-8"
+        write_run_file(
+            ctx.unit_dir / "runs" / role.run_id / "result.json",
+            json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False),
         )
         role.last_run = {
             "result": result.to_json_dict(),

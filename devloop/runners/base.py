@@ -150,7 +150,8 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
     """Turn a parsed report and the observation into the verdict, and write the run files."""
     reason = parsed.crash_reason
     if obs.timed_out:
-        last = decisive_lines(obs.stderr) or " | ".join(obs.stdout.split("\n")[-3:]).strip(" |")
+        tail = [ln.strip() for ln in obs.stdout.splitlines() if ln.strip()][-3:]
+        last = decisive_lines(obs.stderr) or " | ".join(tail)
         reason = (
             f"{tool} passed the {spec.timeout_s:g} s limit and was killed: a test never finished "
             "(an unresolved promise, a server or handle left open, an endless loop)"
@@ -222,15 +223,14 @@ def clean_stack(text: str, cap: int = STACK_CAP) -> str:
 
 
 def decisive_lines(text: str, limit: int = 4) -> str:
-    """The first few lines that name an error, joined with " | " (empty when none)."""
+    """The lines that name an error (errors first), joined with " | " (empty when none)."""
     found: list[str] = []
     for line in text.splitlines():
-        line = line.strip()
+        line = line.strip()[:300]
         if line and not _NOISE.match(line) and _DECISIVE.search(line) and line not in found:
-            found.append(line[:300])
-        if len(found) == limit:
-            break
-    return " | ".join(found)
+            found.append(line)
+    found.sort(key=lambda ln: not re.search(r"Error|ERROR|Exception", ln))  # stable
+    return " | ".join(found[:limit])
 
 
 def output_tail(obs: Observation, chars: int = 2000) -> str:

@@ -36,7 +36,7 @@ from devloop.runners.hints import build_hint
 from devloop.sandbox import Sandbox
 
 # pytest's exit codes that mean the tests did not run as written.
-CRASH_EXITS = {2: "was interrupted", 3: "hit an internal error", 4: "was misused"}
+CRASH_EXITS = {2: "was interrupted", 3: "hit an internal error", 4: "could not start (usage error)"}
 NO_TESTS_EXIT = 5
 _EXC_LINE = re.compile(r"^E\s+(\S.*)$", re.M)
 _FRAME = re.compile(r"^((?:code|tests)/\S+\.py):(\d+): in ", re.M)

@@ -104,6 +104,19 @@ def test_a_suite_without_tests_is_a_crash(runner: PytestRunner, make_view: MakeV
     assert result.crash_reason is not None and "collected no tests" in result.crash_reason
 
 
+def test_a_missing_tests_dir_is_a_crash_quoting_pytest(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/todo-py")
+    shutil.rmtree(view / "units/todo-py/tests")
+    result = run(runner, view).result
+    assert result.crashed and result.next_action == "retry_tester"
+    assert result.crash_reason is not None
+    assert result.crash_reason.startswith(
+        "pytest could not start (usage error): ERROR: file or directory not found: tests"
+    )
+
+
 def test_a_hanging_test_is_killed_at_the_limit(runner: PytestRunner, make_view: MakeView) -> None:
     view = make_view("python/todo-py")
     (view / "units/todo-py/tests/test_todo.py").write_text(
