@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -34,6 +34,16 @@ class Settings(BaseSettings):
     )
     command_timeout_s: float = Field(default=600.0, description="Wall-clock limit per command.")
     retry_budget: int = Field(default=5, description="Attempts per unit before it is blocked.")
+    task_time_limit_s: int = Field(
+        default=2400, description="Hard time limit of a Celery task (a session plus its tests)."
+    )
+    visibility_timeout_s: int = Field(
+        default=3600,
+        description="Redis redelivers an unacked task after this; must exceed the time limit.",
+    )
+    reconcile_grace_s: float = Field(
+        default=300.0, description="Idle time after which a unit with no live task is re-sent."
+    )
     max_tokens_per_reply: int = Field(default=8192, description="max_tokens of each model call.")
     session_max_turns: int = Field(default=60, description="Model turns per session attempt.")
     session_max_tokens: int = Field(
@@ -43,6 +53,17 @@ class Settings(BaseSettings):
         default=10.0, description="Estimated dollars per session attempt."
     )
     session_max_wall_s: float = Field(default=1800.0, description="Wall time per session attempt.")
+
+
+    @model_validator(mode="after")
+    def _visibility_exceeds_time_limit(self) -> Settings:
+        # Redis would redeliver a running task otherwise (seen: three concurrent starts).
+        if self.visibility_timeout_s <= self.task_time_limit_s:
+            raise ValueError(
+                f"DEVLOOP_VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s}) must be greater "
+                f"than DEVLOOP_TASK_TIME_LIMIT_S ({self.task_time_limit_s})"
+            )
+        return self
 
 
 def load_settings() -> Settings:

@@ -9,7 +9,7 @@ from devloop.store.records import CommitResult, UnitFiles
 
 
 class FilesMixin(StoreBase):
-    """`unit_files` and `commit_files`."""
+    """`unit_files`, `unit_version` and `commit_files`."""
 
     def unit_files(self, pid: str, unit: str) -> UnitFiles:
         """The unit's files and their version, read together (version 0: never written)."""
@@ -19,6 +19,10 @@ class FilesMixin(StoreBase):
             pipe.hgetall(keys.files(unit))
             version, files = pipe.execute()
         return UnitFiles(version=int(version or 0), files=decode_hash(files))
+
+    def unit_version(self, pid: str, unit: str) -> int:
+        """The version of the unit's files alone (cheap: no file contents)."""
+        return int(self.client.hget(self.keys(pid).meta(unit), "version") or 0)
 
     def commit_files(
         self,

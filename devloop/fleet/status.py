@@ -1,0 +1,64 @@
+"""A project's progress as rows: what `devloop status` and the live table show."""
+
+from __future__ import annotations
+
+import time
+
+from pydantic import BaseModel
+
+from devloop.fleet.records import all_steps
+from devloop.store import RedisStore
+
+DONE = ("passed", "blocked", "blocked_upstream")
+
+
+class UnitRow(BaseModel):
+    """One unit's line in the status table."""
+
+    unit_id: str
+    status: str
+    attempt: int
+    tokens: int
+    cost_usd: float
+    elapsed_s: float
+    last_hint: str | None = None
+
+
+class ProjectStatus(BaseModel):
+    """Every unit's row, and whether the run is over."""
+
+    pid: str
+    units: list[UnitRow]
+
+    @property
+    def finished(self) -> bool:
+        return all(u.status in DONE for u in self.units)
+
+    @property
+    def all_passed(self) -> bool:
+        return all(u.status == "passed" for u in self.units)
+
+    def count(self, status: str) -> int:
+        return sum(u.status == status for u in self.units)
+
+
+def project_status(store: RedisStore, pid: str, now: float | None = None) -> ProjectStatus:
+    """Rows in units.json order, tokens and cost summed over every finished step."""
+    now = now or time.time()
+    rows = []
+    for entry in store.project_record(pid).units.units:
+        state = store.get_state(pid, entry.id)
+        steps = all_steps(store, pid, entry.id)
+        end = max((s.ended_at for s in steps), default=now) if state.status in DONE else now
+        rows.append(
+            UnitRow(
+                unit_id=entry.id,
+                status=state.status,
+                attempt=state.attempt,
+                tokens=sum(s.tokens for s in steps),
+                cost_usd=round(sum(s.cost_usd for s in steps), 4),
+                elapsed_s=round(end - state.started_at, 1) if state.started_at else 0.0,
+                last_hint=state.last_hint,
+            )
+        )
+    return ProjectStatus(pid=pid, units=rows)

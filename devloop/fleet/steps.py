@@ -1,0 +1,157 @@
+"""Run one step of a chain (coder or tester) idempotently, under a lease with a heartbeat.
+
+Redis delivers at least once: a redelivered step whose record exists returns that record's
+message (the chain carries on, nothing runs twice); one whose lease is alive elsewhere is
+busy (the caller retries later); otherwise it runs, resuming the session's checkpoint.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from devloop.agent.tools import ProgressEvent
+from devloop.config import Settings
+from devloop.errors import DevLoopError
+from devloop.fleet.messages import StepMsg, StepRole
+from devloop.fleet.records import StepRecord, load_step, save_step
+from devloop.llm.base import LLMProvider
+from devloop.models import RunResult
+from devloop.roles.coder import run_coder
+from devloop.roles.runtime import RoleRequest
+from devloop.roles.tester import run_tester
+from devloop.store import RedisStore
+
+LEASE_TTL_S = 60.0
+HEARTBEAT_S = 15.0
+
+
+class StepBusy(DevLoopError):
+    """The step's lease is held by a live run elsewhere: try again after `retry_in_s`."""
+
+    def __init__(self, msg: StepMsg, role: str, retry_in_s: float) -> None:
+        self.retry_in_s = retry_in_s
+        super().__init__(f"{msg.task_id(role)} is running elsewhere; retry in {retry_in_s:.0f} s")
+
+
+class StepSuperseded(DevLoopError):
+    """The unit has moved past this attempt (a late redelivery): drop the chain."""
+
+
+@dataclass
+class StepEnv:
+    """What a step needs from its worker: state, settings, a model, who it is, progress."""
+
+    store: RedisStore
+    settings: Settings
+    provider: Callable[[], LLMProvider]
+    owner: str
+    emit: Callable[[ProgressEvent], None] = lambda e: None
+    lease_ttl_s: float = LEASE_TTL_S
+    heartbeat_s: float = HEARTBEAT_S
+
+
+def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
+    """Run the coder or tester step of msg once, however often it is delivered."""
+    store, pid, unit = env.store, msg.pid, msg.unit_id
+    done = load_step(store, pid, unit, role, msg.attempt, msg.tester_try)
+    if done is not None:
+        return done.msg
+    state = store.get_state(pid, unit)
+    if state.attempt != msg.attempt or state.status in ("passed", "blocked", "blocked_upstream"):
+        raise StepSuperseded(
+            f"{msg.task_id(role)}: unit is at attempt {state.attempt}, {state.status}"
+        )
+    lease_role = role if role == "coder" else f"tester.{msg.tester_try}"
+    if not store.acquire_lease(pid, unit, msg.attempt, lease_role, env.owner, env.lease_ttl_s):
+        raise StepBusy(msg, role, env.lease_ttl_s)
+    stop = threading.Event()
+    beat = threading.Thread(target=_heartbeat, args=(env, msg, lease_role, stop), daemon=True)
+    beat.start()
+    started = time.time()
+    try:
+        _mark(store, msg, "coding" if role == "coder" else "testing")
+        return save_step(store, pid, unit, _run(role, env, msg, started)).msg
+    finally:
+        stop.set()
+        beat.join(timeout=5)
+        store.release(pid, unit, msg.attempt, lease_role, env.owner)
+
+
+def _heartbeat(env: StepEnv, msg: StepMsg, lease_role: str, stop: threading.Event) -> None:
+    while not stop.wait(env.heartbeat_s):
+        env.store.heartbeat(
+            msg.pid, msg.unit_id, msg.attempt, lease_role, env.owner, env.lease_ttl_s
+        )
+
+
+def _mark(store: RedisStore, msg: StepMsg, status: str) -> None:
+    """Move the unit to coding/testing for this attempt (compare-and-set, best effort)."""
+    state = store.get_state(msg.pid, msg.unit_id)
+    if state.attempt == msg.attempt and state.status != status:
+        new = state.model_copy(
+            update={
+                "status": status,
+                "updated_at": time.time(),
+                "started_at": state.started_at or time.time(),
+            }
+        )
+        store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
+
+
+def _run(role: StepRole, env: StepEnv, msg: StepMsg, started: float) -> StepRecord:
+    """Run the role and build the message for the next step with its record."""
+    hint = env.store.get_state(msg.pid, msg.unit_id).last_hint
+    if role == "coder":
+        request = RoleRequest(
+            msg.pid, msg.unit_id, "coder", msg.mode, msg.attempt, reflect_hint=hint
+        )
+        run, coder = run_coder(env.store, env.settings, env.provider(), request, env.emit)
+        session = run.session
+        after = msg.model_copy(
+            update={
+                "coder_status": session.status if session else "completed",
+                "coder_reason": session.terminal_reason if session else "",
+            }
+        )
+        output, tokens = coder.model_dump(mode="json"), coder.tokens_used
+    elif msg.coder_status not in (None, "completed"):
+        # Nothing to test: the coder did not finish; decide will send it back.
+        after, output, tokens, session = msg, {}, 0, None
+    else:
+        mode = "test" if msg.attempt == 1 and msg.tester_try == 1 else "retry"
+        request = RoleRequest(msg.pid, msg.unit_id, "tester", mode, msg.attempt, run_id=msg.run_id)
+        run, tester = run_tester(env.store, env.settings, env.provider(), request, env.emit)
+        session = run.session
+        first = next(iter(tester.failures), None)
+        after = msg.model_copy(
+            update={
+                "tests_ok": tester.ok,
+                "crashed": tester.crashed,
+                "crash_reason": _crash_reason(env, msg) if tester.crashed else None,
+                "failures": [(f.test, str(f.got)) for f in tester.failures],
+                "hint": first.hint if first else None,
+            }
+        )
+        output, tokens = tester.model_dump(mode="json", by_alias=True), tester.tokens_used
+    return StepRecord(
+        role=role,
+        attempt=msg.attempt,
+        tester_try=msg.tester_try,
+        msg=after,
+        worker=env.owner,
+        started_at=started,
+        ended_at=time.time(),
+        tokens=tokens,
+        cost_usd=session.cost_usd if session else 0.0,
+        status=session.status if session else "completed",
+        output=output,
+    )
+
+
+def _crash_reason(env: StepEnv, msg: StepMsg) -> str | None:
+    """The crash reason from the committed result.json of the run."""
+    raw = env.store.unit_files(msg.pid, msg.unit_id).files.get(f"runs/{msg.run_id}/result.json")
+    return RunResult.model_validate_json(raw).crash_reason if raw else None

@@ -1,0 +1,66 @@
+"""The one Celery app: Redis broker and result backend, JSON only, settings for long tasks."""
+
+from __future__ import annotations
+
+from celery import Celery
+from kombu import Queue
+
+from devloop.config import Settings, load_settings
+
+QUEUES = ("coder", "tester", "control")
+ROUTES = {
+    "devloop.coder": {"queue": "coder"},
+    "devloop.tester": {"queue": "tester"},
+    # decide is milliseconds of work; its own queue keeps releases from waiting behind tests.
+    "devloop.decide": {"queue": "control"},
+}
+
+
+def celery_url(url: str) -> str:
+    """Celery's spelling of a Redis URL: unix sockets as redis+socket:// (broker and backend)."""
+    if url.startswith("unix://"):
+        return "redis+socket://" + url.removeprefix("unix://")
+    return url
+
+
+def make_app(settings: Settings | None = None) -> Celery:
+    """A Celery app configured from DEVLOOP_* settings."""
+    s = settings or load_settings()
+    url = celery_url(s.redis_url or "redis://127.0.0.1:6379/0")
+    app = Celery("devloop", broker=url, backend=url, include=["workers.tasks"])
+    transport = {"visibility_timeout": s.visibility_timeout_s}
+    app.conf.update(
+        task_serializer="json",
+        result_serializer="json",
+        accept_content=["json"],
+        event_serializer="json",
+        # A task is acked when it ends, so a worker that dies loses nothing; leases and
+        # stored step results keep the redelivered copy from running beside a live one.
+        task_acks_late=True,
+        task_reject_on_worker_lost=True,
+        worker_prefetch_multiplier=1,
+        task_time_limit=s.task_time_limit_s,
+        task_soft_time_limit=max(1, s.task_time_limit_s - 60),
+        broker_transport_options=transport,
+        result_backend_transport_options=transport,
+        task_queues=[Queue(name) for name in QUEUES],
+        task_default_queue="control",
+        task_routes=ROUTES,
+        worker_pool="prefork",  # the threads pool silently ignores time limits
+        worker_send_task_events=True,  # Flower sees only events
+        task_send_sent_event=True,
+        task_track_started=True,
+        worker_cancel_long_running_tasks_on_connection_loss=True,
+        broker_connection_retry_on_startup=True,
+        result_expires=7 * 24 * 3600,
+    )
+    return app
+
+
+app = make_app()
+
+
+def configure(url: str) -> None:
+    """Point the app at another Redis before its first connection (the CLI's embedded one)."""
+    url = celery_url(url)
+    app.conf.update(broker_url=url, result_backend=url)

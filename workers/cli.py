@@ -1,0 +1,193 @@
+"""The fleet's commands, added to the `devloop` CLI: run, enqueue, status, pull, unblock, worker.
+
+They live here, not in devloop/, because they send Celery tasks: imports flow
+cli -> workers -> devloop.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from devloop.cli import app, err, fail, out
+from devloop.config import load_settings
+from devloop.embedded import redis_endpoint
+from devloop.errors import Problem, ProjectInvalid
+from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
+from devloop.fleet.status import project_status
+from devloop.jsonfile import read_json
+from devloop.redis_server import connect
+from devloop.store import RedisStore
+from workers.live import print_status
+from workers.procs import QUEUE_LIST, worker_command
+from workers.run import RunOptions, run_project
+
+Llm = Literal["anthropic", "stub"]
+
+
+@app.command()
+def run(
+    project_dir: Annotated[Path, typer.Argument(help="The project folder.")],
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 2,
+    llm: Annotated[Llm, typer.Option(help="Claude (ANTHROPIC_API_KEY) or the stub.")] = "anthropic",
+    script: Annotated[
+        Path | None, typer.Option(help="Stub script (default: DIR/stub.yaml).")
+    ] = None,
+    flower: Annotated[bool, typer.Option(help="Start Flower on the same broker.")] = False,
+    flower_port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
+) -> None:
+    """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input."""
+    options = RunOptions(project_dir, workers, llm, script, flower, flower_port)
+    raise typer.Exit(run_project(options, load_settings()))
+
+
+def _store_for(project: Path) -> tuple[str, Path | None]:
+    """The project id of a folder (its units.json), or the argument itself as an id."""
+    if (project / "units.json").is_file():
+        data, problems = read_json(project / "units.json", "units.json")
+        if problems or not isinstance(data, dict) or "project_id" not in data:
+            fail(problems or [Problem("units.json", "project_id", "missing", "add it")])
+        return str(data["project_id"]), project
+    if not load_settings().redis_url:
+        fail(
+            [
+                Problem(
+                    str(project),
+                    "PROJECT",
+                    "not a project folder and DEVLOOP_REDIS_URL is unset",
+                    "pass the project folder, or set DEVLOOP_REDIS_URL to use an id",
+                )
+            ]
+        )
+    return str(project), None
+
+
+@app.command()
+def enqueue(project_dir: Annotated[Path, typer.Argument(help="The project folder.")]) -> None:
+    """Validate and import a project into DEVLOOP_REDIS_URL and queue its ready units."""
+    from workers.app import configure
+    from workers.dispatch import send
+
+    settings = load_settings()
+    if not settings.redis_url:
+        fail(
+            [
+                Problem(
+                    "DEVLOOP_REDIS_URL",
+                    "environment",
+                    "not set",
+                    "point it at the Redis "
+                    "your workers use (or run `devloop run DIR`, which starts its own)",
+                )
+            ]
+        )
+    configure(settings.redis_url)
+    store = RedisStore(connect(settings.redis_url.replace("redis+socket://", "unix://")))
+    try:
+        report, dispatches = enqueue_project(store, project_dir)
+    except ProjectInvalid as exc:
+        fail(exc.problems)
+    send(dispatches)
+    out.print(
+        f"{report.pid}: {report.units} units imported; queued "
+        f"{', '.join(d.msg.unit_id for d in dispatches) or 'nothing new'}"
+    )
+
+
+@app.command()
+def status(
+    project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    repair: Annotated[bool, typer.Option(help="Re-send units that lost their task.")] = False,
+) -> None:
+    """Show every unit's status, attempt, tokens and elapsed time."""
+    pid, folder = _store_for(project)
+    settings = load_settings()
+    with redis_endpoint(folder or Path("."), settings) as endpoint:
+        store = RedisStore(connect(endpoint.url))
+        if not store.has_project(pid):
+            fail(
+                [
+                    Problem(
+                        str(project),
+                        "project",
+                        f'"{pid}" was never enqueued here',
+                        "run `devloop run` or `devloop enqueue` first",
+                    )
+                ]
+            )
+        if repair:
+            from workers.app import configure
+            from workers.dispatch import send
+
+            configure(endpoint.celery_url)
+            dispatches = reconcile(store, pid, settings.reconcile_grace_s)
+            send(dispatches)
+            err.print(f"repair: re-sent {len(dispatches)} unit(s)")
+        state = project_status(store, pid)
+    if as_json:
+        print(state.model_dump_json(indent=2))
+    else:
+        print_status(out, state)
+
+
+@app.command()
+def pull(
+    project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
+    dest: Annotated[Path, typer.Argument(help="Where to write the seed layout.")],
+) -> None:
+    """Write the project's current state from Redis into DEST in the seed layout."""
+    pid, folder = _store_for(project)
+    with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
+        store = RedisStore(connect(endpoint.url))
+        written = store.export(pid, dest)
+    out.print(f"{len(written)} files written under {dest}")
+
+
+@app.command()
+def unblock(
+    project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
+    unit: Annotated[str, typer.Argument(help="The blocked unit.")],
+    hint: Annotated[str, typer.Option(help="What the coder should know this time.")],
+) -> None:
+    """Re-queue a blocked unit with a human's hint."""
+    from workers.app import configure
+    from workers.dispatch import send
+
+    pid, folder = _store_for(project)
+    with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
+        configure(endpoint.celery_url)
+        store = RedisStore(connect(endpoint.url))
+        try:
+            dispatches = unblock_unit(store, pid, unit, hint)
+        except ValueError as exc:
+            fail([Problem(str(project), unit, str(exc), "check `devloop status`")])
+        send(dispatches)
+    out.print(f"{unit}: re-queued as attempt {dispatches[0].msg.attempt} with your hint")
+
+
+@app.command()
+def worker(
+    queues: Annotated[str, typer.Option(help="Queues to consume.")] = QUEUE_LIST,
+    concurrency: Annotated[int, typer.Option("-c", "--concurrency", help="Processes.")] = 1,
+    name: Annotated[str, typer.Option("-n", "--name", help="Worker name.")] = "devloop@%h",
+) -> None:
+    """`celery worker` with DevLoop's defaults; needs DEVLOOP_REDIS_URL and ANTHROPIC_API_KEY."""
+    if not load_settings().redis_url:
+        fail(
+            [Problem("DEVLOOP_REDIS_URL", "environment", "not set", "point it at the shared Redis")]
+        )
+    command = worker_command(queues, concurrency, name, loglevel="INFO")
+    os.execv(command[0], command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app(prog_name="devloop")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,30 @@
+"""Send the chains the library asks for: coder -> tester -> decide, with deterministic ids."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from celery import chain
+
+from devloop.fleet.messages import Dispatch, StepMsg
+
+
+def chain_for(msg: StepMsg) -> chain:
+    """The chain of callbacks for one attempt (tester-only after a crashed run)."""
+    from workers.tasks import coder, decide, tester
+
+    data = msg.model_dump(mode="json")
+    decide_sig = decide.s().set(task_id=msg.task_id("decide"))
+    if msg.skip_coder:
+        return chain(tester.si(data).set(task_id=msg.task_id("tester")), decide_sig)
+    return chain(
+        coder.si(data).set(task_id=msg.task_id("coder")),
+        tester.s().set(task_id=msg.task_id("tester")),
+        decide_sig,
+    )
+
+
+def send(dispatches: Iterable[Dispatch]) -> None:
+    """Put each chain on its queues."""
+    for dispatch in dispatches:
+        chain_for(dispatch.msg).apply_async(countdown=dispatch.countdown_s or None)

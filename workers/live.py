@@ -1,0 +1,60 @@
+"""The live view of a run: a rich table of units and a progress bar."""
+
+from __future__ import annotations
+
+from rich.console import Console, Group
+from rich.progress_bar import ProgressBar
+from rich.table import Table
+from rich.text import Text
+
+from devloop.fleet.status import ProjectStatus
+
+COLORS = {
+    "passed": "green",
+    "blocked": "red",
+    "blocked_upstream": "red",
+    "coding": "yellow",
+    "testing": "cyan",
+    "pending": "dim",
+    "ready": "dim",
+}
+
+
+def status_table(state: ProjectStatus) -> Table:
+    """One row per unit: status, attempt, tokens, cost, elapsed."""
+    table = Table(title=f"{state.pid}", title_justify="left")
+    for name, justify in [
+        ("unit", "left"),
+        ("status", "left"),
+        ("attempt", "right"),
+        ("tokens", "right"),
+        ("cost $", "right"),
+        ("elapsed", "right"),
+    ]:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for row in state.units:
+        table.add_row(
+            row.unit_id,
+            Text(row.status, style=COLORS.get(row.status, "")),
+            str(row.attempt),
+            f"{row.tokens:,}",
+            f"{row.cost_usd:.4f}",
+            f"{row.elapsed_s:.1f}s",
+        )
+    return table
+
+
+def live_view(state: ProjectStatus) -> Group:
+    """The table with a progress bar of finished units under it."""
+    done = sum(u.status in ("passed", "blocked", "blocked_upstream") for u in state.units)
+    total = len(state.units)
+    caption = Text(
+        f"{done}/{total} units finished, {state.count('passed')} passed, "
+        f"{state.count('blocked') + state.count('blocked_upstream')} blocked"
+    )
+    return Group(status_table(state), ProgressBar(total=total, completed=done, width=60), caption)
+
+
+def print_status(console: Console, state: ProjectStatus) -> None:
+    """Print the table once (devloop status)."""
+    console.print(live_view(state))

@@ -1,0 +1,89 @@
+"""The three tasks: decode the message, call the library, encode the result."""
+
+from __future__ import annotations
+
+import os
+import socket
+from functools import cache
+from typing import Any
+
+from celery import Task
+from celery.exceptions import Ignore
+
+from devloop.agent.tools import ProgressEvent
+from devloop.config import load_settings
+from devloop.fleet.dispatch import decide_after, reconcile
+from devloop.fleet.messages import StepMsg, StepRole
+from devloop.fleet.steps import StepBusy, StepEnv, StepSuperseded, run_step
+from devloop.llm.anthropic import AnthropicProvider
+from devloop.store import RedisStore
+from workers.app import app
+from workers.dispatch import send
+
+
+@cache
+def store() -> RedisStore:
+    """This worker process's store (one connection pool per process)."""
+    settings = load_settings()
+    url = (settings.redis_url or "redis://127.0.0.1:6379/0").replace("redis+socket://", "unix://")
+    return RedisStore.from_url(url, file_cap_bytes=settings.file_cap_bytes)
+
+
+def _progress(task: Task, msg: StepMsg) -> Any:
+    def emit(event: ProgressEvent) -> None:
+        # Flower shows a custom task-progress event as state PROGRESS.
+        task.send_event(
+            "task-progress",
+            unit=msg.unit_id,
+            attempt=msg.attempt,
+            kind=event.kind,
+            step=event.step,
+            total=event.total,
+            turn=event.turn,
+            tokens=event.tokens,
+        )
+
+    return emit
+
+
+def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
+    msg = StepMsg.model_validate(raw)
+    env = StepEnv(
+        store(),
+        load_settings(),
+        AnthropicProvider,
+        owner=f"{socket.gethostname()}:{os.getpid()}:{task.request.id}",
+        emit=_progress(task, msg),
+    )
+    try:
+        return run_step(role, env, msg).model_dump(mode="json")
+    except StepBusy as busy:
+        raise task.retry(countdown=busy.retry_in_s, max_retries=None) from busy
+    except StepSuperseded as gone:
+        raise Ignore() from gone  # no callbacks: the chain stops here
+
+
+@app.task(name="devloop.coder", bind=True)
+def coder(self: Task, msg: dict[str, Any]) -> dict[str, Any]:
+    """Write or fix a unit's code."""
+    return _step(self, "coder", msg)
+
+
+@app.task(name="devloop.tester", bind=True)
+def tester(self: Task, msg: dict[str, Any]) -> dict[str, Any]:
+    """Write and run (or re-run) a unit's tests."""
+    return _step(self, "tester", msg)
+
+
+@app.task(name="devloop.decide", bind=True)
+def decide(self: Task, msg: dict[str, Any]) -> list[str]:
+    """Decide the unit's next step, send the chains it needs, and reconcile now and then."""
+    step = StepMsg.model_validate(msg)
+    settings = load_settings()
+    dispatches = decide_after(store(), step, settings.retry_budget)
+    # At most one reconcile pass per project per grace period, whichever decide gets there.
+    lock = f"{store().keys(step.pid).prefix}reconcile-lock"
+    if store().client.set(lock, "1", nx=True, ex=max(1, int(settings.reconcile_grace_s))):
+        dispatches += reconcile(store(), step.pid, settings.reconcile_grace_s)
+    send(dispatches)
+    return [d.msg.task_id("coder") for d in dispatches]
