@@ -17,6 +17,7 @@ from devloop.config import load_settings
 from devloop.embedded import redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
+from devloop.fleet.records import export_steps
 from devloop.fleet.status import project_status
 from devloop.jsonfile import read_json
 from devloop.redis_server import connect
@@ -143,7 +144,7 @@ def pull(
     pid, folder = _store_for(project)
     with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
         store = RedisStore(connect(endpoint.url))
-        written = store.export(pid, dest)
+        written = [*store.export(pid, dest), export_steps(store, pid, dest)]
     out.print(f"{len(written)} files written under {dest}")
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 from celery import chain
@@ -27,4 +28,5 @@ def chain_for(msg: StepMsg) -> chain:
 def send(dispatches: Iterable[Dispatch]) -> None:
     """Put each chain on its queues."""
     for dispatch in dispatches:
-        chain_for(dispatch.msg).apply_async(countdown=dispatch.countdown_s or None)
+        msg = dispatch.msg.model_copy(update={"sent_at": time.time() + dispatch.countdown_s})
+        chain_for(msg).apply_async(countdown=dispatch.countdown_s or None)

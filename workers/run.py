@@ -16,6 +16,7 @@ from devloop.config import Settings
 from devloop.embedded import redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project, reconcile
+from devloop.fleet.records import export_steps
 from devloop.fleet.status import ProjectStatus, project_status
 from devloop.project import load_project
 from devloop.redis_server import connect
@@ -151,6 +152,7 @@ def _watch(
             time.sleep(options.poll_s)
     console.print()
     store.export(pid, project_dir)
+    export_steps(store, pid, project_dir)
     return state
 
 
@@ -161,4 +163,5 @@ def _export_changes(
     now = {u.id: store.unit_version(pid, u.id) for u in store.project_record(pid).units.units}
     if now != seen:
         store.export(pid, project_dir)
+        export_steps(store, pid, project_dir)
     return now

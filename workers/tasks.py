@@ -80,7 +80,8 @@ def decide(self: Task, msg: dict[str, Any]) -> list[str]:
     """Decide the unit's next step, send the chains it needs, and reconcile now and then."""
     step = StepMsg.model_validate(msg)
     settings = load_settings()
-    dispatches = decide_after(store(), step, settings.retry_budget)
+    owner = f"{socket.gethostname()}:{os.getpid()}:{self.request.id}"
+    dispatches = decide_after(store(), step, settings.retry_budget, worker=owner)
     # At most one reconcile pass per project per grace period, whichever decide gets there.
     lock = f"{store().keys(step.pid).prefix}reconcile-lock"
     if store().client.set(lock, "1", nx=True, ex=max(1, int(settings.reconcile_grace_s))):

@@ -8,7 +8,13 @@ from pathlib import Path
 
 from devloop import dag
 from devloop.fleet.messages import Dispatch, StepMsg
-from devloop.fleet.records import dispatched_key, finished_key, load_step
+from devloop.fleet.records import (
+    StepRecord,
+    dispatched_key,
+    finished_key,
+    load_step,
+    save_step,
+)
 from devloop.ledgers import Timeline
 from devloop.loop import AttemptOutcome, decide, unblock
 from devloop.project import load_project
@@ -59,7 +65,9 @@ def release_dependents(store: RedisStore, pid: str, unit: str) -> list[Dispatch]
     return out
 
 
-def decide_after(store: RedisStore, msg: StepMsg, budget: int) -> list[Dispatch]:
+def decide_after(
+    store: RedisStore, msg: StepMsg, budget: int, worker: str = "local"
+) -> list[Dispatch]:
     """Apply the red/green decision to a finished chain; return the chains to send next."""
     pid, unit = msg.pid, msg.unit_id
     state = store.get_state(pid, unit)
@@ -75,10 +83,28 @@ def decide_after(store: RedisStore, msg: StepMsg, budget: int) -> list[Dispatch]
         failures=tuple(msg.failures),
         hint=msg.hint,
     )
+    started = time.time()
     decision = decide(state, outcome, budget=budget)
-    new = decision.state.model_copy(update={"updated_at": time.time()})
+    new = decision.state.model_copy(update={"updated_at": started})
     if not store.cas_state(pid, unit, state.status, state.attempt, new):
         return []
+    save_step(
+        store,
+        pid,
+        unit,
+        StepRecord(
+            role="decide",
+            attempt=msg.attempt,
+            tester_try=msg.tester_try,
+            msg=msg,
+            worker=worker,
+            sent_at=msg.sent_at,
+            started_at=started,
+            ended_at=time.time(),
+            status=decision.action,
+            output={"reason": decision.reason},
+        ),
+    )
     timeline = Timeline(store.sink(pid, "timeline"))
     timeline.append(
         f"loop_{decision.action}",

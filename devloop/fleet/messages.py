@@ -27,6 +27,7 @@ class StepMsg(BaseModel):
     failures: list[tuple[str, str]] = []
     hint: str | None = None
     skip_coder: bool = False  # a tester-only chain (retry after a crash)
+    sent_at: float | None = None  # when the chain was sent (queue wait = start - sent_at)
 
     @property
     def run_id(self) -> str:

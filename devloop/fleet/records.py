@@ -7,12 +7,16 @@ devloop:{pid}:unit:{unit}:dispatched string set NX when unit is first released
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
 from devloop.fleet.messages import StepMsg
 from devloop.store import RedisStore
+
+STEPS_FILE = "agent-state/fleet-steps.ndjson"
 
 
 class StepRecord(BaseModel):
@@ -47,7 +51,7 @@ def dispatched_key(store: RedisStore, pid: str, unit: str) -> str:
 
 
 def field(role: str, attempt: int, tester_try: int) -> str:
-    return f"{role}:{attempt}:{tester_try if role != 'coder' else 1}"
+    return f"{role}:{attempt}:{1 if role == 'coder' else tester_try}"
 
 
 def load_step(
@@ -67,6 +71,21 @@ def save_step(store: RedisStore, pid: str, unit: str, record: StepRecord) -> Ste
     existing = store.client.hget(key, name)
     assert existing is not None
     return StepRecord.model_validate_json(existing)
+
+
+def export_steps(store: RedisStore, pid: str, dest: Path) -> Path:
+    """Write every unit's step records to agent-state/fleet-steps.ndjson (for reports)."""
+    lines = [
+        record.model_dump_json()
+        for entry in store.project_record(pid).units.units
+        for record in all_steps(store, pid, entry.id)
+    ]
+    path = dest / STEPS_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    os.replace(tmp, path)
+    return path
 
 
 def all_steps(store: RedisStore, pid: str, unit: str) -> list[StepRecord]:

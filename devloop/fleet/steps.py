@@ -136,14 +136,18 @@ def _run(role: StepRole, env: StepEnv, msg: StepMsg, started: float) -> StepReco
             }
         )
         output, tokens = tester.model_dump(mode="json", by_alias=True), tester.tokens_used
+    # The next step is sent the moment this one returns: its queue wait starts now.
+    ended = time.time()
+    after = after.model_copy(update={"sent_at": ended})
     return StepRecord(
         role=role,
         attempt=msg.attempt,
         tester_try=msg.tester_try,
         msg=after,
         worker=env.owner,
+        sent_at=msg.sent_at,
         started_at=started,
-        ended_at=time.time(),
+        ended_at=ended,
         tokens=tokens,
         cost_usd=session.cost_usd if session else 0.0,
         status=session.status if session else "completed",
