@@ -12,10 +12,9 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install -q -e '.[test]'
 	touch $(STAMP)
 
-# The fleet (issue 6) and the demo command (issue 7) have not landed yet: say so and fail.
 demo: $(STAMP)
-	@echo "make demo: not yet - the fleet that runs the demo has not landed; 'make test' works." >&2
-	@exit 1
+	$(BIN)/devloop toolchain install node
+	$(BIN)/devloop demo
 
 lint: $(STAMP)
 	$(BIN)/ruff check devloop workers tests bench

@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from devloop.agent.tools import ProgressEvent
 from devloop.config import load_settings
 from devloop.contracts import ContractMissingExports, hash_contract
 from devloop.errors import Problem, ProjectInvalid
@@ -24,6 +25,8 @@ app = typer.Typer(
 )
 contract_app = typer.Typer(no_args_is_help=True, help="Contract tools.")
 app.add_typer(contract_app, name="contract")
+session_app = typer.Typer(no_args_is_help=True, help="Run one agent session outside the fleet.")
+app.add_typer(session_app, name="session")
 sandbox_app = typer.Typer(no_args_is_help=True, help="Inspect what an agent can and cannot do.")
 app.add_typer(sandbox_app, name="sandbox")
 toolchain_app = typer.Typer(no_args_is_help=True, help="Stack toolchains (node, python).")
@@ -34,6 +37,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_INVALID = 2
 Role = Literal["coder", "tester"]
+Llm = Literal["anthropic", "stub"]
 
 
 def fail(problems: list[Problem] | list[str]) -> NoReturn:
@@ -135,6 +139,62 @@ def sandbox_exec_command(
     raise typer.Exit(report.exit_code)
 
 
+@session_app.command("run")
+def session_run(
+    project: Annotated[Path, typer.Option(help="The project folder.")],
+    unit: Annotated[str, typer.Option(help="The unit.")],
+    role: Annotated[Role, typer.Option(help="coder or tester.")],
+    mode: Annotated[
+        str, typer.Option(help="coder: implement|retry|resume; tester: test|retry|resume.")
+    ] = "implement",
+    llm: Annotated[Llm, typer.Option(help="Claude (ANTHROPIC_API_KEY) or the stub.")] = "anthropic",
+    script: Annotated[
+        Path | None, typer.Option(help="Stub script (default: DIR/stub.yaml).")
+    ] = None,
+    attempt: Annotated[int | None, typer.Option(help="Attempt number (default: inferred).")] = None,
+) -> None:
+    """Run one session on a unit, print its turns as they happen and its output at the end."""
+    from devloop.debug_session import run_debug_session
+
+    modes = {"coder": ("implement", "retry", "resume"), "tester": ("test", "retry", "resume")}
+    if mode == "implement" and role == "tester":
+        mode = "test"
+    if mode not in modes[role]:
+        fail(
+            [
+                Problem(
+                    "--mode",
+                    role,
+                    f'"{mode}" is not a {role} mode',
+                    f"use one of {', '.join(modes[role])}",
+                )
+            ]
+        )
+
+    def show(event: ProgressEvent) -> None:
+        if event.kind == "turn":
+            out.print(f"turn {event.turn}  ({event.tokens:,} tokens so far)", highlight=False)
+        elif event.kind == "tool":
+            mark = "error" if event.detail.get("error") else "ok"
+            out.print(f"  {event.detail.get('name')}: {mark}", highlight=False)
+
+    try:
+        output = run_debug_session(
+            project,
+            unit,
+            role,
+            mode,
+            load_settings(),
+            llm=llm,
+            script=script,
+            attempt=attempt,
+            emit=show,
+        )
+    except ProjectInvalid as exc:
+        fail(exc.problems)
+    print(output.model_dump_json(indent=2, by_alias=True))
+
+
 @app.command("stub-llm")
 def stub_llm(
     script: Annotated[
@@ -150,6 +210,46 @@ def stub_llm(
         serve_forever(script, host, port, on_ready=lambda s: out.print(s.base_url, highlight=False))
     except ScriptInvalid as exc:
         fail(exc.problems)
+
+
+@app.command()
+def new(
+    project_dir: Annotated[Path, typer.Argument(help="The folder to create (new or empty).")],
+    spec: Annotated[
+        Path, typer.Option("--from", help="The project spec YAML (units, contracts, acceptance).")
+    ],
+    force: Annotated[bool, typer.Option(help="Write into a non-empty folder.")] = False,
+    script: Annotated[
+        bool, typer.Option(help="Also write stub.yaml: scripted turns that pass every unit.")
+    ] = True,
+) -> None:
+    """Scaffold a project in the seed layout from a compact YAML spec (exit 2 on a problem)."""
+    from devloop.scaffold import SpecInvalid, scaffold
+
+    try:
+        report = scaffold(spec, project_dir, force=force, script=script)
+    except SpecInvalid as exc:
+        fail(exc.problems)
+    out.print(f"{report.project_id}: {report.units} units written to {report.root}", markup=False)
+    if report.script is not None:
+        out.print(f"try it: devloop run {report.root} --llm stub", markup=False)
+
+
+@app.command()
+def report(
+    project_dir: Annotated[Path, typer.Argument(help="The project folder (after `devloop run`).")],
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Where to write the HTML page.")
+    ] = Path("report.html"),
+) -> None:
+    """Write one static HTML page of a run: unit DAG, step timeline, costs, bugs, hints."""
+    from devloop.report import write_report
+
+    try:
+        path = write_report(project_dir, output)
+    except ProjectInvalid as exc:
+        fail(exc.problems)
+    out.print(f"report written to {path}", markup=False)
 
 
 def main() -> None:

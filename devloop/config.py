@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -54,16 +54,9 @@ class Settings(BaseSettings):
     )
     session_max_wall_s: float = Field(default=1800.0, description="Wall time per session attempt.")
 
-
-    @model_validator(mode="after")
-    def _visibility_exceeds_time_limit(self) -> Settings:
-        # Redis would redeliver a running task otherwise (seen: three concurrent starts).
-        if self.visibility_timeout_s <= self.task_time_limit_s:
-            raise ValueError(
-                f"DEVLOOP_VISIBILITY_TIMEOUT_S ({self.visibility_timeout_s}) must be greater "
-                f"than DEVLOOP_TASK_TIME_LIMIT_S ({self.task_time_limit_s})"
-            )
-        return self
+    lease_ttl_s: float = Field(
+        default=60.0, description="Lease of a running step; renewed every quarter of it."
+    )
 
 
 def load_settings() -> Settings:

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from devloop.config import Settings
 from devloop.redis_server import RedisServer, connect
@@ -24,7 +26,7 @@ class RedisEndpoint:
 
 def _live(url: str) -> bool:
     try:
-        return bool(connect(url, socket_timeout=1).ping())
+        return bool(connect(url, socket_timeout=1, retry=Retry(NoBackoff(), 0)).ping())
     except (redis.RedisError, OSError):
         return False
 

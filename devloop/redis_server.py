@@ -18,6 +18,8 @@ from types import TracebackType
 from typing import Any
 
 import redis
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.retry import Retry
 
 from devloop.errors import DevLoopError
 
@@ -51,11 +53,17 @@ def redis_executable() -> str:
 
 
 def connect(url: str, **kwargs: Any) -> redis.Redis:
-    """A redis-py client for a redis://, rediss://, unix:// or redis+socket:// URL."""
+    """A redis-py client for a redis://, rediss://, unix:// or redis+socket:// URL.
+
+    Commands retry on connection errors for about ten seconds, so a Redis restart (AOF
+    on) is a pause for the fleet, not a failed session.
+    """
     scheme, sep, rest = url.partition("://")
     if sep and scheme in ("redis+socket", "socket"):
         # Celery/kombu's unix-socket form; redis-py spells the same thing unix://.
         url = "unix://" + rest
+    kwargs.setdefault("retry", Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=12))
+    kwargs.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError, OSError])
     return redis.Redis.from_url(url, **kwargs)
 
 
@@ -263,7 +271,8 @@ class RedisServer:
         """Whether a server answers PING at this address right now."""
         # Short timeouts: a port someone else holds may accept and never answer.
         # Errors (refused, LOADING while the AOF replays) mean "not yet".
-        probe = self.client(socket_timeout=0.25, socket_connect_timeout=0.25)
+        probe = self.client(socket_timeout=0.25, socket_connect_timeout=0.25,
+                            retry=Retry(NoBackoff(), 0))
         with contextlib.suppress(redis.RedisError), probe:
             return bool(probe.ping())
         return False

@@ -38,7 +38,17 @@ def stack_mounts(stack: Stack, settings: Settings) -> StackMounts:
     )
 
 
+_built: dict[tuple[str, str], tuple[Sandbox, StackMounts]] = {}
+
+
 def stack_sandbox(stack: Stack, settings: Settings) -> tuple[Sandbox, StackMounts]:
-    """A sandbox whose PATH finds the stack's tools, and the mounts to pass each run."""
-    mounts = stack_mounts(stack, settings)
-    return make_sandbox(settings, env=mounts.env), mounts
+    """A sandbox whose PATH finds the stack's tools, and the mounts to pass each run.
+
+    Built once per process and settings: a worker runs many steps, and building a
+    sandbox probes bubblewrap and lays out its /etc (tens of milliseconds).
+    """
+    key = (stack, settings.model_dump_json())
+    if key not in _built:
+        mounts = stack_mounts(stack, settings)
+        _built[key] = (make_sandbox(settings, env=mounts.env), mounts)
+    return _built[key]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import logging
+
 from celery import Celery
-from kombu import Queue
+from kombu import Exchange, Queue
 
 from devloop.config import Settings, load_settings
 
+log = logging.getLogger(__name__)
 QUEUES = ("coder", "tester", "control")
 ROUTES = {
     "devloop.coder": {"queue": "coder"},
@@ -26,6 +29,14 @@ def celery_url(url: str) -> str:
 def make_app(settings: Settings | None = None) -> Celery:
     """A Celery app configured from DEVLOOP_* settings."""
     s = settings or load_settings()
+    if s.visibility_timeout_s <= s.task_time_limit_s:
+        # Redis then redelivers tasks that are still running (seen: three concurrent starts);
+        # leases keep the copies from running at once, but every copy costs a retry.
+        log.warning(
+            "DEVLOOP_VISIBILITY_TIMEOUT_S (%s) should exceed DEVLOOP_TASK_TIME_LIMIT_S (%s)",
+            s.visibility_timeout_s,
+            s.task_time_limit_s,
+        )
     url = celery_url(s.redis_url or "redis://127.0.0.1:6379/0")
     app = Celery("devloop", broker=url, backend=url, include=["workers.tasks"])
     transport = {"visibility_timeout": s.visibility_timeout_s}
@@ -40,10 +51,12 @@ def make_app(settings: Settings | None = None) -> Celery:
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
         task_time_limit=s.task_time_limit_s,
-        task_soft_time_limit=max(1, s.task_time_limit_s - 60),
+        # The soft limit leaves the session a moment to checkpoint before the hard kill.
+        task_soft_time_limit=int(max(s.task_time_limit_s * 0.9, s.task_time_limit_s - 60)),
         broker_transport_options=transport,
         result_backend_transport_options=transport,
-        task_queues=[Queue(name) for name in QUEUES],
+        # Each queue its own exchange and key: a shared default would fan one task out to all.
+        task_queues=[Queue(name, Exchange(name), routing_key=name) for name in QUEUES],
         task_default_queue="control",
         task_routes=ROUTES,
         worker_pool="prefork",  # the threads pool silently ignores time limits
@@ -61,6 +74,11 @@ app = make_app()
 
 
 def configure(url: str) -> None:
-    """Point the app at another Redis before its first connection (the CLI's embedded one)."""
+    """Point the app at another Redis (the CLI's embedded one, a test's), dropping old pools."""
     url = celery_url(url)
+    if app.conf.broker_url == url:
+        return
     app.conf.update(broker_url=url, result_backend=url)
+    # Celery caches its connection and producer pools on first send; the same reset it
+    # does after a fork makes the next send connect to the new URL.
+    app._after_fork()

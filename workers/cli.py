@@ -185,6 +185,21 @@ def worker(
     os.execv(command[0], command)
 
 
+@app.command()
+def demo(
+    example: Annotated[str, typer.Option(help="todo (node) or inventory (python).")] = "todo",
+    workers: Annotated[int, typer.Option(min=1, max=16, help="Worker processes.")] = 2,
+    out_dir: Annotated[Path, typer.Option(help="Where the demo's copy goes.")] = Path("demo-out"),
+) -> None:
+    """Run a bundled example through the fleet with its scripted model turns."""
+    from workers.demo import examples, run_demo
+
+    if example not in examples():
+        fail([Problem("--example", "example", f'no example "{example}"',
+                      f"use one of {', '.join(examples())}")])
+    raise typer.Exit(run_demo(example, workers, load_settings(), out, out_dir))
+
+
 def main() -> None:
     """Console-script entry point."""
     app(prog_name="devloop")

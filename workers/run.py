@@ -12,7 +12,7 @@ from subprocess import Popen
 from rich.console import Console
 from rich.live import Live
 
-from devloop.config import Settings
+from devloop.config import Settings, load_settings
 from devloop.embedded import redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project, reconcile
@@ -21,6 +21,8 @@ from devloop.fleet.status import ProjectStatus, project_status
 from devloop.project import load_project
 from devloop.redis_server import connect
 from devloop.store import RedisStore
+from workers.app import configure
+from workers.dispatch import send
 from workers.live import live_view
 from workers.procs import flower_command, spawn, stop, worker_command
 
@@ -109,9 +111,6 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
             )
             console.print(f"Flower: http://127.0.0.1:{options.flower_port}")
         stack.callback(stop, procs)
-        from workers.app import configure
-        from workers.dispatch import send
-
         configure(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
         stack.callback(store.close)
@@ -133,8 +132,9 @@ def _watch(
     procs: list[Popen[bytes]],
 ) -> ProjectStatus | None:
     """Show the live table, export as results land, return the final status (None: gave up)."""
-    started = time.monotonic()
+    started = last_reconcile = time.monotonic()
     versions: dict[str, int] = {}
+    grace = load_settings().reconcile_grace_s
     state = project_status(store, pid)
     with Live(live_view(state), console=console, refresh_per_second=4, transient=False) as live:
         while True:
@@ -143,6 +143,10 @@ def _watch(
             versions = _export_changes(store, pid, project_dir, versions)
             if state.finished:
                 break
+            if time.monotonic() - last_reconcile > max(5.0, grace / 2):
+                # Tasks lost to a dead worker or a broker restart come back here.
+                send(reconcile(store, pid, grace))
+                last_reconcile = time.monotonic()
             if all(p.poll() is not None for p in procs):
                 console.print("[red]every worker exited; see .devloop/worker-*.log[/red]")
                 return None

@@ -7,6 +7,7 @@ import socket
 from functools import cache
 from typing import Any
 
+import redis
 from celery import Task
 from celery.exceptions import Ignore
 
@@ -29,6 +30,12 @@ def store() -> RedisStore:
     return RedisStore.from_url(url, file_cap_bytes=settings.file_cap_bytes)
 
 
+@cache
+def provider() -> AnthropicProvider:
+    """This worker process's model client (its TLS set-up costs tens of ms: build it once)."""
+    return AnthropicProvider()
+
+
 def _progress(task: Task, msg: StepMsg) -> Any:
     def emit(event: ProgressEvent) -> None:
         # Flower shows a custom task-progress event as state PROGRESS.
@@ -48,12 +55,15 @@ def _progress(task: Task, msg: StepMsg) -> Any:
 
 def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
     msg = StepMsg.model_validate(raw)
+    settings = load_settings()
     env = StepEnv(
         store(),
-        load_settings(),
-        AnthropicProvider,
+        settings,
+        provider,
         owner=f"{socket.gethostname()}:{os.getpid()}:{task.request.id}",
         emit=_progress(task, msg),
+        lease_ttl_s=settings.lease_ttl_s,
+        heartbeat_s=settings.lease_ttl_s / 4,
     )
     try:
         return run_step(role, env, msg).model_dump(mode="json")
@@ -61,6 +71,9 @@ def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
         raise task.retry(countdown=busy.retry_in_s, max_retries=None) from busy
     except StepSuperseded as gone:
         raise Ignore() from gone  # no callbacks: the chain stops here
+    except redis.ConnectionError as lost:
+        # Redis went away for longer than the client's retries: run again from the checkpoint.
+        raise task.retry(countdown=5, max_retries=None) from lost
 
 
 @app.task(name="devloop.coder", bind=True)

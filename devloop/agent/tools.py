@@ -109,12 +109,11 @@ class Tool:
     writes: ClassVar[bool] = False
 
     def spec(self) -> ToolSpec:
-        """The tool as the model sees it."""
-        schema = self.Input.model_json_schema()
-        schema.pop("title", None)
-        for prop in schema.get("properties", {}).values():
-            prop.pop("title", None)
-        return ToolSpec(name=self.name, description=self.description, input_schema=schema)
+        """The tool as the model sees it (built once per tool class: it is sent every turn)."""
+        kind = type(self)
+        if kind not in _SPECS:
+            _SPECS[kind] = _spec_of(kind)
+        return _SPECS[kind]
 
     def execute(self, ctx: ToolContext, raw: Any) -> ToolResult:
         """Validate the model's input, then run; invalid input is an error observation."""
@@ -133,6 +132,17 @@ class Tool:
     def run(self, ctx: ToolContext, args: Any) -> ToolResult:
         """Do the work (subclasses)."""
         raise NotImplementedError
+
+
+_SPECS: dict[type[Tool], ToolSpec] = {}
+
+
+def _spec_of(tool: type[Tool]) -> ToolSpec:
+    schema = tool.Input.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    return ToolSpec(name=tool.name, description=tool.description, input_schema=schema)
 
 
 class Toolset:

@@ -6,6 +6,7 @@ import re
 
 from devloop.ledgers import BugLedger
 from devloop.models import BugMove, Failure, RunResult
+from devloop.runners.base import decisive_lines
 
 
 def guess_severity(failure: Failure) -> str:
@@ -16,6 +17,14 @@ def guess_severity(failure: Failure) -> str:
     if re.search(r"\b5\d\d\b", str(failure.got)) or "Error" in str(failure.got):
         return "high"
     return "medium"
+
+
+def what_failed(failure: Failure) -> str:
+    """`expected X, got Y`, or the error line when the test raised instead of comparing."""
+    if failure.expected is not None or failure.got is not None:
+        return f"expected {failure.expected}, got {failure.got}"
+    error = decisive_lines(failure.stack, limit=1)
+    return re.sub(r"^E\s+", "", error)[:200] or "failed"
 
 
 def bridge_run(bugs: BugLedger, result: RunResult) -> tuple[list[str], list[BugMove]]:
@@ -46,7 +55,7 @@ def bridge_run(bugs: BugLedger, result: RunResult) -> tuple[list[str], list[BugM
             result.run_id,
             failure.test,
             severity=guess_severity(failure),
-            title=f"{failure.test}: expected {failure.expected}, got {failure.got}",
+            title=f"{failure.test}: {what_failed(failure)}",
             detail=failure.stack[:4000],
         )
         failure.bug_id = bug.id

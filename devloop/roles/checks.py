@@ -123,10 +123,23 @@ TEST_BLOCK = {
     "node": re.compile(r"\b(?:it|test)(?:\.each\([^)]*\))?\s*\(", re.M),
     "python": re.compile(r"^\s*(?:async\s+)?def test_\w*\s*\(", re.M),
 }
-MOCKS_OF_CODE = {
-    "node": re.compile(r"\b(?:vi|jest)\.(?:mock|doMock)\(\s*['\"`]\.\./code/"),
-    "python": re.compile(r"\b(?:mock\.)?patch(?:\.object)?\(\s*['\"]code\."),
-}
+NODE_MOCK_OF_CODE = re.compile(r"\b(?:vi|jest)\.(?:mock|doMock)\(\s*['\"`]\.\./code/")
+
+
+def mock_of_code(stack: str, modules: list[str]) -> re.Pattern[str]:
+    """What mocking the unit's own code looks like in its tests."""
+    if stack == "node":
+        return NODE_MOCK_OF_CODE
+    # Tests import code/x.py as `x` (code/ is on sys.path), so a mock of it names `x`, not
+    # only `code.x`: patch("x.f"), patch.object(x, "f"), monkeypatch.setattr(x, "f", ...).
+    names = "|".join(re.escape(m) for m in sorted({"code", *modules}))
+    target = rf"(?:['\"](?:{names})\.|(?:{names})\s*,)"
+    return re.compile(rf"\b(?:patch|patch\.object|monkeypatch\.setattr)\(\s*{target}")
+
+
+def code_modules(unit_dir: Path) -> list[str]:
+    """The top-level python modules and packages under code/ (code/x.py -> x)."""
+    return sorted({f.split("/")[1].removesuffix(".py") for f in code_files(unit_dir, (".py",))})
 
 
 def test_sources(unit_dir: Path) -> dict[str, str]:
@@ -169,7 +182,8 @@ def tester_checks(ctx: ToolContext, stack: str, acceptance: int, codes: list[str
     elif contract_cov < 1:
         missing = [c for c in codes if not re.search(rf"\b{c}\b", "\n".join(sources.values()))]
         failures.append(f"no test checks status {', '.join(missing)}")
-    mocked = [p for p, t in sources.items() if MOCKS_OF_CODE[stack].search(t)]
+    mock = mock_of_code(stack, code_modules(ctx.unit_dir) if stack == "python" else [])
+    mocked = [p for p, t in sources.items() if mock.search(t)]
     if mocked:
         failures.append(f"{', '.join(mocked)} mock the module under test: test the real code")
     failures += _run_problems(ctx, role)

@@ -30,10 +30,11 @@ def coder_task(request: RoleRequest, history: list[HistoryEntry]) -> str:
     ]
     for entry in history[-1:]:
         for failure in entry.tester_said:
-            lines.append(
-                f"- {failure.get('test')}: expected {failure.get('expected')}, got "
-                f"{failure.get('got')}. Hint: {failure.get('hint')}"
+            expected, got = failure.get("expected"), failure.get("got")
+            differed = (
+                "" if expected is None and got is None else f": expected {expected}, got {got}"
             )
+            lines.append(f"- {failure.get('test')}{differed}. Hint: {failure.get('hint')}")
     if request.reflect_hint:
         lines.append(f"Hint: {request.reflect_hint}")
     lines.append(

@@ -82,7 +82,8 @@ def retry_history(files: dict[str, bytes], attempt: int) -> tuple[list[HistoryEn
     history = []
     for n in range(1, attempt):
         last_run = runs.get(n, [])[-1:] or []
-        said = [f.to_json_dict() for r in last_run for f in r.failures]
+        # Every key kept (None included): the retry prompt reads expected and got of each.
+        said = [f.model_dump(mode="json") for r in last_run for f in r.failures]
         if last_run and last_run[0].crashed:
             said.append(
                 {

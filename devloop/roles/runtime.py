@@ -121,7 +121,11 @@ def prepare(
         run_id=request.run_id,
         retry_budget_left=max(0, settings.retry_budget - request.attempt),
     )
-    if request.mode == "resume" and services.todo_path in saved:
+    checkpoint = store.load_session(pid, role, unit)
+    resuming = bool(checkpoint and checkpoint["attempt"] == request.attempt
+                    and not checkpoint["finished"])
+    if resuming and services.todo_path in saved:
+        # A session resumed after its worker died (in any mode) keeps the plan it had.
         services.todo = json.loads(saved[services.todo_path])
     ctx = ToolContext(
         view=root,
@@ -173,7 +177,8 @@ def prompt_context(
 
 def _syntax_words(stack: str, kind: str) -> str:
     if stack == "python":
-        return "python -m py_compile code/*.py"
+        # The prefix keeps __pycache__ out of code/, where it would be committed as code.
+        return "PYTHONPYCACHEPREFIX=/tmp/pycache python -m py_compile code/*.py"
     return "a vite build dry run of code/*.vue" if kind == "fe" else "node --check code/*.js"
 
 

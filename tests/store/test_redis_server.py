@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from devloop.redis_server import MAX_SOCKET_PATH, RedisServer, RedisServerError, connect
 from devloop.store import RedisStore, UnitState
@@ -58,7 +60,7 @@ def test_stop_ends_the_process(tmp_path: Path) -> None:
     server.stop()
     assert not server.running
     with pytest.raises(redis.ConnectionError):
-        server.client().ping()
+        server.client(retry=Retry(NoBackoff(), 0)).ping()  # no waiting for a comeback
     server.close()
 
 

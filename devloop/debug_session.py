@@ -1,0 +1,75 @@
+"""`devloop session run`: one role session outside the fleet, for debugging a unit."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from devloop.agent.tools import ProgressEvent
+from devloop.config import Settings
+from devloop.embedded import redis_endpoint
+from devloop.llm.anthropic import AnthropicProvider
+from devloop.project import load_project
+from devloop.redis_server import connect
+from devloop.roles import context
+from devloop.roles.coder import run_coder
+from devloop.roles.runtime import Role, RoleRequest
+from devloop.roles.tester import run_tester
+from devloop.store import RedisStore
+
+
+def default_attempt(store: RedisStore, pid: str, unit: str, role: Role, mode: str) -> int:
+    """The attempt a debugging session most likely means: the next one for a coder retry."""
+    files = store.unit_files(pid, unit).files
+    logged = max((d.attempt for d in context.decisions(files)), default=0)
+    if role == "coder":
+        return logged + 1 if mode == "retry" else max(1, logged)
+    return max(1, logged)
+
+
+def run_debug_session(
+    project_dir: Path,
+    unit: str,
+    role: Role,
+    mode: str,
+    settings: Settings,
+    *,
+    llm: str = "anthropic",
+    script: Path | None = None,
+    attempt: int | None = None,
+    emit: Callable[[ProgressEvent], None] = lambda e: None,
+) -> BaseModel:
+    """Import the project, run one session, export its results; return the role's output."""
+    project = load_project(project_dir)
+    with ExitStack() as stack:
+        endpoint = stack.enter_context(redis_endpoint(project_dir, settings))
+        store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
+        stack.callback(store.close)
+        store.import_project(project)
+        if llm == "stub":
+            from devloop.llm.stub import StubServer
+
+            stub = stack.enter_context(StubServer(script or project_dir / "stub.yaml"))
+            provider = AnthropicProvider(api_key="stub", base_url=stub.base_url)
+        else:
+            provider = AnthropicProvider()
+        n = attempt or default_attempt(store, project.pid, unit, role, mode)
+        output: BaseModel
+        if role == "coder":
+            request = RoleRequest(project.pid, unit, "coder", mode, n)
+            _, output = run_coder(store, settings, provider, request, emit)
+        else:
+            tries = sum(
+                1
+                for p in store.unit_files(project.pid, unit).files
+                if p.startswith(f"runs/run-{n}-") and p.endswith("/result.json")
+            )
+            request = RoleRequest(
+                project.pid, unit, "tester", mode, n, run_id=f"run-{n}-{tries + 1}"
+            )
+            _, output = run_tester(store, settings, provider, request, emit)
+        store.export(project.pid, project_dir)
+        return output

@@ -1,0 +1,204 @@
+"""Gather what a run left in a project folder into one ReportData; nothing is required
+but units.json, and every unreadable file becomes a note instead of an error."""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from devloop import dag
+from devloop.errors import ProjectInvalid
+from devloop.fleet.records import STEPS_FILE, StepRecord
+from devloop.jsonfile import read_json, validate_model
+from devloop.ledgers import BugLedger, FileSink, parse_coder_log
+from devloop.ledgers.sink import read_json_lines
+from devloop.models import Bug, CoderDecision, RunResult, TimelineEvent, UnitsFile
+from devloop.report.status import derive_statuses
+
+log = logging.getLogger(__name__)
+
+M = TypeVar("M", bound=BaseModel)
+_RUN_ID = re.compile(r"^run-(\d+)-(\d+)$")
+LOOP_KINDS = ("loop_pass", "loop_retry_coder", "loop_retry_tester", "loop_resume", "loop_block")
+
+
+@dataclass
+class UnitReport:
+    """One unit as the folder tells it: its place in the graph, runs, reflections, steps."""
+
+    id: str
+    kind: str
+    depends_on: list[str]
+    level: int
+    status: str = "pending"
+    block_reason: str = ""
+    runs: list[RunResult] = field(default_factory=list)
+    decisions: list[CoderDecision] = field(default_factory=list)
+    loop_events: list[TimelineEvent] = field(default_factory=list)
+    steps: list[StepRecord] = field(default_factory=list)
+
+    @property
+    def attempts(self) -> int:
+        """The highest attempt any record of this unit mentions (0: it never started)."""
+        seen = [r.attempt for r in self.runs] + [d.attempt for d in self.decisions]
+        return max(seen + [s.attempt for s in self.steps], default=0)
+
+
+@dataclass
+class ReportData:
+    """Everything the report shows, read from one project folder."""
+
+    project_id: str
+    company_id: str
+    stack: str
+    units: list[UnitReport]
+    steps: list[StepRecord]
+    bugs: list[Bug]
+    timeline: list[TimelineEvent]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ran(self) -> bool:
+        """Whether the folder holds any trace of a run."""
+        traces = (u.runs or u.decisions for u in self.units)
+        return bool(self.steps or self.timeline or self.bugs or any(traces))
+
+    def unit(self, unit_id: str) -> UnitReport | None:
+        """The unit with this id, or None."""
+        return next((u for u in self.units if u.id == unit_id), None)
+
+
+def gather(project_dir: Path) -> ReportData:
+    """Read units.json (required) and whatever the run left beside it."""
+    root = Path(project_dir)
+    units_file = _units_file(root)
+    notes: list[str] = []
+    graph = {u.id: list(u.depends_on) for u in units_file.units}
+    depth = _levels(graph, notes)
+    steps = _steps(root, notes)
+    timeline = _models(root / "timeline.ndjson", TimelineEvent, notes)
+    units = [
+        UnitReport(
+            id=entry.id,
+            kind=entry.kind,
+            depends_on=list(entry.depends_on),
+            level=depth.get(entry.id, 1),
+            runs=_runs(root / "units" / entry.id, notes),
+            decisions=_decisions(root / "units" / entry.id / "coder.log"),
+            loop_events=[e for e in timeline if e.unit_id == entry.id and e.kind in LOOP_KINDS],
+            steps=[s for s in steps if s.msg.unit_id == entry.id],
+        )
+        for entry in units_file.units
+    ]
+    _apply_statuses(graph, units)
+    return ReportData(
+        project_id=units_file.project_id,
+        company_id=units_file.company_id,
+        stack=units_file.stack,
+        units=units,
+        steps=steps,
+        bugs=_bugs(root / "bugs.ndjson"),
+        timeline=timeline,
+        notes=notes,
+    )
+
+
+def run_order(run: RunResult) -> tuple[int, int]:
+    """Sort key of a run: (attempt, tester try) from `run-A-T`, else the result's attempt."""
+    match = _RUN_ID.match(run.run_id)
+    return (int(match[1]), int(match[2])) if match else (run.attempt, 0)
+
+
+def _units_file(root: Path) -> UnitsFile:
+    """units.json as a model, or ProjectInvalid naming what is wrong with it."""
+    data, problems = read_json(root / "units.json", "units.json")
+    if data is None:
+        raise ProjectInvalid(problems)
+    units, problems = validate_model(UnitsFile, data, "units.json")
+    if units is None:
+        raise ProjectInvalid(problems)
+    return units
+
+
+def _levels(graph: dict[str, list[str]], notes: list[str]) -> dict[str, int]:
+    """dag.levels, or every unit on level 1 with a note when the graph is not a DAG."""
+    issues = dag.check_graph(graph)
+    if issues:
+        notes.append("units.json: the unit graph is not a DAG; every unit is drawn on one level")
+        return dict.fromkeys(graph, 1)
+    return dag.levels(graph)
+
+
+def _steps(root: Path, notes: list[str]) -> list[StepRecord]:
+    """Step records from agent-state/fleet-steps.ndjson, oldest first."""
+    path = root / STEPS_FILE
+    if not path.is_file():
+        return []
+    records = _models(path, StepRecord, notes)
+    return sorted(records, key=lambda r: r.started_at)
+
+
+def _models(path: Path, model: type[M], notes: list[str]) -> list[M]:
+    """The valid lines of an ndjson file as models; invalid lines are counted in a note."""
+    out: list[M] = []
+    bad = 0
+    for obj in read_json_lines(FileSink(path)):
+        try:
+            out.append(model.model_validate(obj))
+        except ValidationError as exc:
+            bad += 1
+            log.warning("%s: invalid line skipped: %s", path, exc)
+    if bad:
+        notes.append(f"{path.name}: {bad} invalid line(s) skipped")
+    return out
+
+
+def _runs(unit_dir: Path, notes: list[str]) -> list[RunResult]:
+    """Every readable runs/*/result.json of a unit, in run order."""
+    runs = []
+    for path in sorted((unit_dir / "runs").glob("*/result.json")):
+        rel = path.relative_to(unit_dir.parent.parent).as_posix()
+        data, problems = read_json(path, rel)
+        run, more = validate_model(RunResult, data, rel) if data is not None else (None, [])
+        if run is None:
+            notes.append(f"{(problems + more)[0]}; run skipped")
+            continue
+        runs.append(run)
+    return sorted(runs, key=run_order)
+
+
+def _decisions(path: Path) -> list[CoderDecision]:
+    """The coder.log decisions (reflections) of a unit; none when the file is missing."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return []
+    return parse_coder_log(text)
+
+
+def _bugs(path: Path) -> list[Bug]:
+    """Bugs folded from bugs.ndjson, in the order they were opened."""
+    return BugLedger(FileSink(path)).list() if path.is_file() else []
+
+
+def _apply_statuses(graph: dict[str, list[str]], units: list[UnitReport]) -> None:
+    """Set each unit's final status and, when blocked, the loop's reason."""
+    facts = {
+        u.id: (
+            [e.kind for e in u.loop_events],
+            max(u.runs, key=run_order).ok if u.runs else None,
+            bool(u.steps or u.decisions),
+        )
+        for u in units
+    }
+    statuses = derive_statuses(graph, facts)
+    for unit in units:
+        unit.status = statuses[unit.id]
+        blocks = [e for e in unit.loop_events if e.kind == "loop_block"]
+        if unit.status == "blocked" and blocks:
+            unit.block_reason = blocks[-1].summary

@@ -1,0 +1,98 @@
+"""Tables and per-attempt stories derived from ReportData for the template. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from devloop.fleet.records import StepRecord
+from devloop.models import CoderDecision, RunResult, TimelineEvent
+from devloop.report.data import ReportData, UnitReport, run_order
+
+_RUN_ATTEMPT = re.compile(r"^run-(\d+)-\d+$")
+
+
+@dataclass(frozen=True)
+class CostRow:
+    """Tokens, dollars and busy time of one unit (or the totals)."""
+
+    unit: str
+    status: str
+    attempts: int
+    coder_tokens: int
+    tester_tokens: int
+    cost_usd: float
+    busy_s: float
+
+    @property
+    def tokens(self) -> int:
+        """Coder plus tester tokens."""
+        return self.coder_tokens + self.tester_tokens
+
+
+@dataclass
+class Attempt:
+    """One attempt of a unit: the coder's reflection, the test runs, the loop's decision."""
+
+    number: int
+    decision: CoderDecision | None = None
+    runs: list[RunResult] = field(default_factory=list)
+    loop: list[TimelineEvent] = field(default_factory=list)
+
+
+def cost_row(unit: UnitReport) -> CostRow:
+    """The cost line of one unit, from its step records."""
+    return CostRow(
+        unit=unit.id,
+        status=unit.status,
+        attempts=unit.attempts,
+        coder_tokens=_tokens(unit.steps, "coder"),
+        tester_tokens=_tokens(unit.steps, "tester"),
+        cost_usd=sum(s.cost_usd for s in unit.steps),
+        busy_s=sum(max(s.ended_at - s.started_at, 0.0) for s in unit.steps),
+    )
+
+
+def cost_table(data: ReportData) -> tuple[list[CostRow], CostRow]:
+    """One row per unit and the totals row."""
+    rows = [cost_row(u) for u in data.units]
+    total = CostRow(
+        unit="total",
+        status="",
+        attempts=sum(r.attempts for r in rows),
+        coder_tokens=sum(r.coder_tokens for r in rows),
+        tester_tokens=sum(r.tester_tokens for r in rows),
+        cost_usd=sum(r.cost_usd for r in rows),
+        busy_s=sum(r.busy_s for r in rows),
+    )
+    return rows, total
+
+
+def attempts(unit: UnitReport) -> list[Attempt]:
+    """The unit's story attempt by attempt, oldest first."""
+    story: dict[int, Attempt] = {}
+
+    def at(number: int) -> Attempt:
+        return story.setdefault(number, Attempt(number))
+
+    for decision in unit.decisions:
+        at(decision.attempt).decision = decision  # the last block for an attempt wins
+    for run in sorted(unit.runs, key=run_order):
+        at(run_order(run)[0]).runs.append(run)
+    for event in unit.loop_events:
+        match = _RUN_ATTEMPT.match(event.ref or "")
+        at(int(match[1]) if match else max(story, default=1)).loop.append(event)
+    return [story[n] for n in sorted(story)]
+
+
+def wall_time(steps: Sequence[StepRecord]) -> float:
+    """Seconds from the first send to the last step's end (0 with no steps)."""
+    if not steps:
+        return 0.0
+    start = min(min(s.sent_at or s.started_at, s.started_at) for s in steps)
+    return max(s.ended_at for s in steps) - start
+
+
+def _tokens(steps: Sequence[StepRecord], role: str) -> int:
+    return sum(s.tokens for s in steps if s.role == role)

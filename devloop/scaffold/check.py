@@ -1,0 +1,250 @@
+"""Read a project spec YAML into a NewProject, or say what is wrong with it, line by line.
+
+Every problem names `file:line`, the field and the fix, like the stub script's errors:
+`spec.yaml:7: units[1].kind: "backend" is not one of be, fe, db, mw, lib; fix: ...`.
+"""
+
+from __future__ import annotations
+
+import json
+import typing
+from collections.abc import Sequence
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from devloop import dag
+from devloop.errors import DevLoopError, Problem
+from devloop.llm.stub.yamlmarks import ScriptInvalid, read_yaml
+from devloop.models import Stack, UnitKind
+from devloop.scaffold.spec import FIXES, NewProject, NewUnit
+
+Lines = dict[tuple[str, ...], int]
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "kind": typing.get_args(UnitKind),
+    "stack": typing.get_args(Stack),
+}
+KIND_MEANINGS = "be: backend, fe: frontend, db: database, mw: middleware, lib: library"
+
+
+class SpecInvalid(DevLoopError):
+    """A project spec (or the folder it would go to) has problems; `problems` lists each."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def parse_spec(text: str, source: str) -> NewProject:
+    """The spec in text, checked; SpecInvalid lists every problem with its line."""
+    try:
+        data, lines = read_yaml(text, source)
+    except ScriptInvalid as exc:  # YAML syntax errors and duplicate keys, with their line
+        raise SpecInvalid(exc.problems) from None
+    if data is None:
+        raise SpecInvalid(
+            [
+                Problem(
+                    source,
+                    "(top level)",
+                    "the file is empty",
+                    "write company_id, project_id, stack and units",
+                )
+            ]
+        )
+    found: list[tuple[int, Problem]] = []
+    spec: NewProject | None = None
+    try:
+        spec = NewProject.model_validate(data)
+    except ValidationError as exc:
+        found += [_from_pydantic(err, source, lines) for err in exc.errors(include_url=False)]
+    found += _graph_problems(data, source, lines)
+    if found or spec is None:
+        raise SpecInvalid([p for _, p in sorted(found, key=lambda pair: pair[0])])
+    return spec
+
+
+def _dotted(path: Sequence[Any]) -> str:
+    """units[1].depends_on[0]"""
+    out = ""
+    for seg in path:
+        if isinstance(seg, int) or str(seg).isdigit():
+            out += f"[{seg}]"
+        else:
+            out += f".{seg}" if out else str(seg)
+    return out or "(top level)"
+
+
+def _line(path: Sequence[Any], lines: Lines) -> int:
+    """The line of path in the YAML, or of its nearest parent that has one."""
+    loc = tuple(str(s) for s in path)
+    while loc and loc not in lines:
+        loc = loc[:-1]
+    return lines.get(loc, 1)
+
+
+def _problem(
+    source: str, lines: Lines, path: Sequence[Any], message: str, fix: str
+) -> tuple[int, Problem]:
+    line = _line(path, lines)
+    return line, Problem(f"{source}:{line}", _dotted(path), message, fix)
+
+
+def _shown(value: Any) -> str:
+    """A value as the user wrote it, roughly: strings quoted, containers by kind."""
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _model_fields(loc: tuple[Any, ...]) -> list[str]:
+    """The fields allowed where an unknown one was found (the project's, or a unit's)."""
+    model: type[BaseModel] = NewUnit if "units" in loc[:1] and len(loc) > 2 else NewProject
+    return list(model.model_fields)
+
+
+def _from_pydantic(err: ErrorDetails, source: str, lines: Lines) -> tuple[int, Problem]:
+    """One pydantic error phrased for the person who wrote the YAML."""
+    loc, kind, value = tuple(err["loc"]), err["type"], err.get("input")
+    name = str(loc[-1]) if loc else ""
+    if kind == "missing":
+        message, fix = "missing", FIXES.get(name, f"add `{name}: ...`")
+    elif kind == "extra_forbidden":
+        allowed = ", ".join(_model_fields(loc))
+        message = "unknown field"
+        fix = f"remove `{name}` or fix its spelling; allowed here: {allowed}"
+    elif kind in ("literal_error", "enum") and name in ALLOWED:
+        choices = ", ".join(ALLOWED[name])
+        message = f"{_shown(value)} is not one of {choices}"
+        fix = f"use one of {choices}" + (f" ({KIND_MEANINGS})" if name == "kind" else "")
+    elif kind == "string_pattern_mismatch":
+        message = f"{_shown(value)} is not a valid id"
+        fix = 'use letters, digits, "-" and "_", starting with a letter or a digit'
+    elif kind == "too_short":
+        message = "empty: at least one entry is needed"
+        fix = FIXES.get(name, "add an entry")
+    elif kind == "string_type":
+        message = f"expected text, got {_shown(value)}"
+        fix = "write text (quote it when YAML reads it as a number, a boolean or null)"
+    elif kind == "list_type":
+        message = f"expected a list, got {_shown(value)}"
+        fix = "write a YAML list: `[a, b]` or one `- item` per line"
+    elif kind in ("dict_type", "model_type", "model_attributes_type"):
+        message = f"expected a mapping, got {_shown(value)}"
+        fix = "write `key: value` pairs"
+    else:
+        # Our own validators phrase their message as "what is wrong; fix: what to do".
+        message, _, fix = err["msg"].removeprefix("Value error, ").partition("; fix: ")
+        fix = fix or "correct the value"
+    return _problem(source, lines, loc, message, fix)
+
+
+def _graph_problems(data: Any, source: str, lines: Lines) -> list[tuple[int, Problem]]:
+    """Duplicate ids, repeated or unknown dependencies, cycles and stray consumes."""
+    units = data.get("units") if isinstance(data, dict) else None
+    if not isinstance(units, list):
+        return []
+    found: list[tuple[int, Problem]] = []
+    first: dict[str, int] = {}
+    graph: dict[str, list[str]] = {}
+    for i, unit in enumerate(units):
+        uid = unit.get("id") if isinstance(unit, dict) else None
+        if not isinstance(uid, str):
+            continue
+        if uid in first:
+            other = first[uid]
+            found.append(
+                _problem(
+                    source,
+                    lines,
+                    ("units", i, "id"),
+                    f'duplicate unit id "{uid}" (also units[{other}], line '
+                    f"{_line(('units', other, 'id'), lines)})",
+                    "give every unit its own id",
+                )
+            )
+            continue
+        first[uid] = i
+        deps = unit.get("depends_on", [])
+        graph[uid] = [d for d in deps if isinstance(d, str)] if isinstance(deps, list) else []
+        for j, dep in enumerate(graph[uid]):
+            if dep in graph[uid][:j]:
+                found.append(
+                    _problem(
+                        source,
+                        lines,
+                        ("units", i, "depends_on", j),
+                        f'"{dep}" is listed twice',
+                        "list each dependency once",
+                    )
+                )
+    for issue in dag.check_graph(graph):
+        found.append(_issue_problem(issue, graph, first, source, lines))
+    found += _consumes_problems(units, graph, first, source, lines)
+    return found
+
+
+def _issue_problem(
+    issue: dag.GraphIssue,
+    graph: dict[str, list[str]],
+    first: dict[str, int],
+    source: str,
+    lines: Lines,
+) -> tuple[int, Problem]:
+    """A DAG issue placed on the depends_on entry that causes it."""
+    dep = issue.dependency if issue.kind != "cycle" else issue.cycle[1 % len(issue.cycle)]
+    path = ("units", first[issue.unit], "depends_on", graph[issue.unit].index(dep or ""))
+    if issue.kind == "unknown_dependency":
+        return _problem(
+            source,
+            lines,
+            path,
+            f'unknown unit "{dep}"',
+            f'add a unit with id "{dep}" or remove it from depends_on',
+        )
+    if issue.kind == "self_dependency":
+        return _problem(
+            source,
+            lines,
+            path,
+            f'unit "{issue.unit}" depends on itself',
+            f'remove "{issue.unit}" from its own depends_on',
+        )
+    return _problem(
+        source,
+        lines,
+        path,
+        f"dependency cycle {issue.cycle_text}",
+        "remove one dependency of the cycle",
+    )
+
+
+def _consumes_problems(
+    units: list[Any],
+    graph: dict[str, list[str]],
+    first: dict[str, int],
+    source: str,
+    lines: Lines,
+) -> list[tuple[int, Problem]]:
+    """A consumes entry naming a unit must name one the unit depends on."""
+    found = []
+    for uid, i in first.items():
+        consumes = units[i].get("consumes", [])
+        if not isinstance(consumes, list):
+            continue
+        for j, entry in enumerate(consumes):
+            used = entry.get("unit") if isinstance(entry, dict) else None
+            if isinstance(used, str) and used not in graph[uid]:
+                found.append(
+                    _problem(
+                        source,
+                        lines,
+                        ("units", i, "consumes", j, "unit"),
+                        f'"{used}" is not in depends_on',
+                        f'add "{used}" to depends_on or remove this entry',
+                    )
+                )
+    return found

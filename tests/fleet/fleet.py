@@ -1,0 +1,92 @@
+"""A real fleet for tests: Celery worker subprocesses on the test Redis, the stub in-process."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from devloop.fleet.dispatch import enqueue_project, reconcile
+from devloop.fleet.status import ProjectStatus, project_status
+from devloop.llm.stub import StubServer
+from devloop.store import RedisStore
+from workers.app import configure
+from workers.dispatch import send
+from workers.procs import spawn, stop, worker_command
+
+
+@dataclass
+class Fleet:
+    """Running workers and the stub; helpers to wait, kill and inspect."""
+
+    store: RedisStore
+    stub: StubServer
+    pid: str
+    env: dict[str, str]
+    logs: Path
+    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def add_worker(self) -> subprocess.Popen[bytes]:
+        n = len(self.workers)
+        proc = spawn(worker_command(name=f"t{n}@%h"), self.env, self.logs / f"worker-{n}.log")
+        self.workers.append(proc)
+        return proc
+
+    def status(self) -> ProjectStatus:
+        return project_status(self.store, self.pid)
+
+    def wait(self, timeout_s: float = 120, reconcile_grace_s: float | None = None
+             ) -> ProjectStatus:
+        """Poll until every unit is passed or blocked (reconciling, as `devloop run` does)."""
+        deadline = last = time.monotonic()
+        deadline += timeout_s
+        while time.monotonic() < deadline:
+            state = self.status()
+            if state.finished:
+                return state
+            if reconcile_grace_s is not None and time.monotonic() - last > reconcile_grace_s:
+                send(reconcile(self.store, self.pid, reconcile_grace_s))
+                last = time.monotonic()
+            time.sleep(0.2)
+        logs = "\n".join(p.read_text()[-3000:] for p in sorted(self.logs.glob("*.log")))
+        raise AssertionError(f"fleet did not finish: {self.status()}\n{logs}")
+
+    def kill_worker(self, proc: subprocess.Popen[bytes]) -> None:
+        """SIGKILL a whole worker (main process and its pool children)."""
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=10)
+
+    def requests(self, pattern: str) -> list[tuple[str, int]]:
+        """(session key, turn) of every answered request whose key contains pattern."""
+        return [(r.session_key, r.turn) for r in self.stub.requests
+                if pattern in r.session_key and r.status == 200]
+
+
+@contextmanager
+def fleet(store: RedisStore, celery_url: str, project: Path, script: dict[str, Any],
+          workers: int = 2, settings_env: dict[str, str] | None = None,
+          start: bool = True) -> Iterator[Fleet]:
+    """Start workers and the stub, enqueue project (when start), stop everything after."""
+    configure(celery_url)
+    with StubServer(script) as stub:
+        env = {**os.environ, "DEVLOOP_REDIS_URL": celery_url,
+               "ANTHROPIC_BASE_URL": stub.base_url, "ANTHROPIC_API_KEY": "test",
+               **(settings_env or {})}
+        logs = project.parent / f"{project.name}-logs"
+        handle = Fleet(store, stub, "", env, logs)
+        for _ in range(workers):
+            handle.add_worker()
+        try:
+            if start:
+                report, dispatches = enqueue_project(store, project)
+                handle.pid = report.pid
+                send(dispatches)
+            yield handle
+        finally:
+            stop(handle.workers, timeout_s=10)

@@ -1,0 +1,115 @@
+"""The fleet with real Celery workers on a real Redis: parallel units, crash safety, blocking."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from devloop.ledgers import BugLedger, parse_coder_log
+from devloop.redis_server import RedisServer
+from devloop.store import RedisStore
+from tests.fleet.builder import UnitPlan, build, script
+from tests.fleet.fleet import fleet
+
+FAST_LEASE = {"DEVLOOP_LEASE_TTL_S": "3"}
+# A SIGKILLed worker never acks: Redis redelivers its task after the visibility timeout.
+FAST_REDELIVERY = {**FAST_LEASE, "DEVLOOP_VISIBILITY_TIMEOUT_S": "6"}
+
+
+def coder_log(store: RedisStore, pid: str, unit: str) -> list[int]:
+    raw = store.unit_files(pid, unit).files.get("coder.log", b"").decode()
+    return [d.attempt for d in parse_coder_log(raw)]
+
+
+def test_layered_project_passes_and_releases_in_dependency_order(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    plans = [UnitPlan("a"), UnitPlan("b"), UnitPlan("c", ["a", "b"]), UnitPlan("d", ["c"])]
+    project = build(tmp_path / "p", plans)
+    with fleet(redis_store, redis_server.celery_url, project, script(plans)) as f:
+        final = f.wait()
+    assert final.all_passed
+    starts = {u: redis_store.get_state(f.pid, u).started_at or 0 for u in "abcd"}
+    ends = {r.unit_id: r for r in final.units}
+    assert starts["c"] >= max(starts["a"], starts["b"]) and starts["d"] > starts["c"]
+    assert all(ends[u].attempt == 1 for u in "abcd")
+
+
+def test_a_worker_killed_mid_session_still_completes_the_unit_once(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    plans = [UnitPlan("slow", coder_latency_ms={2: 4000})]
+    project = build(tmp_path / "p", plans)
+    with fleet(redis_store, redis_server.celery_url, project, script(plans), workers=1,
+               settings_env=FAST_REDELIVERY) as f:
+        deadline = time.monotonic() + 60
+        while ("coder.c-test.p-fleet.slow", 1) not in f.requests("coder") or len(
+            [r for r in f.stub.requests if r.session_key.startswith("coder") and r.turn == 2]
+        ) == 0:
+            assert time.monotonic() < deadline, "turn 2 never started"
+            time.sleep(0.1)
+        f.kill_worker(f.workers[0])  # mid-turn 2 (the stub is still sleeping on it)
+        f.add_worker()
+        # Redis redelivers the unacked task after the visibility timeout, or the reconciler
+        # re-sends it once the dead worker's lease has expired: whichever comes first.
+        final = f.wait(timeout_s=120, reconcile_grace_s=5)
+    assert final.all_passed
+    assert coder_log(redis_store, f.pid, "slow") == [1]
+    turns = [t for key, t in f.requests("coder.c-test.p-fleet.slow")]
+    assert turns.count(1) == 1  # the answered turn before the kill was not asked again
+    assert sorted(set(turns)) == [1, 2, 3]
+    assert BugLedger(redis_store.sink(f.pid, "bugs")).list() == []
+
+
+def test_a_task_longer_than_the_visibility_timeout_never_runs_twice_at_once(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    plans = [UnitPlan("long", coder_latency_ms={1: 7000})]
+    project = build(tmp_path / "p", plans)
+    env = {**FAST_LEASE, "DEVLOOP_VISIBILITY_TIMEOUT_S": "2", "DEVLOOP_TASK_TIME_LIMIT_S": "60"}
+    with fleet(redis_store, redis_server.celery_url, project, script(plans), workers=2,
+               settings_env=env) as f:
+        final = f.wait(timeout_s=120)
+    assert final.all_passed
+    coder_turns = [t for _, t in f.requests("coder.c-test.p-fleet.long")]
+    assert coder_turns == [1, 2, 3]  # each model turn once: no second copy ran the session
+    assert coder_log(redis_store, f.pid, "long") == [1]
+
+
+def test_a_unit_failing_the_same_way_is_blocked_and_its_dependents_wait(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    plans = [UnitPlan("bad", bad=True), UnitPlan("after", ["bad"]), UnitPlan("good")]
+    project = build(tmp_path / "p", plans)
+    with fleet(redis_store, redis_server.celery_url, project, script(plans)) as f:
+        final = f.wait(timeout_s=180)
+    rows = {r.unit_id: r for r in final.units}
+    assert (rows["bad"].status, rows["bad"].attempt) == ("blocked", 3)
+    assert rows["after"].status == "blocked_upstream"
+    assert rows["good"].status == "passed"
+    assert coder_log(redis_store, f.pid, "bad") == [1, 2, 3]
+    bugs = BugLedger(redis_store.sink(f.pid, "bugs")).list(unit_id="bad")
+    assert len(bugs) == 1 and bugs[0].status == "open"  # one bug, reused by every red run
+    assert "value()" in (rows["bad"].last_hint or "") or rows["bad"].last_hint
+
+
+def test_redis_restarted_mid_run_the_run_completes(
+    redis_store: RedisStore, tmp_path: Path
+) -> None:
+    plans = [UnitPlan("one", coder_latency_ms={2: 1500}), UnitPlan("two", ["one"])]
+    project = build(tmp_path / "p", plans)
+    with RedisServer(tmp_path / "aof-redis", appendonly=True) as server:
+        store = RedisStore(server.client())
+        with fleet(store, server.celery_url, project, script(plans), workers=2,
+                   settings_env=FAST_REDELIVERY) as f:
+            deadline = time.monotonic() + 60
+            while not any(t == 2 for _, t in f.requests("coder.c-test.p-fleet.one")) and not [
+                r for r in f.stub.requests if r.turn == 2
+            ]:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
+            server.restart()
+            # A task the broker outage cancelled is re-sent by the reconciler.
+            final = f.wait(timeout_s=120, reconcile_grace_s=5)
+        assert final.all_passed
+        assert coder_log(store, f.pid, "one") == [1] and coder_log(store, f.pid, "two") == [1]

@@ -1,0 +1,132 @@
+"""Gathering a real run's folder: statuses, runs, reflections, steps, bugs, costs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from devloop.errors import ProjectInvalid
+from devloop.fleet.records import STEPS_FILE
+from devloop.report import gather
+from devloop.report.views import attempts, cost_table
+from tests.conftest import EXAMPLES
+
+
+def test_a_real_run_reads_as_both_units_passed_with_todo_be_retried(todo_run: Path) -> None:
+    data = gather(todo_run)
+    assert (data.project_id, data.company_id, data.stack) == ("p-todo", "c-demo", "node")
+    assert [(u.id, u.level, u.status, u.attempts) for u in data.units] == [
+        ("todo-be", 1, "passed", 2),
+        ("todo-fe", 2, "passed", 1),
+    ]
+    assert data.ran and data.notes == []
+
+
+def test_runs_come_in_order_with_the_red_runs_hint(todo_run: Path) -> None:
+    be = gather(todo_run).unit("todo-be")
+    assert be is not None
+    assert [(r.run_id, r.ok) for r in be.runs] == [("run-1-1", False), ("run-2-1", True)]
+    (failure,) = be.runs[0].failures
+    assert "title_required" in failure.test and (failure.expected, failure.got) == (400, 500)
+    assert "400" in failure.hint and failure.bug_id
+
+
+def test_reflections_come_from_coder_log_with_the_retry_explaining_itself(todo_run: Path) -> None:
+    be = gather(todo_run).unit("todo-be")
+    assert be is not None
+    first, retry = be.decisions
+    assert (first.attempt, first.last_failure) == (1, None)
+    assert retry.attempt == 2 and retry.last_failure and retry.last_cause
+    assert retry.this_fix and retry.rationale and retry.changed_files == ["code/service.js"]
+
+
+def test_every_coder_tester_and_decide_step_is_read(todo_run: Path) -> None:
+    data = gather(todo_run)
+    roles = [(s.msg.unit_id, s.role, s.attempt) for s in data.steps]
+    for unit, tries in (("todo-be", 2), ("todo-fe", 1)):
+        for role in ("coder", "tester", "decide"):
+            assert [(unit, role, a) for a in range(1, tries + 1)] == [
+                r for r in roles if r[:2] == (unit, role)
+            ]
+    starts = [s.started_at for s in data.steps]
+    assert starts == sorted(starts)
+
+
+def test_the_bug_is_opened_in_the_red_run_and_fixed_by_the_green_one(todo_run: Path) -> None:
+    (bug,) = gather(todo_run).bugs
+    assert (bug.unit_id, bug.run_id, bug.status) == ("todo-be", "run-1-1", "fixed")
+    (move,) = bug.history
+    assert (move.to, move.by, move.fix_refs) == ("fixed", "tester", ["run-2-1"])
+
+
+def test_costs_add_up_to_the_step_records(todo_run: Path) -> None:
+    lines = [json.loads(x) for x in (todo_run / STEPS_FILE).read_text().splitlines()]
+    rows, total = cost_table(gather(todo_run))
+    assert total.tokens == sum(x["tokens"] for x in lines) > 0
+    assert total.cost_usd == pytest.approx(sum(x["cost_usd"] for x in lines))
+    assert [r.unit for r in rows] == ["todo-be", "todo-fe"]
+    assert sum(r.tokens for r in rows) == total.tokens
+    assert total.attempts == 3
+
+
+def test_each_attempt_pairs_the_reflection_with_its_runs_and_the_loop_decision(
+    todo_run: Path,
+) -> None:
+    be = gather(todo_run).unit("todo-be")
+    assert be is not None
+    one, two = attempts(be)
+    assert one.decision and one.decision.attempt == 1
+    assert [r.run_id for r in one.runs] == ["run-1-1"]
+    assert [e.kind for e in one.loop] == ["loop_retry_coder"]
+    assert [r.run_id for r in two.runs] == ["run-2-1"]
+    assert [e.kind for e in two.loop] == ["loop_pass"]
+
+
+def test_a_project_that_never_ran_is_the_graph_alone(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / "todo", tmp_path / "todo")
+    data = gather(tmp_path / "todo")
+    assert not data.ran
+    assert [(u.id, u.status, u.attempts) for u in data.units] == [
+        ("todo-be", "pending", 0),
+        ("todo-fe", "pending", 0),
+    ]
+
+
+def test_missing_ledgers_and_step_records_leave_runs_to_decide(run_copy: Path) -> None:
+    for name in ("timeline.ndjson", "bugs.ndjson", STEPS_FILE):
+        (run_copy / name).unlink()
+    data = gather(run_copy)
+    assert [u.status for u in data.units] == ["passed", "passed"]  # latest result.json is ok
+    assert data.steps == [] and data.bugs == [] and data.timeline == []
+    shutil.rmtree(run_copy / "units" / "todo-fe" / "runs")
+    (run_copy / "units" / "todo-be" / "runs" / "run-2-1" / "result.json").unlink()
+    assert [u.status for u in gather(run_copy).units] == ["failed", "in_progress"]
+
+
+def test_broken_lines_and_files_become_notes_not_errors(run_copy: Path) -> None:
+    with (run_copy / STEPS_FILE).open("a") as f:
+        f.write('{"role": "coder"}\nnot json at all\n')
+    (run_copy / "units" / "todo-fe" / "runs" / "run-1-1" / "result.json").write_text("{oops")
+    data = gather(run_copy)
+    assert len(data.steps) == 9
+    assert any("fleet-steps.ndjson: 1 invalid line" in n for n in data.notes)
+    assert any("units/todo-fe/runs/run-1-1/result.json" in n for n in data.notes)
+
+
+def test_a_folder_without_units_json_is_refused_naming_the_file(tmp_path: Path) -> None:
+    with pytest.raises(ProjectInvalid, match="units.json: file: not found"):
+        gather(tmp_path)
+
+
+def test_a_cyclic_graph_is_drawn_flat_with_a_note(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / "todo", tmp_path / "todo")
+    path = tmp_path / "todo" / "units.json"
+    units = json.loads(path.read_text())
+    units["units"][0]["depends_on"] = ["todo-fe"]
+    path.write_text(json.dumps(units))
+    data = gather(tmp_path / "todo")
+    assert [u.level for u in data.units] == [1, 1]
+    assert any("not a DAG" in n for n in data.notes)

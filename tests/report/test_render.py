@@ -1,0 +1,66 @@
+"""The report page: one static file, every text from the folder escaped, graceful when empty."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from devloop.report import build_report, write_report
+from tests.conftest import EXAMPLES
+from tests.report.hostile import PAYLOADS, hostile_project
+
+
+def test_the_report_names_what_the_run_did(todo_run: Path) -> None:
+    html = build_report(todo_run)
+    for text in (
+        "p-todo",
+        "todo-be",
+        "todo-fe",
+        "run-1-1",
+        "run-2-1",
+        "title_required",
+        "retry coder",
+        "Hint:",
+        "Cause:",
+        "fixed",
+        "total",
+    ):
+        assert text in html, text
+    assert html.count('data-unit="') == 2
+    assert html.count('data-step="') == 9
+
+
+def test_the_page_is_self_contained(todo_run: Path) -> None:
+    html = build_report(todo_run)
+    assert not re.search(r"<(link|img|iframe|object|embed)\b", html)
+    assert not re.search(r"\bsrc=", html)
+    assert re.findall(r'href="([^"]*)"', html) == [f"#unit-{u}" for u in ("todo-be", "todo-fe")] * 2
+    assert "http://" not in html and "https://" not in html
+    assert html.count("<script") == 1 and html.count("<style") == 1
+
+
+def test_model_written_text_is_escaped_everywhere(tmp_path: Path) -> None:
+    html = build_report(hostile_project(tmp_path / "evil"))
+    for payload in PAYLOADS:
+        assert payload not in html, payload
+    assert "&lt;script&gt;alert(&#34;fix&#34;)&lt;/script&gt;" in html
+    assert "&lt;img src=x onerror=alert(2)&gt;" in html
+    assert html.count("<script") == 1 and html.count("<style") == 1
+    assert not re.search(r"<(img|iframe|svg onload|a href=\"http)", html)
+
+
+def test_a_project_that_never_ran_shows_the_graph_and_says_so(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES / "todo", tmp_path / "todo")
+    html = build_report(tmp_path / "todo")
+    assert "This project has not run yet" in html
+    assert html.count('data-unit="') == 2 and 'data-status="pending"' in html
+    assert 'id="timeline-section"' not in html and 'data-step="' not in html
+
+
+def test_write_report_writes_the_page_and_creates_its_folder(
+    todo_run: Path, tmp_path: Path
+) -> None:
+    out = write_report(todo_run, tmp_path / "deep" / "report.html")
+    assert out.read_text(encoding="utf-8") == build_report(todo_run)
+    assert [p.name for p in out.parent.iterdir()] == ["report.html"]

@@ -1,0 +1,453 @@
+"""The runtime's self-checks, one failure at a time, in real role sessions against the stub.
+
+Each session does the role's whole workflow except one thing, then says it is done three
+times: the runtime must hand the failure back twice, naming the problem, and then end
+the session `failed` / `validation_failed`. A control session per role proves the
+workflow alone passes, so each failure below comes from the one thing left out.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from devloop.config import Settings
+from devloop.contracts import hash_contract
+from devloop.llm.anthropic import AnthropicProvider
+from devloop.llm.stub import StubServer
+from devloop.models import CoderOutput, TesterOutput
+from devloop.project import load_project
+from devloop.roles import checks
+from devloop.roles.coder import run_coder
+from devloop.roles.runtime import RoleRequest, RoleRun
+from devloop.roles.tester import run_tester
+from devloop.store import RedisStore
+
+HANDBACK = "The runtime's self-check failed"
+DONE = {"content": [{"text": "Done: the work is finished."}]}
+PY_CODE = '"""Prices in cents."""\n\n\ndef line_total(price_cents: int, qty: int) -> int:\n'
+PY_CODE += '    """price_cents times qty."""\n    return price_cents * qty\n'
+PY_TESTS = """from pricing import line_total
+
+
+def test_line_total_multiplies():
+    assert line_total(2, 3) == 6
+
+
+def test_line_total_of_zero_price():
+    assert line_total(0, 3) == 0
+
+
+def test_line_total_of_one():
+    assert line_total(2, 1) == {last}
+"""
+DECISION = {"this_fix": "first version", "rationale": "as the SDD says"}
+FIX_FIRST_FAILURE = (
+    "python -c \"import json; p = 'runs/run-1-1/result.json'; d = json.load(open(p)); "
+    "f = d['failures'][0]; {edit}; json.dump(d, open(p, 'w'))\""
+)
+
+
+def call(name: str, **args: Any) -> dict[str, Any]:
+    """One tool_use block of a scripted turn."""
+    return {"tool_use": {"name": name, "input": args}}
+
+
+def todolist(n: int) -> dict[str, Any]:
+    items = [{"id": f"step-{i:03d}", "title": f"step {i}"} for i in range(1, n + 1)]
+    return call("write_todolist", items=items)
+
+
+def all_done(n: int) -> list[dict[str, Any]]:
+    return [call("update_todo_item", id=f"step-{i:03d}", status="done") for i in range(1, n + 1)]
+
+
+@dataclass
+class Ended:
+    """A driven session: what the role reported and every self-check hand-back it got."""
+
+    run: RoleRun
+    output: CoderOutput | TesterOutput
+    handbacks: list[str]
+
+    @property
+    def failures(self) -> list[str]:
+        assert self.run.session is not None
+        return self.run.session.self_check_failures
+
+    def assert_failed_on(self, problem: str) -> None:
+        """Ended validation_failed after two hand-backs, each naming the problem."""
+        session = self.run.session
+        assert session is not None
+        assert (session.status, session.terminal_reason) == ("failed", "validation_failed")
+        assert any(problem in f for f in self.failures), self.failures
+        assert len(self.handbacks) == 2 and all(problem in h for h in self.handbacks)
+        assert not self.output.ok
+
+
+Drive = Callable[..., Ended]
+
+
+@pytest.fixture
+def drive(
+    redis_store: RedisStore, settings: Settings, python_toolchain_dir: Path
+) -> Iterator[Drive]:
+    """Import a project, script one session of a role on a unit, run it to its end."""
+    stubs: list[StubServer] = []
+
+    def go(
+        project: Path,
+        role: str,
+        unit: str,
+        calls: list[dict[str, Any]],
+        mode: str | None = None,
+        attempt: int = 1,
+    ) -> Ended:
+        loaded = load_project(project)
+        redis_store.import_project(loaded)
+        turns = {1: {"content": calls}}
+        stub = StubServer({"sessions": {f"{role}.*.{unit}": {"turns": turns, "default": DONE}}})
+        stubs.append(stub.start())
+        llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
+        out: CoderOutput | TesterOutput
+        if role == "coder":
+            request = RoleRequest(loaded.pid, unit, "coder", mode or "implement", attempt)
+            run, out = run_coder(redis_store, settings, llm, request)
+        else:
+            run_id = f"run-{attempt}-1"
+            request = RoleRequest(loaded.pid, unit, "tester", mode or "test", attempt, run_id)
+            run, out = run_tester(redis_store, settings, llm, request)
+        return Ended(run, out, handbacks(stub))
+
+    yield go
+    for stub in stubs:
+        stub.stop()
+
+
+def handbacks(stub: StubServer) -> list[str]:
+    """The self-check texts the runtime sent the model (last user message of each request)."""
+    found = []
+    for request in stub.requests:
+        last = request.body["messages"][-1]
+        for block in last["content"] if last["role"] == "user" else []:
+            if block.get("type") == "text" and block["text"].startswith(HANDBACK):
+                found.append(block["text"])
+    return found
+
+
+def contract_text(project: Path, unit: str, **change: Any) -> str:
+    """contract.json as the SDD declares it (exports changed by `change`), correctly hashed."""
+    contract = load_project(project).sdd_contracts[unit]
+    exports = {**contract["exports"], **change}
+    body = {"unit_id": unit, "exports": exports, "consumes": contract.get("consumes", [])}
+    return json.dumps({**body, "version": hash_contract(body)}, indent=2)
+
+
+def scripted_coder(
+    project: Path,
+    unit: str = "pricing",
+    files: dict[str, str] | None = None,
+    contract: str | None = None,
+    decision: dict[str, Any] | None = DECISION,
+    done: int = 2,
+    extra: tuple[dict[str, Any], ...] = (),
+) -> list[dict[str, Any]]:
+    """The coder's whole workflow in one turn; each argument swaps out one part of it."""
+    files = files if files is not None else {"code/pricing.py": PY_CODE}
+    written = [call("Write", path=p, content=c) for p, c in files.items()]
+    logged = {**decision, "changed_files": list(files)} if decision else None
+    return [
+        todolist(2),
+        *written,
+        call("Write", path="contract.json", content=contract or contract_text(project, unit)),
+        *extra,
+        *([call("append_coder_log", decision=logged)] if logged else []),
+        *all_done(done),
+    ]
+
+
+# --- coder ----------------------------------------------------------------------------
+
+
+def test_the_coder_workflow_alone_passes_its_self_check(
+    drive: Drive, inventory_project: Path
+) -> None:
+    ended = drive(inventory_project, "coder", "pricing", scripted_coder(inventory_project))
+    assert ended.run.session and ended.run.session.status == "completed"
+    assert ended.failures == [] and ended.handbacks == [] and ended.output.ok
+
+
+@pytest.mark.parametrize(
+    ("contract", "problem"),
+    [
+        ("changed exports", "contract does not match SDD-declared hash (expected sha256:fe7f"),
+        ("hand-made version", "contract.version self-inconsistent"),
+    ],
+)
+def test_a_contract_hash_mismatch_fails_the_coder(
+    drive: Drive, inventory_project: Path, contract: str, problem: str
+) -> None:
+    if contract == "changed exports":
+        text = contract_text(inventory_project, "pricing", errors={})
+    else:
+        text = contract_text(inventory_project, "pricing").replace('"sha256:', '"sha256:00')
+    calls = scripted_coder(inventory_project, contract=text)
+    ended = drive(inventory_project, "coder", "pricing", calls)
+    ended.assert_failed_on("contract_bridge: " + problem)
+    assert isinstance(ended.output, CoderOutput) and not ended.output.contract_match_sdd
+    assert len(ended.failures) == 1
+
+
+def test_python_code_that_does_not_compile_fails_the_coder(
+    drive: Drive, inventory_project: Path
+) -> None:
+    broken = {"code/pricing.py": "def line_total(price_cents, qty:\n    return 0\n"}
+    calls = scripted_coder(inventory_project, files=broken)
+    ended = drive(inventory_project, "coder", "pricing", calls)
+    ended.assert_failed_on("syntax check failed")
+    assert "SyntaxError" in ended.failures[0] and len(ended.failures) == 1
+    # py_compile's bytecode went to /tmp, not into the coder's code/.
+    assert isinstance(ended.output, CoderOutput)
+    assert ended.output.files_written == ["code/pricing.py", "coder.log", "contract.json"]
+
+
+def test_javascript_that_node_check_rejects_fails_the_coder(
+    drive: Drive, todo_project: Path, node_toolchain_dir: Path
+) -> None:
+    broken = {"code/server.js": "const app = require('express')(;\nmodule.exports = app;\n"}
+    calls = scripted_coder(todo_project, "todo-be", files=broken, contract=None)
+    ended = drive(todo_project, "coder", "todo-be", calls)
+    ended.assert_failed_on("syntax check failed")
+    assert "code/server.js" in ended.failures[0] and "SyntaxError" in ended.failures[0]
+    assert len(ended.failures) == 1
+
+
+def test_a_vue_component_that_vite_cannot_build_fails_the_coder(
+    drive: Drive, todo_project: Path, node_toolchain_dir: Path
+) -> None:
+    vue = "<script setup>\nconst items = [;\n</script>\n<template><ul/></template>\n"
+    broken = {"code/TodoList.vue": vue}
+    calls = scripted_coder(todo_project, "todo-fe", files=broken)
+    ended = drive(todo_project, "coder", "todo-fe", calls)
+    ended.assert_failed_on("syntax check failed")
+    assert "TodoList.vue" in ended.failures[0] and len(ended.failures) == 1
+
+
+def test_a_missing_coder_log_entry_fails_the_coder(drive: Drive, inventory_project: Path) -> None:
+    calls = scripted_coder(inventory_project, decision=None)
+    ended = drive(inventory_project, "coder", "pricing", calls)
+    ended.assert_failed_on("coder.log has no entry for attempt 1: call append_coder_log")
+    assert len(ended.failures) == 1
+
+
+def test_a_retry_entry_without_last_failure_and_cause_fails_the_coder(
+    drive: Drive, inventory_project: Path
+) -> None:
+    # append_coder_log refuses such an entry, so the coder writes coder.log by hand.
+    entry = "---\nattempt: 2\nthis_fix: read qty\nrationale: why\nchanged_files: []\n---\n"
+    refused = call("append_coder_log", decision={**DECISION, "changed_files": []})
+    by_hand = call("Write", path="coder.log", content=entry)
+    calls = scripted_coder(inventory_project, decision=None, extra=(refused, by_hand))
+    ended = drive(inventory_project, "coder", "pricing", calls, mode="retry", attempt=2)
+    ended.assert_failed_on("the retry entry in coder.log needs last_failure, last_cause")
+    assert len(ended.failures) == 1
+
+
+def test_a_write_outside_the_write_set_fails_the_coder(
+    drive: Drive, inventory_project: Path
+) -> None:
+    # code/ is writable, so the sandbox lets the link be made; the runtime refuses it.
+    escape = call("Bash", command="ln -s /etc/hostname code/hostname.txt")
+    calls = scripted_coder(inventory_project, extra=(escape,))
+    ended = drive(inventory_project, "coder", "pricing", calls)
+    ended.assert_failed_on(
+        "writes outside your write set: units/pricing/code/hostname.txt: "
+        "symlink points outside the view (/etc/hostname)"
+    )
+    assert len(ended.failures) == 1
+    assert isinstance(ended.output, CoderOutput)
+    assert ended.output.files_written == ["code/pricing.py", "coder.log", "contract.json"]
+
+
+@pytest.mark.parametrize(
+    ("done", "problem"),
+    [(1, "todolist items not done: step-002"), (0, "todolist items not done: step-001, step-002")],
+)
+def test_an_unfinished_todolist_fails_the_coder(
+    drive: Drive, inventory_project: Path, done: int, problem: str
+) -> None:
+    calls = scripted_coder(inventory_project, done=done)
+    ended = drive(inventory_project, "coder", "pricing", calls)
+    ended.assert_failed_on(problem)
+    assert len(ended.failures) == 1
+
+
+def test_no_todolist_at_all_fails_the_coder(drive: Drive, inventory_project: Path) -> None:
+    calls = scripted_coder(inventory_project, done=0)[1:]
+    ended = drive(inventory_project, "coder", "pricing", calls)
+    ended.assert_failed_on("no todolist: call write_todolist with your plan")
+    assert len(ended.failures) == 1
+
+
+# --- tester ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def coded_pricing(inventory_project: Path) -> Path:
+    """The inventory project with pricing already coded (the tester's starting point)."""
+    unit = inventory_project / "units" / "pricing"
+    (unit / "code").mkdir()
+    (unit / "code" / "pricing.py").write_text(PY_CODE)
+    (unit / "contract.json").write_text(contract_text(inventory_project, "pricing"))
+    return inventory_project
+
+
+def scripted_tester(
+    tests: str = PY_TESTS.format(last=2), run: bool = True, after_run: tuple[Any, ...] = ()
+) -> list[dict[str, Any]]:
+    """The tester's whole workflow in one turn; each argument swaps out one part of it."""
+    return [
+        todolist(3),
+        call("Write", path="tests/test_pricing.py", content=tests),
+        *([call("run_tests")] if run else []),
+        *after_run,
+        *all_done(3),
+    ]
+
+
+def test_the_tester_workflow_alone_passes_its_self_check(drive: Drive, coded_pricing: Path) -> None:
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester())
+    assert ended.run.session and ended.run.session.status == "completed"
+    assert ended.failures == [] and ended.handbacks == [] and ended.output.ok
+
+
+def test_a_red_run_with_hinted_bridged_failures_passes_the_self_check(
+    drive: Drive, coded_pricing: Path
+) -> None:
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(PY_TESTS.format(last=5)))
+    assert ended.run.session and ended.run.session.status == "completed"
+    assert ended.failures == [] and not ended.output.ok
+
+
+def test_fewer_tests_than_acceptance_criteria_fails_the_tester(
+    drive: Drive, coded_pricing: Path
+) -> None:
+    two = PY_TESTS.format(last=2).split("\n\n\ndef test_line_total_of_one")[0]
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(two))
+    ended.assert_failed_on(
+        "2 tests for 3 acceptance criteria and 0 contract status codes (none): write at least 3"
+    )
+    assert len(ended.failures) == 1
+
+
+NODE_TEST = "it('case {n}', async () => {{ expect({code}).toBe({code}) }})\n"
+
+
+@pytest.mark.parametrize(
+    ("codes", "problem"),
+    [
+        (
+            ("200", "201", "400", "400"),
+            "4 tests for 3 acceptance criteria and 3 contract status codes (200, 201, 400): "
+            "write at least 6, one per criterion and per status code",
+        ),
+        (("200", "200", "200", "400", "400", "400"), "no test checks status 201"),
+    ],
+)
+def test_too_few_tests_for_acceptance_and_status_codes_fails_the_tester(
+    drive: Drive,
+    todo_project: Path,
+    node_toolchain_dir: Path,
+    codes: tuple[str, ...],
+    problem: str,
+) -> None:
+    spec = "".join(NODE_TEST.format(n=n, code=code) for n, code in enumerate(codes))
+    calls = [todolist(1), call("Write", path="tests/api.spec.js", content=spec), *all_done(1)]
+    ended = drive(todo_project, "tester", "todo-be", calls)
+    ended.assert_failed_on(problem)
+
+
+def test_vi_mock_of_the_code_fails_the_tester(
+    drive: Drive, todo_project: Path, node_toolchain_dir: Path
+) -> None:
+    spec = "import { vi } from 'vitest'\nvi.mock('../code/service.js')\n" + NODE_TEST.format(
+        n=1, code=201
+    )
+    calls = [todolist(1), call("Write", path="tests/api.spec.js", content=spec), *all_done(1)]
+    ended = drive(todo_project, "tester", "todo-be", calls)
+    ended.assert_failed_on("tests/api.spec.js mock the module under test: test the real code")
+
+
+def test_patching_the_module_under_test_fails_the_tester_even_when_green(
+    drive: Drive, coded_pricing: Path
+) -> None:
+    mocked = "from unittest.mock import patch\n\nimport pricing\n\n\n" + PY_TESTS.format(last=2)
+    mocked += '\n\n@patch("pricing.line_total", return_value=7)\ndef test_patched(_):\n'
+    mocked += "    assert pricing.line_total(1, 1) == 7\n"
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(mocked))
+    ended.assert_failed_on("tests/test_pricing.py mock the module under test")
+    assert len(ended.failures) == 1
+    assert isinstance(ended.output, TesterOutput) and ended.output.summary.passed == 4
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'with unittest.mock.patch("code.pricing.line_total"):',
+        'mocker.patch("pricing.line_total", return_value=1)',
+        'with patch.object(pricing, "line_total"):',
+        'monkeypatch.setattr(pricing, "line_total", fake)',
+        'monkeypatch.setattr("pricing.line_total", fake)',
+    ],
+)
+def test_every_python_spelling_of_a_mock_of_the_code_is_caught(source: str) -> None:
+    assert checks.mock_of_code("python", ["pricing"]).search(source)
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        'with patch("pricing_fakes.line_total"):',
+        'monkeypatch.setattr(pricing_double, "line_total", fake)',
+        'monkeypatch.setenv("PRICING", "1")',
+        'with patch("time.time", return_value=0):',
+    ],
+)
+def test_mocks_of_the_outside_world_are_allowed(source: str) -> None:
+    assert not checks.mock_of_code("python", ["pricing"]).search(source)
+
+
+@pytest.mark.parametrize("hint", ["", "Fix the bug.", "expected 5, got 4"])
+def test_a_failure_without_a_useful_hint_fails_the_tester(
+    drive: Drive, coded_pricing: Path, hint: str
+) -> None:
+    rewrite = call("Bash", command=FIX_FIRST_FAILURE.format(edit=f"f['hint'] = {hint!r}"))
+    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,))
+    ended = drive(coded_pricing, "tester", "pricing", calls)
+    ended.assert_failed_on(
+        "failure 'tests/test_pricing.py::test_line_total_of_one' needs a hint that says what "
+        "to change and where"
+    )
+    assert len(ended.failures) == 1
+
+
+def test_a_failure_not_bridged_to_a_bug_fails_the_tester(drive: Drive, coded_pricing: Path) -> None:
+    rewrite = call("Bash", command=FIX_FIRST_FAILURE.format(edit="f.pop('bug_id')"))
+    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,))
+    ended = drive(coded_pricing, "tester", "pricing", calls)
+    ended.assert_failed_on(
+        "failure 'tests/test_pricing.py::test_line_total_of_one' is not bridged to a bug: "
+        "call bug_open"
+    )
+    assert len(ended.failures) == 1
+
+
+def test_no_test_run_fails_the_tester(drive: Drive, coded_pricing: Path) -> None:
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(run=False))
+    ended.assert_failed_on("no test run for this attempt: call run_tests")
+    assert len(ended.failures) == 1

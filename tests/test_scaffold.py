@@ -1,0 +1,330 @@
+"""`devloop new`: a spec YAML scaffolds a valid project whose trivial script runs green on the
+fleet, and every mistake in the YAML is one line naming its line, field and fix, with nothing
+written."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from devloop.cli import app
+from devloop.contracts import hash_contract
+from devloop.llm.stub import Script
+from devloop.project import load_project
+from devloop.scaffold import SpecInvalid, scaffold, trivial_script
+
+DEVLOOP = Path(sys.executable).parent / "devloop"
+RUN_TIMEOUT_S = 400
+
+# Line numbers matter: the error tests below name them.
+SHOP = """\
+company_id: c-acme
+project_id: p-shop
+stack: python
+conventions: |
+  Standard library only; money in integer cents.
+units:
+  - id: stock
+    kind: lib
+    exports: {module: {"code/stock.py": {"reserve(sku, qty)": "-> bool", "level(sku)": "-> int"}}}
+    acceptance:
+      - reserve() refuses more than the stock & says so
+      - level() reports what is left <after> a reservation
+  - id: prices
+    kind: db
+    exports: {module: {"code/prices.py": {"price_of(sku)": "-> int"}}}
+    acceptance: [price_of() answers integer cents]
+  - id: orders
+    kind: be
+    depends_on: [stock, prices]
+    exports:
+      module: {"code/orders.py": {"place(order)": "-> dict"}}
+      http:
+        - {method: POST, path: /orders, responses: {"201": {id: number}, "409": {error: out}}}
+    consumes: [{unit: stock, module: reserve}, {unit: prices, module: price_of}]
+    acceptance:
+      - place() takes stock and returns the order
+  - id: report
+    kind: lib
+    depends_on: [orders]
+    exports: {module: {"code/report.py": {"summary(orders)": "-> str"}}}
+    acceptance: [summary() names every order]
+"""
+
+WEB = """\
+company_id: c-acme
+project_id: p-web
+stack: node
+units:
+  - id: api
+    kind: be
+    exports:
+      module: {"code/server.js": "module.exports = app"}
+      http:
+        - {method: POST, path: /api/items, responses: {"201": {id: number}, "400": {error: e}}}
+        - {method: GET, path: "/api/items/:id", responses: {"200": {id: number}}}
+    acceptance: [A created item can be fetched]
+  - id: util
+    kind: mw
+    exports: {module: {"code/util.js": "ready()"}}
+    acceptance: [ready() names the unit]
+  - id: ui
+    kind: fe
+    depends_on: [api, util]
+    exports: {components: [{name: ItemList, file: code/ItemList.vue}]}
+    consumes: [{unit: api, http: "GET /api/items/:id"}]
+    acceptance: [Shows the unit id]
+  - id: tally
+    kind: lib
+    stack: python
+    depends_on: [ui]
+    exports: {module: {"code/tally.py": {"count()": "-> int"}}}
+    acceptance: [count() starts at zero]
+"""
+
+
+def write_spec(tmp_path: Path, text: str) -> Path:
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(text)
+    return spec
+
+
+def problems_of(spec: Path, dest: Path) -> list[str]:
+    """The problem lines scaffold reports; and it must have written nothing."""
+    with pytest.raises(SpecInvalid) as caught:
+        scaffold(spec, dest)
+    assert not dest.exists()
+    return [str(p) for p in caught.value.problems]
+
+
+def run_fleet(project: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(DEVLOOP), "run", str(project), "--llm", "stub", "--workers", "2"],
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+    )
+
+
+def assert_all_passed_first_time(project: Path) -> None:
+    """Every unit's single attempt was decided `pass` after a green run of real tests."""
+    steps = [json.loads(line) for line in (project / "agent-state/fleet-steps.ndjson").open()]
+    decided = {s["msg"]["unit_id"]: s["status"] for s in steps if s["role"] == "decide"}
+    units = [u.id for u in load_project(project).units.units]
+    assert decided == dict.fromkeys(units, "pass")
+    assert all(s["attempt"] == 1 for s in steps)
+    for unit in units:
+        result = json.loads((project / f"units/{unit}/runs/run-1-1/result.json").read_text())
+        assert result["ok"] and result["summary"]["failed"] == 0
+        assert result["summary"]["passed"] == result["summary"]["total"] >= 1
+
+
+# --- round trips --------------------------------------------------------------------
+
+
+def test_scaffolded_python_project_validates_and_runs_green_on_the_fleet(
+    tmp_path: Path, python_toolchain_dir: Path
+) -> None:
+    project = tmp_path / "shop"
+    report = scaffold(write_spec(tmp_path, SHOP), project)
+    assert report.units == 4 and report.script == project / "stub.yaml"
+    validated = CliRunner().invoke(app, ["validate", str(project)])
+    assert validated.exit_code == 0, validated.stderr
+    assert "stock -> orders -> report" in validated.stdout
+    done = run_fleet(project)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert_all_passed_first_time(project)
+    # one test per acceptance criterion, plus one per declared status (orders: 201, 409)
+    runs = {
+        u: json.loads((project / f"units/{u}/runs/run-1-1/result.json").read_text())
+        for u in ("stock", "orders")
+    }
+    assert runs["stock"]["summary"]["total"] == 2 and runs["orders"]["summary"]["total"] == 3
+
+
+@pytest.mark.slow
+def test_scaffolded_node_project_with_be_fe_and_a_python_unit_runs_green(
+    tmp_path: Path, node_toolchain_dir: Path, python_toolchain_dir: Path
+) -> None:
+    project = tmp_path / "web"
+    scaffold(write_spec(tmp_path, WEB), project)
+    done = run_fleet(project)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert_all_passed_first_time(project)
+    assert (project / "units/ui/code/ItemList.vue").is_file()
+    assert (project / "units/tally/code/tally.py").is_file()
+
+
+# --- what scaffold writes -------------------------------------------------------------
+
+
+def test_files_follow_the_seed_layout_and_hashes_match_the_escaped_sdd(tmp_path: Path) -> None:
+    project = tmp_path / "shop"
+    scaffold(write_spec(tmp_path, SHOP), project)
+    loaded = load_project(project)  # parses the SDD back: escaping round-trips
+    stock = loaded.sdd_contracts["stock"]
+    assert loaded.units.unit("stock").contract_hash == hash_contract(stock)  # type: ignore[union-attr]
+    assert stock["consumes"] == [] and "code/stock.py" in stock["exports"]["module"]
+    assert (
+        loaded.sections["stock"].acceptance[0] == "reserve() refuses more than the stock & says so"
+    )
+    html = (project / "sdd/mvcp/p-shop.html").read_text()
+    assert "&lt;after&gt;" in html and "&amp; says so" in html
+    spec = json.loads((project / "units/orders/spec.json").read_text())
+    assert spec == {
+        "unit_id": "orders",
+        "kind": "be",
+        "depends_on": ["stock", "prices"],
+        "acceptance_criteria": ["place() takes stock and returns the order"],
+    }
+    assert (project / "conventions.md").read_text().startswith("Standard library only")
+    assert loaded.derived_specs == set()
+
+
+def test_trivial_script_is_a_valid_stub_script_with_one_session_per_role_and_unit(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "shop"
+    scaffold(write_spec(tmp_path, SHOP), project, script=False, latency_ms=150)
+    assert not (project / "stub.yaml").exists()
+    script = trivial_script(project, latency_ms=150)
+    Script.from_dict(script)  # raises on any problem
+    keys = [k for k in script["sessions"] if not k.startswith("*")]
+    assert keys == [
+        f"{role}.c-acme.p-shop.{unit}"
+        for unit in ("stock", "prices", "orders", "report")
+        for role in ("coder", "tester")
+    ]
+    coder = script["sessions"]["coder.c-acme.p-shop.orders"]["turns"]
+    assert coder[1]["latency_ms"] == 150 and len(coder) == 2
+    contract = next(
+        json.loads(b["tool_use"]["input"]["content"])
+        for b in coder[1]["content"]
+        if "tool_use" in b and b["tool_use"]["input"].get("path") == "contract.json"
+    )
+    assert contract["version"] == load_project(project).units.unit("orders").contract_hash  # type: ignore[union-attr]
+
+
+def test_force_writes_into_a_non_empty_folder(tmp_path: Path) -> None:
+    project = tmp_path / "shop"
+    project.mkdir()
+    (project / "NOTES.md").write_text("mine\n")
+    scaffold(write_spec(tmp_path, SHOP), project, force=True)
+    assert (project / "NOTES.md").read_text() == "mine\n"
+    load_project(project)
+
+
+# --- one test per kind of mistake: exact line, field and fix; nothing written --------
+
+
+def broken(tmp_path: Path, old: str, new: str) -> Path:
+    assert SHOP.count(old) == 1
+    return write_spec(tmp_path, SHOP.replace(old, new))
+
+
+def test_a_kind_outside_the_list(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "    kind: be\n", "    kind: backend\n")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:18: units[2].kind: "backend" is not one of be, fe, db, mw, lib; fix: use one of '
+        "be, fe, db, mw, lib (be: backend, fe: frontend, db: database, mw: middleware, "
+        "lib: library)"
+    ]
+
+
+def test_an_unknown_field(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "    kind: db\n", "    kind: db\n    owner: ops\n")
+    assert problems_of(spec, tmp_path / "out") == [
+        f"{spec}:15: units[1].owner: unknown field; fix: remove `owner` or fix its spelling; "
+        "allowed here: id, kind, stack, title, description, depends_on, exports, consumes, "
+        "acceptance"
+    ]
+
+
+def test_a_missing_field(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "  - id: report\n    kind: lib\n", "  - id: report\n    title: R\n")
+    assert problems_of(spec, tmp_path / "out") == [
+        f"{spec}:27: units[3].kind: missing; fix: add `kind: lib` (or be, fe, db, mw)"
+    ]
+
+
+def test_a_value_of_the_wrong_type(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "depends_on: [orders]", "depends_on: orders")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:29: units[3].depends_on: expected a list, got "orders"; fix: write a YAML '
+        "list: `[a, b]` or one `- item` per line"
+    ]
+
+
+def test_a_duplicate_id(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "  - id: report\n", "  - id: orders\n")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:27: units[3].id: duplicate unit id "orders" (also units[2], line 17); '
+        "fix: give every unit its own id"
+    ]
+
+
+def test_an_unknown_dependency(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "depends_on: [orders]", "depends_on: [ordres]")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:29: units[3].depends_on[0]: unknown unit "ordres"; '
+        'fix: add a unit with id "ordres" or remove it from depends_on'
+    ]
+
+
+def test_a_dependency_cycle(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "depends_on: [stock, prices]", "depends_on: [stock, prices, report]")
+    assert problems_of(spec, tmp_path / "out") == [
+        f"{spec}:19: units[2].depends_on[2]: dependency cycle orders -> report -> orders; "
+        "fix: remove one dependency of the cycle"
+    ]
+
+
+def test_consuming_a_unit_that_is_not_a_dependency(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "{unit: prices, module: price_of}", "{unit: report, module: x}")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:24: units[2].consumes[1].unit: "report" is not in depends_on; '
+        'fix: add "report" to depends_on or remove this entry'
+    ]
+
+
+def test_broken_yaml_syntax(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "[price_of() answers integer cents]", "[price_of() answers")
+    assert problems_of(spec, tmp_path / "out") == [
+        f"{spec}:17: (yaml): expected ',' or ']', but got ':'; "
+        "fix: fix the YAML syntax on that line"
+    ]
+
+
+def test_several_problems_are_reported_together_in_line_order(tmp_path: Path) -> None:
+    text = SHOP.replace("kind: be\n", "kind: backend\n").replace("[orders]", "[ordres]")
+    spec = write_spec(tmp_path, text.replace("project_id: p-shop", "project_id: p shop"))
+    lines = problems_of(spec, tmp_path / "out")
+    assert [line.split(": ")[0] for line in lines] == [f"{spec}:2", f"{spec}:18", f"{spec}:29"]
+    assert lines[0] == (
+        f'{spec}:2: project_id: "p shop" is not a valid id; fix: use letters, digits, "-" and "_", '
+        "starting with a letter or a digit"
+    )
+
+
+def test_a_non_empty_folder_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
+    dest = tmp_path / "taken"
+    dest.mkdir()
+    (dest / "keep.txt").write_text("x")
+    with pytest.raises(SpecInvalid) as caught:
+        scaffold(write_spec(tmp_path, SHOP), dest)
+    assert [str(p) for p in caught.value.problems] == [
+        f"{dest}: DIR: is not empty; fix: name a new or empty folder, or pass --force to write "
+        "over it"
+    ]
+    assert [p.name for p in dest.iterdir()] == ["keep.txt"]
+
+
+def test_a_missing_spec_file(tmp_path: Path) -> None:
+    assert problems_of(tmp_path / "nope.yaml", tmp_path / "out") == [
+        f"{tmp_path / 'nope.yaml'}: file: not found; fix: pass the path of the project spec YAML"
+    ]

@@ -1,0 +1,66 @@
+"""`devloop run` and `devloop demo` as a user runs them: real processes end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+from tests.fleet.builder import UnitPlan, build, script
+
+DEVLOOP = str(Path(sys.executable).parent / "devloop")
+
+
+def devloop(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
+    return subprocess.run([DEVLOOP, *args], capture_output=True, text=True, cwd=cwd,
+                          env={**clean, "COLUMNS": "200", **(env or {})}, timeout=timeout)
+
+
+def test_demo_shows_the_red_green_retry_and_both_units_passing(tmp_path: Path) -> None:
+    done = devloop("demo", "--out-dir", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "todo-be: passed after 2 attempt(s)" in out and "todo-fe: passed after 1" in out
+    assert "red   run-1-1" in out and "expected 400, got 500" in out
+    assert "green run-2-1: 6/6 tests passed" in out
+    assert "bugs: 1 opened, 1 fixed" in out
+    assert "scripted" in out and "ANTHROPIC_API_KEY=... devloop run" in out
+    [run_dir] = (tmp_path / "out").iterdir()
+    assert (run_dir / "report.html").is_file()
+    result = json.loads((run_dir / "units/todo-be/runs/run-2-1/result.json").read_text())
+    assert result["ok"] is True
+
+
+def test_a_blocked_unit_exits_1_and_a_second_run_resumes(tmp_path: Path) -> None:
+    plans = [UnitPlan("bad", bad=True), UnitPlan("after", ["bad"]), UnitPlan("good")]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    first = devloop("run", str(project), "--llm", "stub", "--workers", "2")
+    assert first.returncode == 1, first.stdout + first.stderr
+    assert "blocked_upstream" in first.stdout
+    timeline = (project / "timeline.ndjson").read_text()
+    again = devloop("run", str(project), "--llm", "stub", "--workers", "1")
+    assert again.returncode == 1
+    assert (project / "timeline.ndjson").read_text() == timeline  # nothing ran twice
+
+
+def test_bad_input_exits_2_before_anything_starts(tmp_path: Path) -> None:
+    project = build(tmp_path / "p", [UnitPlan("a", ["ghost"])])
+    done = devloop("run", str(project), "--llm", "stub")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        'units.json: units[0].depends_on: unknown unit "ghost"; '
+        'fix: add "ghost" to units or remove it from depends_on'
+    ]
+    assert not (project / ".devloop").exists()
+    ok = build(tmp_path / "q", [UnitPlan("a")])
+    no_key = devloop("run", str(ok))
+    assert no_key.returncode == 2
+    assert no_key.stderr.startswith("ANTHROPIC_API_KEY: environment: not set; fix:")

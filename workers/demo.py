@@ -1,0 +1,69 @@
+"""`devloop demo`: a bundled example through the whole fleet against its scripted turns."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+
+from rich.console import Console
+
+from devloop.config import Settings
+from devloop.report import gather, write_report
+from devloop.report.data import ReportData
+from workers.run import RunOptions, run_project
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+def examples() -> list[str]:
+    """The bundled examples that have scripted turns."""
+    return sorted(p.parent.name for p in EXAMPLES.glob("*/stub.yaml"))
+
+
+def run_demo(name: str, workers: int, settings: Settings, console: Console,
+             out_root: Path) -> int:
+    """Copy the example to a fresh folder, run it with the stub, and summarize the run."""
+    source = EXAMPLES / name
+    dest = out_root / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    shutil.copytree(source, dest)
+    console.print(f"[bold]DevLoop demo[/bold]: {name} ({source}) copied to {dest}")
+    console.print("The model's turns are scripted (stub.yaml); workers, sandbox, Redis and the "
+                  "tests are real.\n")
+    code = run_project(RunOptions(dest, workers=workers, llm="stub"), settings, console)
+    report = write_report(dest, dest / "report.html")
+    summarize(gather(dest), console)
+    console.print(f"\nFiles: {dest}\nReport: {report}")
+    console.print(
+        "\nThe model turns above were scripted, to show the loop without an API key. "
+        "To run a project with Claude:\n"
+        f"  ANTHROPIC_API_KEY=... devloop run {dest}"
+    )
+    return code
+
+
+def summarize(data: ReportData, console: Console) -> None:
+    """Units and attempts, each red -> green retry with its hint, bugs, tokens."""
+    console.print("[bold]Summary[/bold]")
+    for unit in data.units:
+        console.print(f"  {unit.id}: {unit.status} after {unit.attempts} attempt(s)")
+        red = [r for r in unit.runs if not r.ok and r.failures]
+        green = [r for r in unit.runs if r.ok]
+        for run in red[:1]:
+            failure = run.failures[0]
+            console.print(f"    red   {run.run_id}: {failure.test}: expected {failure.expected}, "
+                          f"got {failure.got}", highlight=False, markup=False)
+            console.print(f"          hint: {failure.hint}", highlight=False, markup=False)
+            fix = next((d for d in unit.decisions if d.attempt == run.attempt + 1), None)
+            if fix is not None:
+                console.print(f"          reflection: {fix.last_cause}; {fix.this_fix}",
+                              highlight=False, markup=False)
+        if red and green:
+            console.print(f"    green {green[-1].run_id}: {green[-1].summary.passed}/"
+                          f"{green[-1].summary.total} tests passed", highlight=False)
+    fixed = [b for b in data.bugs if b.status == "fixed"]
+    console.print(f"  bugs: {len(data.bugs)} opened, {len(fixed)} fixed")
+    tokens = sum(s.tokens for s in data.steps)
+    cost = sum(s.cost_usd for s in data.steps)
+    console.print(f"  tokens: {tokens:,} (scripted turns priced as claude-sonnet-4-6: "
+                  f"${cost:.3f})")
