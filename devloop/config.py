@@ -39,7 +39,7 @@ class Settings(BaseSettings):
     )
     visibility_timeout_s: int = Field(
         default=3600,
-        description="Redis redelivers an unacked task after this; must exceed the time limit.",
+        description="Redis redelivers an unacked task after this; keep it above the time limit.",
     )
     reconcile_grace_s: float = Field(
         default=300.0, description="Idle time after which a unit with no live task is re-sent."
@@ -57,6 +57,15 @@ class Settings(BaseSettings):
     lease_ttl_s: float = Field(
         default=60.0, description="Lease of a running step; renewed every quarter of it."
     )
+
+
+def settings_table() -> str:
+    """Markdown: every DEVLOOP_ variable with its default and meaning (pasted into the README)."""
+    rows = ["| variable | default | meaning |", "|---|---|---|"]
+    for name, field in Settings.model_fields.items():
+        default = "(unset)" if field.default is None else f"`{field.default}`"
+        rows.append(f"| `DEVLOOP_{name.upper()}` | {default} | {field.description} |")
+    return "\n".join(rows) + "\n"
 
 
 def load_settings() -> Settings:
