@@ -52,7 +52,10 @@ def live_view(state: ProjectStatus) -> Group:
         f"{done}/{total} units finished, {state.count('passed')} passed, "
         f"{state.count('blocked') + state.count('blocked_upstream')} blocked"
     )
-    return Group(status_table(state), ProgressBar(total=total, completed=done, width=60), caption)
+    # A grid row keeps the bar and its caption on one line (a bare bar ends no line).
+    progress = Table.grid(padding=(0, 1))
+    progress.add_row(ProgressBar(total=total, completed=done, width=30), caption)
+    return Group(status_table(state), progress)
 
 
 def print_status(console: Console, state: ProjectStatus) -> None:

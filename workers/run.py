@@ -136,7 +136,8 @@ def _watch(
     versions: dict[str, int] = {}
     grace = load_settings().reconcile_grace_s
     state = project_status(store, pid)
-    with Live(live_view(state), console=console, refresh_per_second=4, transient=False) as live:
+    with Live(live_view(state), console=console, refresh_per_second=4, transient=False,
+              vertical_overflow="visible") as live:
         while True:
             state = project_status(store, pid)
             live.update(live_view(state))
