@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Callable
 
@@ -12,7 +11,6 @@ from devloop.config import Settings
 from devloop.llm.base import LLMProvider
 from devloop.models import BugMove, RunResult, RunSummary, TesterOutput
 from devloop.roles import checks, context
-from devloop.roles.bugbridge import bridge_run
 from devloop.roles.runtime import (
     Prepared,
     RoleRequest,
@@ -21,7 +19,7 @@ from devloop.roles.runtime import (
     prepare,
     run_session,
 )
-from devloop.runners.base import write_run_file
+from devloop.roles.testrun import run_and_record
 from devloop.store import RedisStore
 
 
@@ -44,25 +42,7 @@ def tester_task(request: RoleRequest, crash: str | None = None) -> str:
 def rerun(p: Prepared) -> RunResult:
     """Re-run the existing tests with no model at all: the zero-token retry."""
     s = p.services
-    assert s.runner is not None and s.run_id is not None
-    outcome = s.runner.run(
-        view=p.ctx.view,
-        unit_id=s.unit_id,
-        run_id=s.run_id,
-        attempt=s.attempt,
-        retry_budget_left=s.retry_budget_left,
-    )
-    opened, moved = bridge_run(s.bugs, outcome.result)
-    result = outcome.result
-    write_run_file(
-        p.ctx.unit_dir / "runs" / s.run_id / "result.json",
-        json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False),
-    )
-    s.last_run = {
-        "result": result.to_json_dict(),
-        "bugs_opened": opened,
-        "bugs_transitioned": [m.model_dump(by_alias=True) for m in moved],
-    }
+    result = run_and_record(s, p.ctx.view)
     verdict = "test_passed" if result.ok else "test_failed"
     for kind in ("unit_tested", verdict):
         s.timeline.append(

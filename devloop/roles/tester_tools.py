@@ -9,9 +9,8 @@ from pydantic import BaseModel, Field
 
 from devloop.agent.tools import Tool, ToolContext, ToolResult
 from devloop.ledgers import BugTransitionError
-from devloop.roles.bugbridge import bridge_run
 from devloop.roles.state_tools import services
-from devloop.runners.base import write_run_file
+from devloop.roles.testrun import run_and_record
 from devloop.runners.hints import build_hint
 
 
@@ -34,26 +33,9 @@ class RunTestsTool(Tool):
         role = services(ctx)
         if role.runner is None or role.run_id is None:
             return ToolResult("run_tests is not available in this session", is_error=True)
-        outcome = role.runner.run(
-            view=ctx.view,
-            unit_id=role.unit_id,
-            run_id=role.run_id,
-            attempt=role.attempt,
-            retry_budget_left=role.retry_budget_left,
-            timeout_s=args.timeout_s,
-        )
-        opened, moved = bridge_run(role.bugs, outcome.result)
-        result = outcome.result
-        # Bug ids were filled in by the bridge: write result.json again with them.
-        write_run_file(
-            ctx.unit_dir / "runs" / role.run_id / "result.json",
-            json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False),
-        )
-        role.last_run = {
-            "result": result.to_json_dict(),
-            "bugs_opened": opened,
-            "bugs_transitioned": [m.model_dump(by_alias=True) for m in moved],
-        }
+        result = run_and_record(role, ctx.view, args.timeout_s)
+        assert role.last_run is not None
+        opened = role.last_run["bugs_opened"]
         report: dict[str, Any] = {
             "ok": result.ok,
             "crashed": result.crashed,

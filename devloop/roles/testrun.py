@@ -1,0 +1,38 @@
+"""One test run of a tester session: run, bridge to bugs, record result.json with bug ids."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from devloop.models import RunResult
+from devloop.roles.bugbridge import bridge_run
+from devloop.roles.services import RoleServices
+from devloop.runners.base import TIMEOUT_S, write_run_file
+
+
+def run_and_record(role: RoleServices, view: Path, timeout_s: float = TIMEOUT_S) -> RunResult:
+    """Run the unit's tests, bridge the result to the bug ledger, and remember it."""
+    assert role.runner is not None and role.run_id is not None
+    outcome = role.runner.run(
+        view=view,
+        unit_id=role.unit_id,
+        run_id=role.run_id,
+        attempt=role.attempt,
+        retry_budget_left=role.retry_budget_left,
+        timeout_s=timeout_s,
+    )
+    result = outcome.result
+    opened, moved = bridge_run(role.bugs, result)
+    # The bridge filled in bug ids: write result.json again with them (never through a
+    # symlink the tests may have planted).
+    write_run_file(
+        view / "units" / role.unit_id / "runs" / role.run_id / "result.json",
+        json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False),
+    )
+    role.last_run = {
+        "result": result.to_json_dict(),
+        "bugs_opened": opened,
+        "bugs_transitioned": [m.model_dump(by_alias=True) for m in moved],
+    }
+    return result
