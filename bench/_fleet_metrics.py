@@ -41,6 +41,8 @@ def span(r: StepRecord) -> float:
 
 def session_s(r: StepRecord, run: Run) -> float:
     """Seconds of the model session inside a coder or tester step (0 for decide)."""
+    if "session_ms" in r.timings:
+        return r.timings["session_ms"] / 1000
     ms = float(r.output.get("duration_ms", 0) or 0)
     if r.role == "tester":
         # TesterOutput.duration_ms = session + test run, but run_tests runs inside the session.
@@ -142,6 +144,12 @@ def attempts(run: Run) -> list[Attempt]:
     return out
 
 
+def _timing(run: Run, attempt: Attempt, name: str) -> float:
+    """Seconds one recorded timing took over an attempt's coder and tester steps."""
+    steps = [r for r in run.steps.get(attempt.unit, []) if r.attempt == attempt.attempt]
+    return sum(r.timings.get(name, 0) for r in steps) / 1000
+
+
 def _attempts(run: Run, unit: str) -> list[int]:
     return [r.attempt for r in run.steps[unit]] or [1]
 
@@ -185,6 +193,9 @@ def summarize(run: Run, slots: int, config: dict[str, Any]) -> dict[str, Any]:
         "overhead_parts_median_ms": {
             "queue_wait_with_free_slot": _ms([a.pickup for a in tries]),
             "outside_session": _ms([a.outside_session for a in tries]),
+            # Recorded by the roles: per attempt, summed over its coder and tester steps.
+            "materialize": _ms([_timing(run, a, "materialize_ms") for a in tries]),
+            "commit": _ms([_timing(run, a, "commit_ms") for a in tries]),
             "decide": _ms([a.decide for a in tries]),
             "release": _ms([a.release for a in tries]),
         },

@@ -36,6 +36,7 @@ class StepRecord(BaseModel):
     cost_usd: float = 0.0
     status: str = ""
     output: dict[str, Any] = {}
+    timings: dict[str, int] = {}  # materialize_ms, session_ms, commit_ms (coder and tester)
 
 
 def steps_key(store: RedisStore, pid: str, unit: str) -> str:

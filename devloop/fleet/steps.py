@@ -117,9 +117,10 @@ def _run(role: StepRole, env: StepEnv, msg: StepMsg, started: float) -> StepReco
             }
         )
         output, tokens = coder.model_dump(mode="json"), coder.tokens_used
+        timings = run.prepared.timings
     elif msg.coder_status not in (None, "completed"):
         # Nothing to test: the coder did not finish; decide will send it back.
-        after, output, tokens, session = msg, {}, 0, None
+        after, output, tokens, session, timings = msg, {}, 0, None, {}
     else:
         mode = "test" if msg.attempt == 1 and msg.tester_try == 1 else "retry"
         request = RoleRequest(msg.pid, msg.unit_id, "tester", mode, msg.attempt, run_id=msg.run_id)
@@ -136,6 +137,7 @@ def _run(role: StepRole, env: StepEnv, msg: StepMsg, started: float) -> StepReco
             }
         )
         output, tokens = tester.model_dump(mode="json", by_alias=True), tester.tokens_used
+        timings = run.prepared.timings
     # The next step is sent the moment this one returns: its queue wait starts now.
     ended = time.time()
     after = after.model_copy(update={"sent_at": ended})
@@ -152,6 +154,7 @@ def _run(role: StepRole, env: StepEnv, msg: StepMsg, started: float) -> StepReco
         cost_usd=session.cost_usd if session else 0.0,
         status=session.status if session else "completed",
         output=output,
+        timings=timings,
     )
 
 

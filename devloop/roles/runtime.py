@@ -59,6 +59,8 @@ class Prepared:
     stack: str
     kind: str
     mounts: StackMounts
+    # Where the step's time went, in ms: materialize, session, commit (fleet timings).
+    timings: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -83,6 +85,7 @@ def prepare(
     emit: Callable[[ProgressEvent], None],
 ) -> Prepared:
     """Materialize the view and build the tool context and services of a session."""
+    started = time.monotonic()
     record = store.project_record(request.pid)
     entry = record.units.unit(request.unit_id)
     if entry is None:
@@ -139,7 +142,13 @@ def prepare(
         emit=emit,
         services={"role": services},
     )
-    return Prepared(request, ws, ctx, services, stack, entry.kind, mounts)
+    prepared = Prepared(request, ws, ctx, services, stack, entry.kind, mounts)
+    prepared.timings["materialize_ms"] = _ms_since(started)
+    return prepared
+
+
+def _ms_since(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
 
 
 def prompt_context(
@@ -244,9 +253,8 @@ def run_session(
     started = time.monotonic()
     p.services.runtime.update(status="running", started=time.time())
     result = session.run(task)
-    p.services.runtime.update(
-        status=result.status, duration_ms=int((time.monotonic() - started) * 1000)
-    )
+    p.timings["session_ms"] = p.timings.get("session_ms", 0) + _ms_since(started)
+    p.services.runtime.update(status=result.status, duration_ms=p.timings["session_ms"])
     p.services.persist_runtime()
     return result
 
@@ -261,4 +269,7 @@ def commit_if_final(p: Prepared, session: SessionResult | None) -> CommitOutcome
     """Commit the view when the attempt is over; a recoverable session keeps its checkpoint."""
     if session is not None and session.status not in COMMITTING:
         return CommitOutcome(False, p.ws.base_version, [], [], "session not finished")
-    return p.ws.commit()
+    started = time.monotonic()
+    outcome = p.ws.commit()
+    p.timings["commit_ms"] = _ms_since(started)
+    return outcome
