@@ -108,7 +108,7 @@ class Workspace:
             f"sdd/mvcp/{self.unit}.html", self.store.sdd_document(self.pid, self.unit) or ""
         )
         for dep in entry.depends_on:
-            contract = self.store.unit_files(self.pid, dep).files.get("contract.json")
+            contract = self.store.unit_file(self.pid, dep, "contract.json")
             if contract is not None:
                 self._write(f"units/{dep}/contract.json", contract)
         files = self.store.unit_files(self.pid, self.unit)

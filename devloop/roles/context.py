@@ -39,7 +39,7 @@ def upstream_contracts(store: RedisStore, pid: str, deps: list[str]) -> list[dic
     """Each dependency's contract.json (or its SDD contract before it has one), as JSON text."""
     out = []
     for dep in deps:
-        raw = store.unit_files(pid, dep).files.get("contract.json")
+        raw = store.unit_file(pid, dep, "contract.json")
         if raw:
             text = raw.decode("utf-8", errors="replace")
         else:

@@ -20,6 +20,11 @@ class FilesMixin(StoreBase):
             version, files = pipe.execute()
         return UnitFiles(version=int(version or 0), files=decode_hash(files))
 
+    def unit_file(self, pid: str, unit: str, path: str) -> bytes | None:
+        """One file of a unit (an upstream contract.json), without reading the rest."""
+        data: bytes | None = self.client.hget(self.keys(pid).files(unit), path)
+        return data
+
     def unit_version(self, pid: str, unit: str) -> int:
         """The version of the unit's files alone (cheap: no file contents)."""
         return int(self.client.hget(self.keys(pid).meta(unit), "version") or 0)
