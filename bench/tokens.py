@@ -15,7 +15,8 @@ from typing import Any
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession, SessionSpec
+from devloop.agent.loop import AgentSession
+from devloop.agent.spec import SessionSpec
 from devloop.agent.stuck import StuckThresholds
 from devloop.agent.tools import ToolContext
 from devloop.config import load_settings

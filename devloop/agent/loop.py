@@ -9,69 +9,21 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from devloop.agent.context import approx_tokens, clear_old_tool_outputs, for_api
 from devloop.agent.result import SessionResult, SessionStatus
-from devloop.agent.stuck import StuckThresholds, StuckTracker
+from devloop.agent.spec import (
+    Checkpointer,
+    Reassess,
+    SelfCheck,
+    SessionSpec,
+    WorkspaceHooks,
+)
+from devloop.agent.stuck import StuckTracker
 from devloop.agent.tools import ProgressEvent, ToolContext, Toolset
 from devloop.agent.untrusted import sanitize_summary, wrap_untrusted
 from devloop.llm.base import LLMError, LLMProvider, LLMRequest, LLMTransient, Usage
-
-
-@dataclass(frozen=True)
-class Budgets:
-    """Limits that end a session; each has its own terminal reason."""
-
-    max_turns: int = 60
-    max_tokens: int = 3_000_000
-    max_usd: float = 10.0
-    max_wall_s: float = 1800.0
-
-
-@dataclass(frozen=True)
-class SessionSpec:
-    """Everything fixed about one session."""
-
-    session_key: str
-    flavor: str
-    mode: str
-    attempt: int
-    model: str
-    system: str
-    max_tokens: int = 8192
-    budgets: Budgets = field(default_factory=Budgets)
-    stuck: StuckThresholds = field(default_factory=StuckThresholds)
-    context_budget_tokens: int = 150_000
-    self_check_rounds: int = 2
-    reassess_limit: int = 1
-
-
-class Checkpointer(Protocol):
-    """Where a session's state is saved after every step."""
-
-    def load(self, key: str) -> dict[str, Any] | None: ...
-
-    def save(self, key: str, state: dict[str, Any]) -> None: ...
-
-
-class WorkspaceHooks(Protocol):
-    """What the loop needs from the view: change detection and crash-safe snapshots."""
-
-    def fingerprint(self) -> str: ...
-
-    def snapshot(self) -> dict[str, str | None]: ...
-
-    def restore(self, snapshot: dict[str, str | None]) -> None: ...
-
-    def describe_changes(self) -> str: ...
-
-
-SelfCheck = Callable[[], list[str]]
-# (why it is stuck, the last error, what changed) -> the plan to pin.
-Reassess = Callable[[str, str | None, str], str]
 
 
 class AgentSession:

@@ -6,7 +6,8 @@ import dataclasses
 from collections.abc import Callable, Iterable
 
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession, Budgets, Checkpointer, Reassess, SessionSpec
+from devloop.agent.loop import AgentSession
+from devloop.agent.spec import Budgets, Checkpointer, Reassess, SessionSpec
 from devloop.agent.tools import Tool, ToolContext
 from devloop.llm.base import LLMProvider
 from devloop.prompts import render

@@ -160,5 +160,5 @@ def _run(role: StepRole, env: StepEnv, msg: StepMsg, started: float) -> StepReco
 
 def _crash_reason(env: StepEnv, msg: StepMsg) -> str | None:
     """The crash reason from the committed result.json of the run."""
-    raw = env.store.unit_files(msg.pid, msg.unit_id).files.get(f"runs/{msg.run_id}/result.json")
+    raw = env.store.unit_file(msg.pid, msg.unit_id, f"runs/{msg.run_id}/result.json")
     return RunResult.model_validate_json(raw).crash_reason if raw else None

@@ -11,9 +11,10 @@ from typing import Literal
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession, Budgets, SessionSpec
+from devloop.agent.loop import AgentSession
 from devloop.agent.reassess import make_reassess
 from devloop.agent.result import SessionResult
+from devloop.agent.spec import Budgets, SessionSpec
 from devloop.agent.tools import ProgressEvent, ToolContext
 from devloop.config import Settings
 from devloop.ledgers import BugLedger, Timeline
@@ -108,7 +109,6 @@ def prepare(
         ro = mounts.ro_binds[0][0]
         runner = VitestRunner(sandbox, ro) if stack == "node" else PytestRunner(sandbox, ro)
     pid, unit, role = request.pid, request.unit_id, request.role
-    saved = store.agent_state(pid)
     services = RoleServices(
         pid=pid,
         unit_id=unit,
@@ -127,9 +127,10 @@ def prepare(
     checkpoint = store.load_session(pid, role, unit)
     resuming = bool(checkpoint and checkpoint["attempt"] == request.attempt
                     and not checkpoint["finished"])
-    if resuming and services.todo_path in saved:
+    saved = store.agent_state_file(pid, services.todo_path) if resuming else None
+    if saved:
         # A session resumed after its worker died (in any mode) keeps the plan it had.
-        services.todo = json.loads(saved[services.todo_path])
+        services.todo = json.loads(saved)
     ctx = ToolContext(
         view=root,
         unit_id=unit,

@@ -78,6 +78,11 @@ class ProjectMixin(StoreBase):
         """Every agent-state/ file: path relative to agent-state/ -> bytes."""
         return decode_hash(self.client.hgetall(self.keys(pid).agent_state))
 
+    def agent_state_file(self, pid: str, path: str) -> bytes | None:
+        """One agent-state/ file (a session's todolist), without reading the others."""
+        data: bytes | None = self.client.hget(self.keys(pid).agent_state, path)
+        return data
+
     def put_agent_state(self, pid: str, path: str, data: bytes) -> None:
         """Write agent-state/{path}."""
         self.client.hset(self.keys(pid).agent_state, safe_relpath(path).as_posix(), data)

@@ -10,8 +10,9 @@ from typing import Any
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession, Budgets, SelfCheck, SessionSpec
+from devloop.agent.loop import AgentSession
 from devloop.agent.reassess import make_reassess
+from devloop.agent.spec import Budgets, SelfCheck, SessionSpec
 from devloop.agent.stuck import StuckThresholds
 from devloop.agent.tools import ProgressEvent, ToolContext
 from devloop.config import Settings

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devloop.agent.loop import Budgets
+from devloop.agent.spec import Budgets
 from devloop.agent.stuck import StuckThresholds
 from tests.agent.harness import KEY, PID, UNIT, MakeHarness
 

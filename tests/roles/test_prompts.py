@@ -15,8 +15,8 @@ import pytest
 from jinja2 import meta
 
 from devloop.agent.checkpoint import StoreCheckpointer
-from devloop.agent.loop import SessionSpec
 from devloop.agent.reassess import make_reassess
+from devloop.agent.spec import SessionSpec
 from devloop.config import Settings
 from devloop.ledgers import format_decision
 from devloop.llm.anthropic import AnthropicProvider

@@ -1,0 +1,62 @@
+"""What is fixed about a session, and the seams the loop talks to (checkpoints, the view)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from devloop.agent.stuck import StuckThresholds
+
+
+@dataclass(frozen=True)
+class Budgets:
+    """Limits that end a session; each has its own terminal reason."""
+
+    max_turns: int = 60
+    max_tokens: int = 3_000_000
+    max_usd: float = 10.0
+    max_wall_s: float = 1800.0
+
+
+@dataclass(frozen=True)
+class SessionSpec:
+    """Everything fixed about one session."""
+
+    session_key: str
+    flavor: str
+    mode: str
+    attempt: int
+    model: str
+    system: str
+    max_tokens: int = 8192
+    budgets: Budgets = field(default_factory=Budgets)
+    stuck: StuckThresholds = field(default_factory=StuckThresholds)
+    context_budget_tokens: int = 150_000
+    self_check_rounds: int = 2
+    reassess_limit: int = 1
+
+
+class Checkpointer(Protocol):
+    """Where a session's state is saved after every step."""
+
+    def load(self, key: str) -> dict[str, Any] | None: ...
+
+    def save(self, key: str, state: dict[str, Any]) -> None: ...
+
+
+class WorkspaceHooks(Protocol):
+    """What the loop needs from the view: change detection and crash-safe snapshots."""
+
+    def fingerprint(self) -> str: ...
+
+    def snapshot(self) -> dict[str, str | None]: ...
+
+    def restore(self, snapshot: dict[str, str | None]) -> None: ...
+
+    def describe_changes(self) -> str: ...
+
+
+SelfCheck = Callable[[], list[str]]
+# (why it is stuck, the last error, what changed) -> the plan to pin.
+Reassess = Callable[[str, str | None, str], str]
