@@ -12,7 +12,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from devloop.config import Settings
-from devloop.redis_server import RedisServer, connect
+from devloop.redis_server import RedisServer, celery_form, connect
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ def redis_endpoint(project_dir: Path, settings: Settings) -> Iterator[RedisEndpo
     """
     if settings.redis_url:
         url = settings.redis_url
-        yield RedisEndpoint(url.replace("redis+socket://", "unix://"), url, embedded=False)
+        yield RedisEndpoint(url, celery_form(url), embedded=False)
         return
     state_dir = Path(project_dir) / ".devloop"
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -48,7 +48,7 @@ def redis_endpoint(project_dir: Path, settings: Settings) -> Iterator[RedisEndpo
     if marker.exists():
         url = marker.read_text().strip()
         if _live(url):
-            yield RedisEndpoint(url, url.replace("unix://", "redis+socket://"), embedded=True)
+            yield RedisEndpoint(url, celery_form(url), embedded=True)
             return
     server = RedisServer(state_dir, appendonly=True)
     marker.write_text(server.url + "\n")

@@ -67,6 +67,11 @@ def connect(url: str, **kwargs: Any) -> redis.Redis:
     return redis.Redis.from_url(url, **kwargs)
 
 
+def celery_form(url: str) -> str:
+    """Celery's spelling of a Redis URL: a unix socket as redis+socket:// (broker and backend)."""
+    return "redis+socket://" + url.removeprefix("unix://") if url.startswith("unix://") else url
+
+
 def _quote(value: str) -> str:
     """A redis.conf string argument, quoted so spaces and quotes survive."""
     return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'

@@ -8,6 +8,7 @@ from celery import Celery
 from kombu import Exchange, Queue
 
 from devloop.config import Settings, load_settings
+from devloop.redis_server import celery_form
 
 log = logging.getLogger(__name__)
 QUEUES = ("coder", "tester", "control")
@@ -17,13 +18,6 @@ ROUTES = {
     # decide is milliseconds of work; its own queue keeps releases from waiting behind tests.
     "devloop.decide": {"queue": "control"},
 }
-
-
-def celery_url(url: str) -> str:
-    """Celery's spelling of a Redis URL: unix sockets as redis+socket:// (broker and backend)."""
-    if url.startswith("unix://"):
-        return "redis+socket://" + url.removeprefix("unix://")
-    return url
 
 
 def make_app(settings: Settings | None = None) -> Celery:
@@ -37,7 +31,7 @@ def make_app(settings: Settings | None = None) -> Celery:
             s.visibility_timeout_s,
             s.task_time_limit_s,
         )
-    url = celery_url(s.redis_url or "redis://127.0.0.1:6379/0")
+    url = celery_form(s.redis_url or "redis://127.0.0.1:6379/0")
     app = Celery("devloop", broker=url, backend=url, include=["workers.tasks"])
     transport = {"visibility_timeout": s.visibility_timeout_s}
     app.conf.update(
@@ -75,7 +69,7 @@ app = make_app()
 
 def configure(url: str) -> None:
     """Point the app at another Redis (the CLI's embedded one, a test's), dropping old pools."""
-    url = celery_url(url)
+    url = celery_form(url)
     if app.conf.broker_url == url:
         return
     app.conf.update(broker_url=url, result_backend=url)

@@ -86,7 +86,7 @@ def enqueue(project_dir: Annotated[Path, typer.Argument(help="The project folder
             ]
         )
     configure(settings.redis_url)
-    store = RedisStore(connect(settings.redis_url.replace("redis+socket://", "unix://")))
+    store = RedisStore(connect(settings.redis_url))
     try:
         report, dispatches = enqueue_project(store, project_dir)
     except ProjectInvalid as exc:

@@ -26,7 +26,7 @@ from workers.dispatch import send
 def store() -> RedisStore:
     """This worker process's store (one connection pool per process)."""
     settings = load_settings()
-    url = (settings.redis_url or "redis://127.0.0.1:6379/0").replace("redis+socket://", "unix://")
+    url = settings.redis_url or "redis://127.0.0.1:6379/0"  # from_url reads Celery's forms too
     return RedisStore.from_url(url, file_cap_bytes=settings.file_cap_bytes)
 
 
