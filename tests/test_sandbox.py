@@ -18,6 +18,7 @@ import pytest
 
 from devloop.config import Settings
 from devloop.errors import SandboxUnavailable
+from devloop.redis_server import RedisServer
 from devloop.sandbox import (
     REFUSED_EXIT,
     BareSandbox,
@@ -267,6 +268,19 @@ def test_the_hosts_loopback_is_unreachable(sandbox: BwrapSandbox, view: Path) ->
             server.accept()  # nothing from the sandbox ever arrived
     assert obs.stdout.startswith("FAILED"), obs.stdout + obs.stderr
     assert "Connection refused" in obs.stdout  # the namespace's own, empty loopback
+
+
+def test_a_real_redis_on_the_hosts_loopback_is_unreachable(
+    sandbox: BwrapSandbox, view: Path, tmp_path: Path
+) -> None:
+    with RedisServer(tmp_path / "tcp-redis", unix_socket=False) as server:
+        server.client().set("secret", "from the host")
+        ping = 'printf "PING\\r\\n" | python3 -c "import socket,sys; s=socket.create_connection(' \
+            f"('127.0.0.1', {server.port}), 1); s.sendall(sys.stdin.buffer.read()); " \
+            'print(s.recv(64))" 2>&1; true'
+        obs = run(sandbox, view, ping)
+        assert "PONG" not in obs.stdout and "Connection refused" in obs.stdout
+        assert server.client().get("secret") == b"from the host"  # and it is really there
 
 
 def test_outside_addresses_are_unreachable_at_once(sandbox: BwrapSandbox, view: Path) -> None:
