@@ -56,7 +56,9 @@ def make_app(settings: Settings | None = None) -> Celery:
         worker_pool="prefork",  # the threads pool silently ignores time limits
         worker_send_task_events=True,  # Flower sees only events
         task_send_sent_event=True,
-        task_track_started=True,
+        # Nothing reads task results (state lives in DevLoop's own keys; Flower reads
+        # events), so skip the backend writes on every hop.
+        task_ignore_result=True,
         worker_cancel_long_running_tasks_on_connection_loss=True,
         broker_connection_retry_on_startup=True,
         result_expires=7 * 24 * 3600,

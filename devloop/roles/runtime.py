@@ -7,7 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
@@ -19,7 +19,7 @@ from devloop.agent.tools import ProgressEvent, ToolContext
 from devloop.config import Settings
 from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
-from devloop.models import HistoryEntry
+from devloop.models import HistoryEntry, UnitSpec
 from devloop.roles import checks, context
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
@@ -27,7 +27,7 @@ from devloop.runners.base import TestRunner
 from devloop.runners.pytest import PytestRunner
 from devloop.runners.vitest import VitestRunner
 from devloop.stacks import StackMounts, stack_sandbox
-from devloop.store import RedisStore
+from devloop.store import ProjectRecord, RedisStore
 from devloop.workspace import CommitOutcome, Workspace
 
 Role = Literal["coder", "tester"]
@@ -60,6 +60,10 @@ class Prepared:
     stack: str
     kind: str
     mounts: StackMounts
+    # Read once per session: the project record, the unit's spec and its SDD contract.
+    record: ProjectRecord
+    spec: UnitSpec | None
+    sdd_contract: dict[str, Any] | None
     # Where the step's time went, in ms: materialize, session, commit (fleet timings).
     timings: dict[str, int] = field(default_factory=dict)
 
@@ -125,8 +129,9 @@ def prepare(
         retry_budget_left=max(0, settings.retry_budget - request.attempt),
     )
     checkpoint = store.load_session(pid, role, unit)
-    resuming = bool(checkpoint and checkpoint["attempt"] == request.attempt
-                    and not checkpoint["finished"])
+    resuming = bool(
+        checkpoint and checkpoint["attempt"] == request.attempt and not checkpoint["finished"]
+    )
     saved = store.agent_state_file(pid, services.todo_path) if resuming else None
     if saved:
         # A session resumed after its worker died (in any mode) keeps the plan it had.
@@ -143,7 +148,18 @@ def prepare(
         emit=emit,
         services={"role": services},
     )
-    prepared = Prepared(request, ws, ctx, services, stack, entry.kind, mounts)
+    prepared = Prepared(
+        request,
+        ws,
+        ctx,
+        services,
+        stack,
+        entry.kind,
+        mounts,
+        record,
+        spec,
+        store.sdd_contract(request.pid, request.unit_id),
+    )
     prepared.timings["materialize_ms"] = _ms_since(started)
     return prepared
 
@@ -157,11 +173,10 @@ def prompt_context(
 ) -> dict[str, object]:
     """Every variable the role's prompt template uses."""
     r = p.request
-    record = store.project_record(r.pid)
+    record = p.record
     entry = record.units.unit(r.unit_id)
     assert entry is not None
-    spec = store.unit_spec(r.pid, r.unit_id)
-    contract = store.sdd_contract(r.pid, r.unit_id)
+    spec, contract = p.spec, p.sdd_contract
     return {
         "pid": r.pid,
         "unit_id": r.unit_id,
@@ -206,7 +221,7 @@ def run_session(
     r = p.request
     system = _render(r.role, prompt_context(store, p, history, regressions))
     spec = SessionSpec(
-        session_key=session_key(store.project_record(r.pid).company_id, r),
+        session_key=session_key(p.record.company_id, r),
         flavor=r.role,
         mode=r.mode,
         attempt=r.attempt,
@@ -233,9 +248,9 @@ def run_session(
         def self_check() -> list[str]:
             return checks.coder_checks(p.ctx, p.ws, p.stack, p.kind)
     else:
-        spec_model = store.unit_spec(r.pid, r.unit_id)
+        spec_model = p.spec
         acceptance = len(spec_model.acceptance_criteria) if spec_model else 0
-        codes = context.status_codes(store.sdd_contract(r.pid, r.unit_id))
+        codes = context.status_codes(p.sdd_contract)
 
         def self_check() -> list[str]:
             return checks.tester_checks(p.ctx, p.stack, acceptance, codes)

@@ -77,9 +77,9 @@ def run_tester(
             session = run_session(
                 store, settings, provider, p, tester_task(request, crash), [], [], cancel
             )
-        spec = store.unit_spec(request.pid, request.unit_id)
+        spec = p.spec
         acceptance = len(spec.acceptance_criteria) if spec else 0
-        codes = context.status_codes(store.sdd_contract(request.pid, request.unit_id))
+        codes = context.status_codes(p.sdd_contract)
         _, acc_cov, contract_cov = checks.coverage(
             checks.test_sources(p.ctx.unit_dir), p.stack, acceptance, codes
         )
