@@ -119,8 +119,6 @@ def sandbox_exec_command(
         )
     except ProjectInvalid as exc:
         fail(exc.problems)
-    except KeyError as exc:
-        fail([exc.args[0]])
     except SandboxUnavailable as exc:
         err.print(str(exc), markup=False)
         raise typer.Exit(1) from exc
@@ -251,11 +249,3 @@ def report(
         fail(exc.problems)
     out.print(f"report written to {path}", markup=False)
 
-
-def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="devloop")
-
-
-if __name__ == "__main__":
-    main()

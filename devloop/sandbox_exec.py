@@ -8,6 +8,7 @@ from pathlib import Path
 
 from devloop.config import Settings
 from devloop.embedded import redis_endpoint
+from devloop.errors import Problem, ProjectInvalid
 from devloop.project import load_project
 from devloop.redis_server import connect
 from devloop.sandbox import Observation
@@ -48,9 +49,9 @@ def sandbox_exec(
     """
     project = load_project(project_dir)
     if project.units.unit(unit) is None:
-        raise KeyError(
-            f'units.json: units: no unit "{unit}"; fix: pick one of '
-            + ", ".join(u.id for u in project.units.units)
+        known = ", ".join(u.id for u in project.units.units)
+        raise ProjectInvalid(
+            [Problem("units.json", "units", f'no unit "{unit}"', f"pick one of {known}")]
         )
     with redis_endpoint(project_dir, settings) as endpoint:
         store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)

@@ -73,7 +73,7 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
     started = time.time()
     try:
         _mark(store, msg, "coding" if role == "coder" else "testing")
-        return save_step(store, pid, unit, _run(role, env, msg, started)).msg
+        return save_step(store, pid, unit, _run(role, env, msg, started, state.last_hint)).msg
     finally:
         stop.set()
         beat.join(timeout=5)
@@ -101,9 +101,10 @@ def _mark(store: RedisStore, msg: StepMsg, status: str) -> None:
         store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
 
 
-def _run(role: StepRole, env: StepEnv, msg: StepMsg, started: float) -> StepRecord:
+def _run(
+    role: StepRole, env: StepEnv, msg: StepMsg, started: float, hint: str | None
+) -> StepRecord:
     """Run the role and build the message for the next step with its record."""
-    hint = env.store.get_state(msg.pid, msg.unit_id).last_hint
     if role == "coder":
         request = RoleRequest(
             msg.pid, msg.unit_id, "coder", msg.mode, msg.attempt, reflect_hint=hint

@@ -55,10 +55,11 @@ def run_coder(
     """Run the coder session for one attempt and commit what it wrote."""
     p = prepare(store, settings, request, emit)
     try:
-        files = store.unit_files(request.pid, request.unit_id).files
-        history, regressions = context.retry_history(files, request.attempt)
-        if request.mode != "retry":
-            history, regressions = [], []
+        history: list[HistoryEntry] = []
+        regressions: list[str] = []
+        if request.mode == "retry":
+            files = store.unit_files(request.pid, request.unit_id).files
+            history, regressions = context.retry_history(files, request.attempt)
         session = run_session(
             store, settings, provider, p, coder_task(request, history), history, regressions, cancel
         )
