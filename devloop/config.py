@@ -22,6 +22,13 @@ class Settings(BaseSettings):
         default="bwrap", description="`none` runs commands unsandboxed (warns every session)."
     )
     sandbox_uid: int = Field(default=65534, description="Unprivileged uid the sandbox runs as.")
+    sandbox_nice: int = Field(
+        default=19,
+        ge=0,
+        le=19,
+        description="CPU priority (nice) of sandboxed commands: tests yield to task pick-up, "
+        "leases and Redis.",
+    )
     cache_dir: Path = Field(
         default=Path("/var/tmp/devloop"),
         description="World-readable cache for toolchains (never under /root).",

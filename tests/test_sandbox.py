@@ -336,6 +336,27 @@ def test_the_sandbox_runs_as_the_unprivileged_uid(sandbox: BwrapSandbox, view: P
     assert "CapEff:\t0000000000000000" in obs.stdout
 
 
+def test_sandboxed_commands_run_at_the_configured_lower_priority(
+    settings: Settings, view: Path
+) -> None:
+    gentle = BwrapSandbox(settings.model_copy(update={"sandbox_nice": 7}))
+    obs = run(gentle, view, "nice; cat /proc/self/autogroup")
+    lines = obs.stdout.splitlines()
+    assert lines[0] == "7", obs.stderr
+    autogroups = Path("/proc/sys/kernel/sched_autogroup_enabled")
+    if os.geteuid() == 0 and autogroups.exists() and autogroups.read_text().strip() == "1":
+        # The whole session weighs as nice 7, not only the processes in it.
+        assert lines[1].endswith(" nice 7"), lines
+    assert run(BwrapSandbox(settings), view, "nice").stdout == "19\n"  # the default
+
+
+def test_the_sandbox_has_no_controlling_terminal(sandbox: BwrapSandbox, view: Path) -> None:
+    # Without one there is no terminal to push input into (TIOCSTI): what bwrap's
+    # --new-session guards against, here by the setsid() the sandbox is started with.
+    obs = run(sandbox, view, "exec 3</dev/tty && echo has-a-tty")
+    assert obs.exit_code != 0 and "has-a-tty" not in obs.stdout
+
+
 # --- time and output -------------------------------------------------------------------
 
 

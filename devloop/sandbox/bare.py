@@ -37,7 +37,7 @@ class BareSandbox:
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
-        self.limits = limits or Limits()
+        self.limits = limits or Limits(nice=settings.sandbox_nice)
         self.env = sandbox_env(env)
 
     def run(
@@ -76,6 +76,7 @@ class BareSandbox:
             output_cap=self.settings.output_cap_bytes,
             # RLIMIT_NPROC would count every process of the worker's own uid.
             preexec=limit_setter(self.limits, processes=False),
+            nice=self.limits.nice,
         )
 
 

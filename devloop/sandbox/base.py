@@ -73,6 +73,9 @@ class Limits:
     cpu_s: int = 600
     # Size of the private /tmp tmpfs (bubblewrap only): tmpfs pages are host RAM.
     tmp_bytes: int = 512 * MiB
+    # Scheduling priority: tests and builds are the CPU hogs of a worker server; at a
+    # higher nice they leave the CPU to the worker processes and Redis whenever those wake.
+    nice: int = 0
 
 
 # Names the sandbox may inherit from the host (values copied when set there).

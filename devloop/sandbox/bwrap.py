@@ -52,7 +52,7 @@ class BwrapSandbox:
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
-        self.limits = limits or Limits()
+        self.limits = limits or Limits(nice=settings.sandbox_nice)
         self.env = sandbox_env(env)
         # RLIMIT_NPROC is not enforced for root, so root drops to the sandbox uid; a
         # non-root caller runs as itself (its own processes would count against the cap).
@@ -96,6 +96,7 @@ class BwrapSandbox:
             timeout_s=timeout_s if timeout_s is not None else self.settings.command_timeout_s,
             output_cap=self.settings.output_cap_bytes,
             preexec=limit_setter(self.limits, processes=self._root),
+            nice=self.limits.nice,
             user=self._user,
             group=self.gid if self._root else None,
         )
@@ -171,7 +172,10 @@ def system_args(
 ) -> list[str]:
     """Namespaces, environment and the read-only system every sandbox shares."""
     args = ["--unshare-all", "--unshare-user", "--disable-userns", "--die-with-parent"]
-    args += ["--new-session", "--hostname", HOSTNAME, "--clearenv"]
+    # No --new-session: run_process already starts bwrap with setsid(), so nothing in the
+    # sandbox has a controlling terminal (the TIOCSTI escape --new-session guards against),
+    # and a second setsid would put the sandbox in a fresh autogroup at nice 0.
+    args += ["--hostname", HOSTNAME, "--clearenv"]
     for name, value in env.items():
         args += ["--setenv", name, value]
     args += ["--ro-bind", "/usr", "/usr"]

@@ -12,6 +12,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import IO
 
 from devloop.sandbox.base import Limits, Observation
@@ -68,6 +69,9 @@ def limit_setter(limits: Limits, *, processes: bool = True) -> Callable[[], None
         wanted.append((resource.RLIMIT_NPROC, limits.processes, limits.processes))
 
     def apply() -> None:
+        current = os.getpriority(os.PRIO_PROCESS, 0)
+        if limits.nice > current:
+            os.setpriority(os.PRIO_PROCESS, 0, limits.nice)
         for which, soft, hard in wanted:
             _, current_hard = resource.getrlimit(which)
             if current_hard != resource.RLIM_INFINITY:
@@ -92,8 +96,9 @@ def run_process(
     preexec: Callable[[], None],
     user: int | None = None,
     group: int | None = None,
+    nice: int = 0,
 ) -> Observation:
-    """Run argv in a new session; on timeout, and after it exits, kill its whole group."""
+    """Run argv in a new session at `nice`; on timeout, and after it exits, kill its group."""
     started = time.monotonic()
     proc = subprocess.Popen(
         list(argv),
@@ -111,6 +116,7 @@ def run_process(
         close_fds=True,
     )
     assert proc.stdout is not None and proc.stderr is not None
+    lower_autogroup(proc.pid, nice)
     out, err = CappedOutput(output_cap), CappedOutput(output_cap)
     readers = [
         threading.Thread(target=out.pump, args=(proc.stdout,), daemon=True),
@@ -134,6 +140,21 @@ def run_process(
         timed_out=timed_out,
         truncated=out.truncated or err.truncated,
     )
+
+
+def lower_autogroup(pid: int, nice: int) -> None:
+    """Set the nice level of pid's session as a whole (its scheduler autogroup); best effort.
+
+    Where the kernel groups tasks by session (CONFIG_SCHED_AUTOGROUP, on by default on
+    most distributions), a session competes with every other one at its autogroup's
+    weight, whatever the nice values inside it: a sandbox in a session of its own would
+    weigh as much as a whole worker. Root may set it any time; other users at most once
+    per 100 ms across the machine (EAGAIN), which leaves them the per-process nice.
+    """
+    if nice <= 0:
+        return
+    with contextlib.suppress(OSError):  # no autogroup support, the rate limit, or exited
+        Path(f"/proc/{pid}/autogroup").write_text(str(nice))
 
 
 def _wait_unreaped(pid: int, timeout_s: float | None) -> bool:
