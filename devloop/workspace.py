@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import json
 import os
 import shutil
 import stat
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devloop.config import Settings
+from devloop.models import UnitsFile
 from devloop.sandbox.base import new_view_dir
 from devloop.store import RedisStore
 from devloop.writeset import allowed, writable_roots, write_set
@@ -94,16 +94,19 @@ class Workspace:
         """View-relative paths to bind writable in the sandbox."""
         return [f"{self.unit_rel}/{p}" for p in writable_roots(self.patterns)]
 
-    def materialize(self) -> Path:
-        """Write the role's view into a fresh scratch dir and return its root."""
+    def materialize(self, units: UnitsFile | None = None) -> Path:
+        """Write the role's view into a fresh scratch dir and return its root.
+
+        `units` is the project's units.json when the caller has read it already.
+        """
         # Under the cache dir, not a 0700 temp dir: the sandbox uid must reach the view.
         root = new_view_dir(self.settings, prefix=f"{self.role}-{self.unit}-")
         self.root = root
-        units = self.store.project_record(self.pid).units
+        units = units or self.store.project_record(self.pid).units
         entry = units.unit(self.unit)
         if entry is None:
             raise KeyError(f'unit "{self.unit}" is not in project "{self.pid}"')
-        self._write("units.json", json.dumps(units.to_json_dict(), indent=2, ensure_ascii=False))
+        self._write("units.json", units.to_json_text())
         self._write(
             f"sdd/mvcp/{self.unit}.html", self.store.sdd_document(self.pid, self.unit) or ""
         )

@@ -68,6 +68,22 @@ def test_unknown_fields_written_by_other_tools_are_kept() -> None:
     assert spec.to_json_dict()["tests"] == ["t1"]
 
 
+def test_the_file_text_is_what_json_dumps_would_write() -> None:
+    units = UnitsFile.model_validate(
+        {
+            "company_id": "c",
+            "project_id": "p",
+            "stack": "node",
+            "note": "données ✓",  # unknown, non-ASCII
+            "weights": [0.1, 2.5, 10],
+            "units": [{"id": "a", "kind": "be", "depends_on": [], "contract_hash": "sha256:0"}],
+        }
+    )
+    for record in (units, RunResult.model_validate(SEED_RESULT)):
+        expected = json.dumps(record.to_json_dict(), indent=2, ensure_ascii=False)
+        assert record.to_json_text() == expected
+
+
 def test_payloads_crossing_processes_are_strict() -> None:
     with pytest.raises(ValidationError):
         CoderInput.model_validate(

@@ -106,7 +106,7 @@ def prepare(
         settings=settings,
         run_id=request.run_id,
     )
-    root = ws.materialize()
+    root = ws.materialize(record.units)
     sandbox, mounts = stack_sandbox(stack, settings)
     runner: TestRunner | None = None
     if request.role == "tester":
