@@ -9,6 +9,7 @@ from typing import Any
 
 import redis
 from celery import Task
+from celery.events import EventDispatcher
 from celery.exceptions import Ignore
 
 from devloop.agent.tools import ProgressEvent
@@ -36,21 +37,43 @@ def provider() -> AnthropicProvider:
     return AnthropicProvider()
 
 
-def _progress(task: Task, msg: StepMsg) -> Any:
-    def emit(event: ProgressEvent) -> None:
-        # Flower shows a custom task-progress event as state PROGRESS.
-        task.send_event(
-            "task-progress",
-            unit=msg.unit_id,
-            attempt=msg.attempt,
-            kind=event.kind,
-            step=event.step,
-            total=event.total,
-            turn=event.turn,
-            tokens=event.tokens,
-        )
+@cache
+def events(hostname: str) -> EventDispatcher:
+    """This worker process's event dispatcher, kept open.
 
-    return emit
+    Task.send_event opens a dispatcher (and a Redis client) per event, about twice the
+    cost; a session reports progress a dozen times.
+    """
+    return app.events.Dispatcher(app.connection_for_write(), hostname=hostname)
+
+
+class Progress:
+    """A step's task-progress events: the whole picture (step, total, turn, tokens) each
+    time, sent only when it changed (Flower shows the last one, as state PROGRESS)."""
+
+    FIELDS = ("step", "total", "turn", "tokens")
+
+    def __init__(self, task: Task, msg: StepMsg) -> None:
+        self.task, self.msg = task, msg
+        self.shown: dict[str, int | None] = dict.fromkeys(self.FIELDS)
+
+    def __call__(self, event: ProgressEvent) -> None:
+        now = {k: getattr(event, k) if getattr(event, k) is not None else v
+               for k, v in self.shown.items()}
+        if now == self.shown:
+            return  # a tool call with nothing new to show
+        self.shown = now
+        request = self.task.request
+        events(request.hostname).send(
+            "task-progress",
+            uuid=request.id,
+            retry=True,
+            retry_policy=app.conf.task_publish_retry_policy,
+            unit=self.msg.unit_id,
+            attempt=self.msg.attempt,
+            kind=event.kind,
+            **now,
+        )
 
 
 def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
@@ -61,7 +84,7 @@ def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
         settings,
         provider,
         owner=f"{socket.gethostname()}:{os.getpid()}:{task.request.id}",
-        emit=_progress(task, msg),
+        emit=Progress(task, msg),
         lease_ttl_s=settings.lease_ttl_s,
         heartbeat_s=settings.lease_ttl_s / 4,
     )

@@ -1,0 +1,75 @@
+"""A running session reports task-progress events that Flower (or any monitor) receives."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from devloop.redis_server import RedisServer
+from devloop.store import RedisStore
+from tests.fleet.builder import UnitPlan, build, script
+from tests.fleet.fleet import fleet
+from workers.app import app, configure
+
+
+class Listener:
+    """A Celery event receiver on its own thread, collecting task-progress events."""
+
+    def __init__(self) -> None:
+        self.progress: list[dict[str, Any]] = []
+        self.ready = threading.Event()
+        self.connection = app.connection_for_read()
+        self.receiver = app.events.Receiver(
+            self.connection,
+            handlers={"task-progress": self.progress.append, "ping": self._ping},
+        )
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _ping(self, event: dict[str, Any]) -> None:
+        self.ready.set()
+
+    def _run(self) -> None:
+        self.receiver.capture(limit=None, timeout=None, wakeup=False)
+
+    def __enter__(self) -> Listener:
+        self.thread.start()
+        # Events are pub/sub: only a subscribed receiver sees them, so ping until it does.
+        deadline = time.monotonic() + 10
+        while not self.ready.wait(0.2):
+            assert time.monotonic() < deadline, "the event receiver never subscribed"
+            with app.events.default_dispatcher(hostname="test") as dispatcher:
+                dispatcher.send("ping")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.receiver.should_stop = True
+        self.thread.join(timeout=5)
+        self.connection.release()
+
+
+def test_sessions_send_progress_with_step_total_turn_and_tokens(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    plans = [UnitPlan("shown")]
+    configure(redis_server.celery_url)
+    with Listener() as listener, fleet(
+        redis_store, redis_server.celery_url, build(tmp_path / "p", plans), script(plans),
+        workers=1,
+    ) as f:
+        assert f.wait().all_passed
+        time.sleep(0.5)  # the last events are on their way
+    by_task: dict[str, list[dict[str, Any]]] = {}
+    for event in listener.progress:
+        by_task.setdefault(event["uuid"], []).append(event)
+    assert set(by_task) == {"p-fleet:shown:coder:1", "p-fleet:shown:tester:1"}
+    coder = by_task["p-fleet:shown:coder:1"]
+    assert all(e["unit"] == "shown" and e["attempt"] == 1 for e in coder)
+    shown = [tuple(e[k] for k in ("step", "total", "turn", "tokens")) for e in coder]
+    assert len(shown) == len(set(shown)), "an event was sent with nothing new to show"
+    last = coder[-1]
+    # The coder's plan has one item, ticked done; its third turn finished the session.
+    assert (last["step"], last["total"], last["turn"]) == (1, 1, 3) and last["tokens"] > 0
+    tokens = [e["tokens"] for e in coder if e["tokens"] is not None]
+    assert tokens == sorted(tokens)
