@@ -171,6 +171,7 @@ def summarize(run: Run, slots: int, config: dict[str, Any]) -> dict[str, Any]:
     makespan = max(r.ended_at for r in flat) - run.enqueued_at
     bound = max(cp, total / slots)
     tries = attempts(run)
+    pickup = pickup_waits(flat)
     capacity = (os.cpu_count() or 1) * (run.finished_at - run.enqueued_at)  # CPU-seconds
     by_role = {role: [r for r in flat if r.role == role] for role in ("coder", "tester", "decide")}
     return {
@@ -197,6 +198,9 @@ def summarize(run: Run, slots: int, config: dict[str, Any]) -> dict[str, Any]:
             "commit": _ms([a.commit for a in tries]),
             "decide": _ms([a.decide for a in tries]),
             "release": _ms([a.release for a in tries]),
+        },
+        "pickup_median_ms": {
+            role: _ms([pickup[step_key(r)] for r in rs]) for role, rs in by_role.items()
         },
         "queue_wait_total_median_ms": _ms([a.wait_total for a in tries]),
         "idle_slot_s_while_queued": idle_capacity(flat, slots),

@@ -32,7 +32,7 @@ from _fleet_metrics import Run, summarize
 
 import workers.tasks  # noqa: F401 - the first send imports it; not part of the makespan
 from devloop.fleet.dispatch import enqueue_project
-from devloop.fleet.records import all_steps, export_steps
+from devloop.fleet.records import export_steps, steps_of
 from devloop.llm.stub import StubServer
 from devloop.redis_server import RedisServer
 from devloop.scaffold import scaffold, trivial_script
@@ -160,7 +160,7 @@ def run_fleet(work: Path, project: Path, workers: int, latency_ms: int, timeout_
             busy1, total1 = cpu_times()
             fleet_cpu, other_cpu = cpu_split(procs0, proc_cpu())
             self1 = resource.getrusage(resource.RUSAGE_SELF)
-        steps = {u: all_steps(store, report.pid, u) for u in graph}
+        steps = steps_of(store, report.pid, list(graph))
         export_steps(store, report.pid, project)
         run_ms = {
             (unit, path.split("/")[1]): int(json.loads(raw).get("duration_ms", 0))
@@ -184,10 +184,10 @@ def run_fleet(work: Path, project: Path, workers: int, latency_ms: int, timeout_
 
 
 def wait_for_end(store: RedisStore, pid: str, units: list[str], timeout_s: float) -> dict[str, str]:
-    """Poll unit states (cheaply: one GET each) until every unit is terminal."""
+    """Poll unit states (one MGET) until every unit is terminal."""
     deadline = time.monotonic() + timeout_s
     while True:
-        statuses: dict[str, str] = {u: store.get_state(pid, u).status for u in units}
+        statuses = {u: s.status for u, s in store.get_states(pid, units).items()}
         if all(s in TERMINAL for s in statuses.values()):
             return statuses
         if time.monotonic() > deadline:
@@ -226,6 +226,12 @@ def table(s: dict[str, Any]) -> str:
         ),
         ("  p90 / mean", f"{o['p90']:.0f} / {o['mean']:.0f} ms", ""),
         ("  queue wait with a free slot", f"{parts['queue_wait_with_free_slot']:.0f} ms", ""),
+        (
+            "    per step: coder / tester / decide",
+            " / ".join(f"{s['pickup_median_ms'][r]:.0f}" for r in ("coder", "tester", "decide"))
+            + " ms",
+            "",
+        ),
         ("  materialize the views", f"{parts['materialize']:.0f} ms", ""),
         ("  commit the changes", f"{parts['commit']:.0f} ms", ""),
         ("  decide", f"{parts['decide']:.0f} ms", ""),

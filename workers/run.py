@@ -165,7 +165,7 @@ def _export_changes(
     store: RedisStore, pid: str, project_dir: Path, seen: dict[str, int]
 ) -> dict[str, int]:
     """Export the project when any unit's files changed since the last look."""
-    now = {u.id: store.unit_version(pid, u.id) for u in store.project_record(pid).units.units}
+    now = store.unit_versions(pid, [u.id for u in store.project_record(pid).units.units])
     if now != seen:
         store.export(pid, project_dir)
         export_steps(store, pid, project_dir)

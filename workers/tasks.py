@@ -13,7 +13,7 @@ from celery.events import EventDispatcher
 from celery.exceptions import Ignore
 
 from devloop.agent.tools import ProgressEvent
-from devloop.config import load_settings
+from devloop.config import Settings, load_settings
 from devloop.fleet.dispatch import decide_after, reconcile
 from devloop.fleet.messages import StepMsg, StepRole
 from devloop.fleet.steps import StepBusy, StepEnv, StepSuperseded, run_step
@@ -24,11 +24,17 @@ from workers.dispatch import send
 
 
 @cache
+def settings() -> Settings:
+    """This worker process's settings (its environment does not change; reading it does cost
+    most of a millisecond)."""
+    return load_settings()
+
+
+@cache
 def store() -> RedisStore:
     """This worker process's store (one connection pool per process)."""
-    settings = load_settings()
-    url = settings.redis_url or "redis://127.0.0.1:6379/0"  # from_url reads Celery's forms too
-    return RedisStore.from_url(url, file_cap_bytes=settings.file_cap_bytes)
+    url = settings().redis_url or "redis://127.0.0.1:6379/0"  # from_url reads Celery's forms
+    return RedisStore.from_url(url, file_cap_bytes=settings().file_cap_bytes)
 
 
 @cache
@@ -78,15 +84,14 @@ class Progress:
 
 def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
     msg = StepMsg.model_validate(raw)
-    settings = load_settings()
     env = StepEnv(
         store(),
-        settings,
+        settings(),
         provider,
         owner=f"{socket.gethostname()}:{os.getpid()}:{task.request.id}",
         emit=Progress(task, msg),
-        lease_ttl_s=settings.lease_ttl_s,
-        heartbeat_s=settings.lease_ttl_s / 4,
+        lease_ttl_s=settings().lease_ttl_s,
+        heartbeat_s=settings().lease_ttl_s / 4,
     )
     try:
         return run_step(role, env, msg).model_dump(mode="json")
@@ -115,12 +120,11 @@ def tester(self: Task, msg: dict[str, Any]) -> dict[str, Any]:
 def decide(self: Task, msg: dict[str, Any]) -> list[str]:
     """Decide the unit's next step, send the chains it needs, and reconcile now and then."""
     step = StepMsg.model_validate(msg)
-    settings = load_settings()
     owner = f"{socket.gethostname()}:{os.getpid()}:{self.request.id}"
-    dispatches = decide_after(store(), step, settings.retry_budget, worker=owner)
+    dispatches = decide_after(store(), step, settings().retry_budget, worker=owner)
     # At most one reconcile pass per project per grace period, whichever decide gets there.
     lock = f"{store().keys(step.pid).prefix}reconcile-lock"
-    if store().client.set(lock, "1", nx=True, ex=max(1, int(settings.reconcile_grace_s))):
-        dispatches += reconcile(store(), step.pid, settings.reconcile_grace_s)
+    if store().client.set(lock, "1", nx=True, ex=max(1, int(settings().reconcile_grace_s))):
+        dispatches += reconcile(store(), step.pid, settings().reconcile_grace_s)
     send(dispatches)
     return [d.msg.task_id("coder") for d in dispatches]

@@ -8,13 +8,15 @@ devloop:{pid}:unit:{unit}:dispatched string set NX when unit is first released
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
+from redis.client import Pipeline
 
 from devloop.fleet.messages import StepMsg
-from devloop.store import RedisStore
+from devloop.store import RedisStore, UnitState
 
 STEPS_FILE = "agent-state/fleet-steps.ndjson"
 
@@ -63,24 +65,46 @@ def load_step(
     return StepRecord.model_validate_json(raw) if raw else None
 
 
-def save_step(store: RedisStore, pid: str, unit: str, record: StepRecord) -> StepRecord:
-    """Store a step's record unless one is there already; return the one that counts."""
+def step_and_state(
+    store: RedisStore, pid: str, unit: str, role: str, attempt: int, tester_try: int
+) -> tuple[StepRecord | None, UnitState]:
+    """load_step and the unit's state, in one round trip: what a delivered step checks."""
+    with store.client.pipeline(transaction=False) as pipe:
+        pipe.hget(steps_key(store, pid, unit), field(role, attempt, tester_try))
+        pipe.get(store.keys(pid).state(unit))
+        record, state = pipe.execute()
+    return (
+        StepRecord.model_validate_json(record) if record else None,
+        UnitState.model_validate_json(state) if state else UnitState(),
+    )
+
+
+def save_step(
+    store: RedisStore,
+    pid: str,
+    unit: str,
+    record: StepRecord,
+    also: Callable[[Pipeline], object] = lambda pipe: None,
+) -> StepRecord:
+    """Store a step's record unless one is there already; return the one that counts.
+
+    `also` queues more commands into the same round trip (a step gives up its lease).
+    """
     key = steps_key(store, pid, unit)
     name = field(record.role, record.attempt, record.tester_try)
-    if store.client.hsetnx(key, name, record.model_dump_json()):
-        return record
-    existing = store.client.hget(key, name)
-    assert existing is not None
-    return StepRecord.model_validate_json(existing)
+    with store.client.pipeline(transaction=False) as pipe:
+        pipe.hsetnx(key, name, record.model_dump_json())
+        pipe.hget(key, name)
+        also(pipe)
+        created, stored = pipe.execute()[:2]
+    return record if created else StepRecord.model_validate_json(stored)
 
 
 def export_steps(store: RedisStore, pid: str, dest: Path) -> Path:
     """Write every unit's step records to agent-state/fleet-steps.ndjson (for reports)."""
-    lines = [
-        record.model_dump_json()
-        for entry in store.project_record(pid).units.units
-        for record in all_steps(store, pid, entry.id)
-    ]
+    units = [entry.id for entry in store.project_record(pid).units.units]
+    by_unit = steps_of(store, pid, units)
+    lines = [record.model_dump_json() for records in by_unit.values() for record in records]
     path = dest / STEPS_FILE
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp")
@@ -91,6 +115,18 @@ def export_steps(store: RedisStore, pid: str, dest: Path) -> Path:
 
 def all_steps(store: RedisStore, pid: str, unit: str) -> list[StepRecord]:
     """Every step record of a unit, oldest first."""
-    raw = store.client.hgetall(steps_key(store, pid, unit))
-    records = [StepRecord.model_validate_json(v) for v in raw.values()]
-    return sorted(records, key=lambda r: r.started_at)
+    return steps_of(store, pid, [unit])[unit]
+
+
+def steps_of(store: RedisStore, pid: str, units: list[str]) -> dict[str, list[StepRecord]]:
+    """all_steps of every listed unit, in one round trip."""
+    with store.client.pipeline(transaction=False) as pipe:
+        for unit in units:
+            pipe.hgetall(steps_key(store, pid, unit))
+        replies = pipe.execute()
+    return {
+        unit: sorted(
+            (StepRecord.model_validate_json(v) for v in raw.values()), key=lambda r: r.started_at
+        )
+        for unit, raw in zip(units, replies, strict=True)
+    }

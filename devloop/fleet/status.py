@@ -6,7 +6,7 @@ import time
 
 from pydantic import BaseModel
 
-from devloop.fleet.records import all_steps
+from devloop.fleet.records import steps_of
 from devloop.store import RedisStore
 
 DONE = ("passed", "blocked", "blocked_upstream")
@@ -46,13 +46,14 @@ def project_status(store: RedisStore, pid: str, now: float | None = None) -> Pro
     """Rows in units.json order, tokens and cost summed over every finished step."""
     now = now or time.time()
     rows = []
-    for entry in store.project_record(pid).units.units:
-        state = store.get_state(pid, entry.id)
-        steps = all_steps(store, pid, entry.id)
+    units = [entry.id for entry in store.project_record(pid).units.units]
+    states, steps_by_unit = store.get_states(pid, units), steps_of(store, pid, units)
+    for unit in units:
+        state, steps = states[unit], steps_by_unit[unit]
         end = max((s.ended_at for s in steps), default=now) if state.status in DONE else now
         rows.append(
             UnitRow(
-                unit_id=entry.id,
+                unit_id=unit,
                 status=state.status,
                 attempt=state.attempt,
                 tokens=sum(s.tokens for s in steps),

@@ -12,17 +12,19 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from redis.client import Pipeline
+
 from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
 from devloop.errors import DevLoopError
 from devloop.fleet.messages import StepMsg, StepRole
-from devloop.fleet.records import StepRecord, load_step, save_step
+from devloop.fleet.records import StepRecord, save_step, step_and_state
 from devloop.llm.base import LLMProvider
 from devloop.models import RunResult
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester
-from devloop.store import RedisStore
+from devloop.store import RedisStore, UnitState
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_S = 15.0
@@ -56,10 +58,9 @@ class StepEnv:
 def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
     """Run the coder or tester step of msg once, however often it is delivered."""
     store, pid, unit = env.store, msg.pid, msg.unit_id
-    done = load_step(store, pid, unit, role, msg.attempt, msg.tester_try)
+    done, state = step_and_state(store, pid, unit, role, msg.attempt, msg.tester_try)
     if done is not None:
         return done.msg
-    state = store.get_state(pid, unit)
     if state.attempt != msg.attempt or state.status in ("passed", "blocked", "blocked_upstream"):
         raise StepSuperseded(
             f"{msg.task_id(role)}: unit is at attempt {state.attempt}, {state.status}"
@@ -67,29 +68,49 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
     lease_role = role if role == "coder" else f"tester.{msg.tester_try}"
     if not store.acquire_lease(pid, unit, msg.attempt, lease_role, env.owner, env.lease_ttl_s):
         raise StepBusy(msg, role, env.lease_ttl_s)
-    stop = threading.Event()
-    beat = threading.Thread(target=_heartbeat, args=(env, msg, lease_role, stop), daemon=True)
-    beat.start()
+    beat = Heartbeat(env, msg, lease_role)
     started = time.time()
     try:
-        _mark(store, msg, "coding" if role == "coder" else "testing")
-        return save_step(store, pid, unit, _run(role, env, msg, started, state.last_hint)).msg
-    finally:
-        stop.set()
-        beat.join(timeout=5)
+        _mark(store, msg, state, "coding" if role == "coder" else "testing")
+        record = _run(role, env, msg, started, state.last_hint)
+    except BaseException:
+        beat.stop()
         store.release(pid, unit, msg.attempt, lease_role, env.owner)
+        raise
+    beat.stop()
+
+    def give_up_lease(pipe: Pipeline) -> None:
+        store.queue_release(pipe, pid, unit, msg.attempt, lease_role, env.owner)
+
+    # The record and the lease's release share one round trip: the next step waits on it.
+    return save_step(store, pid, unit, record, also=give_up_lease).msg
 
 
-def _heartbeat(env: StepEnv, msg: StepMsg, lease_role: str, stop: threading.Event) -> None:
-    while not stop.wait(env.heartbeat_s):
-        env.store.heartbeat(
-            msg.pid, msg.unit_id, msg.attempt, lease_role, env.owner, env.lease_ttl_s
-        )
+class Heartbeat:
+    """Renews a step's lease every env.heartbeat_s on a thread of its own, until stopped."""
+
+    def __init__(self, env: StepEnv, msg: StepMsg, lease_role: str) -> None:
+        self.env, self.msg, self.lease_role = env, msg, lease_role
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True)
+        self._thread.start()
+
+    def _beat(self) -> None:
+        env, msg = self.env, self.msg
+        while not self._stopped.wait(env.heartbeat_s):
+            env.store.heartbeat(
+                msg.pid, msg.unit_id, msg.attempt, self.lease_role, env.owner, env.lease_ttl_s
+            )
+
+    def stop(self) -> None:
+        """Stop renewing (the lease then lasts until released or its TTL runs out)."""
+        self._stopped.set()
+        self._thread.join(timeout=5)
 
 
-def _mark(store: RedisStore, msg: StepMsg, status: str) -> None:
-    """Move the unit to coding/testing for this attempt (compare-and-set, best effort)."""
-    state = store.get_state(msg.pid, msg.unit_id)
+def _mark(store: RedisStore, msg: StepMsg, state: UnitState, status: str) -> None:
+    """Move the unit from state to coding/testing for this attempt (compare-and-set, best
+    effort: a state changed since it was read stays as it is)."""
     if state.attempt == msg.attempt and state.status != status:
         new = state.model_copy(
             update={

@@ -6,6 +6,9 @@ timeout while it still runs; the lease is how the second delivery sees the first
 
 from __future__ import annotations
 
+from redis.client import Pipeline
+
+from devloop.store import scripts
 from devloop.store.base import StoreBase, text
 
 
@@ -35,6 +38,15 @@ class LeasesMixin(StoreBase):
         """Give the lease up if owner holds it; True if it was released."""
         key = self.keys(pid).lease(unit, attempt, role)
         return bool(self._release_lease(keys=[key], args=[owner]))
+
+    def queue_release(
+        self, pipe: Pipeline, pid: str, unit: str, attempt: int, role: str, owner: str
+    ) -> None:
+        """`release` as one more command of pipe (its reply comes with the pipeline's)."""
+        key = self.keys(pid).lease(unit, attempt, role)
+        # EVAL, not the registered script: a pipeline holding one asks SCRIPT EXISTS first,
+        # a round trip of its own.
+        pipe.eval(scripts.RELEASE_LEASE, 1, key, owner)
 
     def lease_owner(self, pid: str, unit: str, attempt: int, role: str) -> str | None:
         """Who holds the lease now, or None."""

@@ -14,6 +14,14 @@ class StateMixin(StoreBase):
         raw = self.client.get(self.keys(pid).state(unit))
         return UnitState.model_validate_json(raw) if raw else UnitState()
 
+    def get_states(self, pid: str, units: list[str]) -> dict[str, UnitState]:
+        """Every listed unit's state, in one round trip (MGET)."""
+        raws = self.client.mget([self.keys(pid).state(u) for u in units]) if units else []
+        return {
+            u: UnitState.model_validate_json(raw) if raw else UnitState()
+            for u, raw in zip(units, raws, strict=True)
+        }
+
     def put_state(self, pid: str, unit: str, state: UnitState) -> None:
         """Overwrite the unit's state unconditionally (imports, `devloop unblock`)."""
         self.client.set(self.keys(pid).state(unit), state.model_dump_json())

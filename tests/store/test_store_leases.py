@@ -42,3 +42,15 @@ def test_release_only_by_the_owner(redis_store: RedisStore) -> None:
     assert redis_store.release(*LEASE, owner="w1")
     assert redis_store.lease_owner(*LEASE) is None
     assert redis_store.acquire_lease(*LEASE, owner="w2", ttl_s=5)
+
+
+def test_a_queued_release_also_frees_only_the_owners_lease(redis_store: RedisStore) -> None:
+    redis_store.acquire_lease(*LEASE, owner="w1", ttl_s=5)
+    with redis_store.client.pipeline(transaction=False) as pipe:
+        redis_store.queue_release(pipe, *LEASE, owner="w2")
+        assert pipe.execute() == [0]
+    assert redis_store.lease_owner(*LEASE) == "w1"
+    with redis_store.client.pipeline(transaction=False) as pipe:
+        redis_store.queue_release(pipe, *LEASE, owner="w1")
+        assert pipe.execute() == [1]
+    assert redis_store.lease_owner(*LEASE) is None

@@ -29,6 +29,13 @@ def test_put_and_get_round_trip(redis_store: RedisStore) -> None:
     assert redis_store.get_state("p1", "u1") == state
 
 
+def test_states_of_many_units_are_read_at_once(redis_store: RedisStore) -> None:
+    redis_store.put_state("p1", "u1", UnitState(status="testing", attempt=2))
+    states = redis_store.get_states("p1", ["u1", "never-written"])
+    assert states == {"u1": UnitState(status="testing", attempt=2), "never-written": UnitState()}
+    assert redis_store.get_states("p1", []) == {}
+
+
 def test_cas_applies_only_from_the_expected_status_and_attempt(redis_store: RedisStore) -> None:
     ready = UnitState(status="ready")
     assert redis_store.cas_state("p1", "u1", "pending", 0, ready)
