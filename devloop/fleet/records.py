@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -65,17 +66,52 @@ def load_step(
     return StepRecord.model_validate_json(raw) if raw else None
 
 
-def step_and_state(
-    store: RedisStore, pid: str, unit: str, role: str, attempt: int, tester_try: int
-) -> tuple[StepRecord | None, UnitState]:
-    """load_step and the unit's state, in one round trip: what a delivered step checks."""
-    with store.client.pipeline(transaction=False) as pipe:
-        pipe.hget(steps_key(store, pid, unit), field(role, attempt, tester_try))
-        pipe.get(store.keys(pid).state(unit))
-        record, state = pipe.execute()
-    return (
-        StepRecord.model_validate_json(record) if record else None,
-        UnitState.model_validate_json(state) if state else UnitState(),
+# KEYS: steps, state, lease.  ARGV: step field, owner, lease ttl_ms.  A step that ran to
+# the end returns its record and takes no lease; any other takes it (or keeps its own).
+BEGIN_STEP = """
+local record = redis.call('HGET', KEYS[1], ARGV[1])
+local state = redis.call('GET', KEYS[2])
+if record then
+  return {record, state or false, 0}
+end
+local holder = redis.call('GET', KEYS[3])
+if holder == ARGV[2] then
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+elseif holder then
+  return {false, state or false, 0}
+else
+  redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
+end
+return {false, state or false, 1}
+"""
+
+
+@dataclass(frozen=True)
+class StepStart:
+    """What a delivered step finds: its record if it ran to the end, the unit's state, and
+    whether it now holds the step's lease."""
+
+    done: StepRecord | None
+    state: UnitState
+    leased: bool
+
+
+def begin_step(
+    store: RedisStore, msg: StepMsg, role: str, lease_role: str, owner: str, ttl_s: float
+) -> StepStart:
+    """Look up the step and take its lease in one round trip (the next step waits on it)."""
+    keys = [
+        steps_key(store, msg.pid, msg.unit_id),
+        store.keys(msg.pid).state(msg.unit_id),
+        store.keys(msg.pid).lease(msg.unit_id, msg.attempt, lease_role),
+    ]
+    ttl_ms = max(1, round(ttl_s * 1000))
+    args = [field(role, msg.attempt, msg.tester_try), owner, ttl_ms]
+    record, state, leased = store.client.register_script(BEGIN_STEP)(keys=keys, args=args)
+    return StepStart(
+        done=StepRecord.model_validate_json(record) if record else None,
+        state=UnitState.model_validate_json(state) if state else UnitState(),
+        leased=bool(leased),
     )
 
 

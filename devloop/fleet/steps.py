@@ -18,7 +18,7 @@ from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
 from devloop.errors import DevLoopError
 from devloop.fleet.messages import StepMsg, StepRole
-from devloop.fleet.records import StepRecord, save_step, step_and_state
+from devloop.fleet.records import StepRecord, begin_step, save_step
 from devloop.llm.base import LLMProvider
 from devloop.models import RunResult
 from devloop.roles.coder import run_coder
@@ -58,15 +58,18 @@ class StepEnv:
 def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
     """Run the coder or tester step of msg once, however often it is delivered."""
     store, pid, unit = env.store, msg.pid, msg.unit_id
-    done, state = step_and_state(store, pid, unit, role, msg.attempt, msg.tester_try)
-    if done is not None:
-        return done.msg
+    lease_role = role if role == "coder" else f"tester.{msg.tester_try}"
+    start = begin_step(store, msg, role, lease_role, env.owner, env.lease_ttl_s)
+    if start.done is not None:
+        return start.done.msg
+    state = start.state
     if state.attempt != msg.attempt or state.status in ("passed", "blocked", "blocked_upstream"):
+        if start.leased:
+            store.release(pid, unit, msg.attempt, lease_role, env.owner)
         raise StepSuperseded(
             f"{msg.task_id(role)}: unit is at attempt {state.attempt}, {state.status}"
         )
-    lease_role = role if role == "coder" else f"tester.{msg.tester_try}"
-    if not store.acquire_lease(pid, unit, msg.attempt, lease_role, env.owner, env.lease_ttl_s):
+    if not start.leased:
         raise StepBusy(msg, role, env.lease_ttl_s)
     beat = Heartbeat(env, msg, lease_role)
     started = time.time()
