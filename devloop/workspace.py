@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devloop.config import Settings
-from devloop.models import UnitsFile
 from devloop.sandbox.base import new_view_dir
-from devloop.store import RedisStore
+from devloop.store import RedisStore, UnitSource
 from devloop.writeset import allowed, writable_roots, write_set
 
 
@@ -94,27 +93,20 @@ class Workspace:
         """View-relative paths to bind writable in the sandbox."""
         return [f"{self.unit_rel}/{p}" for p in writable_roots(self.patterns)]
 
-    def materialize(self, units: UnitsFile | None = None) -> Path:
+    def materialize(self, source: UnitSource | None = None) -> Path:
         """Write the role's view into a fresh scratch dir and return its root.
 
-        `units` is the project's units.json when the caller has read it already.
+        `source` is the unit as read from Redis when the caller has read it already.
         """
+        source = source or self.store.unit_source(self.pid, self.unit)
         # Under the cache dir, not a 0700 temp dir: the sandbox uid must reach the view.
         root = new_view_dir(self.settings, prefix=f"{self.role}-{self.unit}-")
         self.root = root
-        units = units or self.store.project_record(self.pid).units
-        entry = units.unit(self.unit)
-        if entry is None:
-            raise KeyError(f'unit "{self.unit}" is not in project "{self.pid}"')
-        self._write("units.json", units.to_json_text())
-        self._write(
-            f"sdd/mvcp/{self.unit}.html", self.store.sdd_document(self.pid, self.unit) or ""
-        )
-        for dep in entry.depends_on:
-            contract = self.store.unit_file(self.pid, dep, "contract.json")
-            if contract is not None:
-                self._write(f"units/{dep}/contract.json", contract)
-        files = self.store.unit_files(self.pid, self.unit)
+        self._write("units.json", source.record.units.to_json_text())
+        self._write(f"sdd/mvcp/{self.unit}.html", source.sdd_section or "")
+        for dep, contract in source.upstream.items():
+            self._write(f"units/{dep}/contract.json", contract)
+        files = source.files
         self.base_version = files.version
         for rel, data in files.files.items():
             self._write(f"{self.unit_rel}/{rel}", data, track=True)

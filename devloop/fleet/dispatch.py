@@ -35,11 +35,15 @@ TERMINAL = ("passed", "blocked", "blocked_upstream")
 
 def _start(store: RedisStore, pid: str, unit: str) -> Dispatch:
     """Set a released unit to coding, attempt 1, and return its first chain."""
+    return _start_all(store, pid, [unit])[0]
+
+
+def _start_all(store: RedisStore, pid: str, units: list[str]) -> list[Dispatch]:
+    """_start for each unit, their states written in one round trip."""
     now = time.time()
-    store.put_state(
-        pid, unit, UnitState(status="coding", attempt=1, started_at=now, updated_at=now)
-    )
-    return Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=1, mode="implement"))
+    state = UnitState(status="coding", attempt=1, started_at=now, updated_at=now)
+    store.put_states(pid, dict.fromkeys(units, state))
+    return [Dispatch(msg=StepMsg(pid=pid, unit_id=u, attempt=1, mode="implement")) for u in units]
 
 
 def enqueue_project(store: RedisStore, project_dir: Path) -> tuple[ImportReport, list[Dispatch]]:
@@ -56,13 +60,14 @@ def enqueue_project(store: RedisStore, project_dir: Path) -> tuple[ImportReport,
 def release_dependents(store: RedisStore, pid: str, unit: str) -> list[Dispatch]:
     """Record that unit passed; start each dependent whose dependencies have all passed."""
     graph = _graph(store, pid)
-    script = store.client.register_script(RELEASE)
-    out = []
-    for user in dag.dependents(graph).get(unit, []):
-        keys = [finished_key(store, pid, user), dispatched_key(store, pid, user)]
-        if script(keys=keys, args=[unit, len(graph[user]), unit]):
-            out.append(_start(store, pid, user))
-    return out
+    users = dag.dependents(graph).get(unit, [])
+    # One round trip for all of them (EVAL: a pipeline would first ask SCRIPT EXISTS).
+    with store.client.pipeline(transaction=False) as pipe:
+        for user in users:
+            keys = [finished_key(store, pid, user), dispatched_key(store, pid, user)]
+            pipe.eval(RELEASE, 2, *keys, unit, len(graph[user]), unit)
+        claimed = pipe.execute() if users else []
+    return _start_all(store, pid, [u for u, won in zip(users, claimed, strict=True) if won])
 
 
 def decide_after(

@@ -27,7 +27,7 @@ from devloop.runners.base import TestRunner
 from devloop.runners.pytest import PytestRunner
 from devloop.runners.vitest import VitestRunner
 from devloop.stacks import StackMounts, stack_sandbox
-from devloop.store import ProjectRecord, RedisStore
+from devloop.store import ProjectRecord, RedisStore, UnitSource
 from devloop.workspace import CommitOutcome, Workspace
 
 Role = Literal["coder", "tester"]
@@ -60,12 +60,25 @@ class Prepared:
     stack: str
     kind: str
     mounts: StackMounts
-    # Read once per session: the project record, the unit's spec and its SDD contract.
-    record: ProjectRecord
-    spec: UnitSpec | None
-    sdd_contract: dict[str, Any] | None
+    # Read once per session: the unit and its project as Redis held them.
+    source: UnitSource
     # Where the step's time went, in ms: materialize, session, commit (fleet timings).
     timings: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def record(self) -> ProjectRecord:
+        """The project record."""
+        return self.source.record
+
+    @property
+    def spec(self) -> UnitSpec | None:
+        """The unit's spec.json."""
+        return self.source.spec
+
+    @property
+    def sdd_contract(self) -> dict[str, Any] | None:
+        """The unit's contract as the SDD declares it."""
+        return self.source.sdd_contract
 
 
 @dataclass
@@ -91,11 +104,10 @@ def prepare(
 ) -> Prepared:
     """Materialize the view and build the tool context and services of a session."""
     started = time.monotonic()
-    record = store.project_record(request.pid)
+    source = store.unit_source(request.pid, request.unit_id, request.role)
+    record, spec = source.record, source.spec
     entry = record.units.unit(request.unit_id)
-    if entry is None:
-        raise KeyError(f'unit "{request.unit_id}" is not in project "{request.pid}"')
-    spec = store.unit_spec(request.pid, request.unit_id)
+    assert entry is not None  # unit_source raised KeyError otherwise
     stack = (spec and spec.stack) or entry.stack or record.stack
     ws = Workspace(
         store,
@@ -106,7 +118,7 @@ def prepare(
         settings=settings,
         run_id=request.run_id,
     )
-    root = ws.materialize(record.units)
+    root = ws.materialize(source)
     sandbox, mounts = stack_sandbox(stack, settings)
     runner: TestRunner | None = None
     if request.role == "tester":
@@ -128,7 +140,7 @@ def prepare(
         run_id=request.run_id,
         retry_budget_left=max(0, settings.retry_budget - request.attempt),
     )
-    checkpoint = store.load_session(pid, role, unit)
+    checkpoint = source.checkpoint
     resuming = bool(
         checkpoint and checkpoint["attempt"] == request.attempt and not checkpoint["finished"]
     )
@@ -156,9 +168,7 @@ def prepare(
         stack,
         entry.kind,
         mounts,
-        record,
-        spec,
-        store.sdd_contract(request.pid, request.unit_id),
+        source,
     )
     prepared.timings["materialize_ms"] = _ms_since(started)
     return prepared
@@ -187,7 +197,7 @@ def prompt_context(
         "run_id": r.run_id or "",
         "write_set": list(p.ws.patterns),
         "memory": context.memory_notes(store, r.pid, r.role),
-        "sdd_section": store.sdd_document(r.pid, r.unit_id) or "",
+        "sdd_section": p.source.sdd_section or "",
         "acceptance": list(spec.acceptance_criteria) if spec else [],
         "upstream": context.upstream_contracts(store, r.pid, list(entry.depends_on)),
         "conventions": record.conventions,

@@ -35,6 +35,7 @@ from devloop.store.records import (
     UnitState,
     UnitStatus,
 )
+from devloop.store.source import UnitSource
 from devloop.store.store import RedisStore
 from devloop.store.streams import RedisStreamSink
 
@@ -48,6 +49,7 @@ __all__ = [
     "RedisStore",
     "RedisStreamSink",
     "UnitFiles",
+    "UnitSource",
     "UnitState",
     "UnitStatus",
     "UnsafePath",

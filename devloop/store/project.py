@@ -34,7 +34,10 @@ class ProjectMixin(StoreBase):
 
     def project_record(self, pid: str) -> ProjectRecord:
         """The project record; ProjectNotImported when pid is not in Redis."""
-        raw = decode_hash(self.client.hgetall(self.keys(pid).project))
+        return self.record_from(pid, decode_hash(self.client.hgetall(self.keys(pid).project)))
+
+    def record_from(self, pid: str, raw: dict[str, bytes]) -> ProjectRecord:
+        """The project record from its hash's fields."""
         if "units_json" not in raw:
             raise ProjectNotImported(f'project "{pid}" is not in Redis; import it first')
         units = UnitsFile.model_validate_json(raw["units_json"])

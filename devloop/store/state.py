@@ -26,6 +26,13 @@ class StateMixin(StoreBase):
         """Overwrite the unit's state unconditionally (imports, `devloop unblock`)."""
         self.client.set(self.keys(pid).state(unit), state.model_dump_json())
 
+    def put_states(self, pid: str, states: dict[str, UnitState]) -> None:
+        """put_state for each unit, in one round trip."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for unit, state in states.items():
+                pipe.set(self.keys(pid).state(unit), state.model_dump_json())
+            pipe.execute()
+
     def cas_state(
         self,
         pid: str,

@@ -9,8 +9,8 @@ from devloop.store.files import FilesMixin
 from devloop.store.importer import ImportMixin
 from devloop.store.keys import Ledger
 from devloop.store.leases import LeasesMixin
-from devloop.store.project import ProjectMixin
 from devloop.store.sessions import SessionsMixin
+from devloop.store.source import SourceMixin
 from devloop.store.state import StateMixin
 from devloop.store.streams import RedisStreamSink
 
@@ -18,7 +18,7 @@ from devloop.store.streams import RedisStreamSink
 class RedisStore(
     ImportMixin,
     ExportMixin,
-    ProjectMixin,
+    SourceMixin,
     FilesMixin,
     StateMixin,
     SessionsMixin,

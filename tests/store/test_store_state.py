@@ -34,6 +34,11 @@ def test_states_of_many_units_are_read_at_once(redis_store: RedisStore) -> None:
     states = redis_store.get_states("p1", ["u1", "never-written"])
     assert states == {"u1": UnitState(status="testing", attempt=2), "never-written": UnitState()}
     assert redis_store.get_states("p1", []) == {}
+    redis_store.put_states("p1", {"u2": UnitState(status="coding", attempt=1), "u3": UnitState()})
+    assert redis_store.get_states("p1", ["u2", "u3"]) == {
+        "u2": UnitState(status="coding", attempt=1),
+        "u3": UnitState(),
+    }
 
 
 def test_cas_applies_only_from_the_expected_status_and_attempt(redis_store: RedisStore) -> None:
