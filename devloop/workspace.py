@@ -102,7 +102,7 @@ class Workspace:
         # Under the cache dir, not a 0700 temp dir: the sandbox uid must reach the view.
         root = new_view_dir(self.settings, prefix=f"{self.role}-{self.unit}-")
         self.root = root
-        self._write("units.json", source.record.units.to_json_text())
+        self._write("units.json", source.record.units_text)
         self._write(f"sdd/mvcp/{self.unit}.html", source.sdd_section or "")
         for dep, contract in source.upstream.items():
             self._write(f"units/{dep}/contract.json", contract)

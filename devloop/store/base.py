@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import redis
 
+from devloop.models import UnitsFile
 from devloop.store import scripts
 from devloop.store.keys import Keys
 
@@ -24,6 +25,8 @@ class StoreBase:
         self._acquire_lease = client.register_script(scripts.ACQUIRE_LEASE)
         self._heartbeat_lease = client.register_script(scripts.HEARTBEAT_LEASE)
         self._release_lease = client.register_script(scripts.RELEASE_LEASE)
+        # units.json bytes -> (parsed, rendered): see ProjectMixin._parsed_units.
+        self._units_cache: dict[bytes, tuple[UnitsFile, str]] = {}
 
     def keys(self, pid: str) -> Keys:
         """The key names of project pid."""

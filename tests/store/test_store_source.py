@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -45,3 +46,21 @@ def test_an_unknown_unit_or_project_is_an_error(
     redis_store.import_project(load_project(todo_project))
     with pytest.raises(KeyError, match="nope"):
         redis_store.unit_source("p-todo", "nope")
+
+
+def test_the_parsed_units_are_reused_until_units_json_changes(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    redis_store.import_project(load_project(todo_project))
+    first = redis_store.project_record("p-todo")
+    assert redis_store.project_record("p-todo").units is first.units
+    assert first.units_text == (todo_project / "units.json").read_text().rstrip("\n")
+
+    units = json.loads((todo_project / "units.json").read_text())
+    units["units"][1]["depends_on"] = []
+    (todo_project / "units.json").write_text(json.dumps(units, indent=2) + "\n")
+    redis_store.import_project(load_project(todo_project))
+    again = redis_store.project_record("p-todo")
+    assert again.units is not first.units
+    assert again.units.unit("todo-fe").depends_on == []  # type: ignore[union-attr]
+    assert '"depends_on": []' in again.units_text
