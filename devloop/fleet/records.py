@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from redis.client import Pipeline
 
 from devloop.fleet.messages import StepMsg
-from devloop.store import RedisStore, UnitState
+from devloop.store import RedisStore, UnitState, scripts
 
 STEPS_FILE = "agent-state/fleet-steps.ndjson"
 
@@ -66,23 +66,19 @@ def load_step(
     return StepRecord.model_validate_json(raw) if raw else None
 
 
-# KEYS: steps, state, lease.  ARGV: step field, owner, lease ttl_ms.  A step that ran to
-# the end returns its record and takes no lease; any other takes it (or keeps its own).
-BEGIN_STEP = """
-local record = redis.call('HGET', KEYS[1], ARGV[1])
-local state = redis.call('GET', KEYS[2])
+# KEYS: lease, steps, state.  ARGV: owner, lease ttl_ms, step field.  A step that ran to
+# the end returns its record and takes no lease; any other takes it as the store's
+# acquire_lease does (the same script, run inline: its KEYS[1] and ARGV[1..2] line up).
+BEGIN_STEP = f"""
+local function acquire_lease()
+{scripts.ACQUIRE_LEASE}
+end
+local record = redis.call('HGET', KEYS[2], ARGV[3])
+local state = redis.call('GET', KEYS[3])
 if record then
-  return {record, state or false, 0}
+  return {{record, state or false, 0}}
 end
-local holder = redis.call('GET', KEYS[3])
-if holder == ARGV[2] then
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-elseif holder then
-  return {false, state or false, 0}
-else
-  redis.call('SET', KEYS[3], ARGV[2], 'PX', ARGV[3])
-end
-return {false, state or false, 1}
+return {{false, state or false, acquire_lease()}}
 """
 
 
@@ -101,12 +97,12 @@ def begin_step(
 ) -> StepStart:
     """Look up the step and take its lease in one round trip (the next step waits on it)."""
     keys = [
+        store.keys(msg.pid).lease(msg.unit_id, msg.attempt, lease_role),
         steps_key(store, msg.pid, msg.unit_id),
         store.keys(msg.pid).state(msg.unit_id),
-        store.keys(msg.pid).lease(msg.unit_id, msg.attempt, lease_role),
     ]
     ttl_ms = max(1, round(ttl_s * 1000))
-    args = [field(role, msg.attempt, msg.tester_try), owner, ttl_ms]
+    args = [owner, ttl_ms, field(role, msg.attempt, msg.tester_try)]
     record, state, leased = store.client.register_script(BEGIN_STEP)(keys=keys, args=args)
     return StepStart(
         done=StepRecord.model_validate_json(record) if record else None,
@@ -149,13 +145,8 @@ def export_steps(store: RedisStore, pid: str, dest: Path) -> Path:
     return path
 
 
-def all_steps(store: RedisStore, pid: str, unit: str) -> list[StepRecord]:
-    """Every step record of a unit, oldest first."""
-    return steps_of(store, pid, [unit])[unit]
-
-
 def steps_of(store: RedisStore, pid: str, units: list[str]) -> dict[str, list[StepRecord]]:
-    """all_steps of every listed unit, in one round trip."""
+    """Every step record of each listed unit, oldest first, in one round trip."""
     with store.client.pipeline(transaction=False) as pipe:
         for unit in units:
             pipe.hgetall(steps_key(store, pid, unit))

@@ -9,7 +9,7 @@ from devloop.store.records import CommitResult, UnitFiles
 
 
 class FilesMixin(StoreBase):
-    """`unit_files`, `unit_version` and `commit_files`."""
+    """`unit_files`, `unit_file`, `unit_versions` and `commit_files`."""
 
     def unit_files(self, pid: str, unit: str) -> UnitFiles:
         """The unit's files and their version, read together (version 0: never written)."""
@@ -25,12 +25,8 @@ class FilesMixin(StoreBase):
         data: bytes | None = self.client.hget(self.keys(pid).files(unit), path)
         return data
 
-    def unit_version(self, pid: str, unit: str) -> int:
-        """The version of the unit's files alone (cheap: no file contents)."""
-        return int(self.client.hget(self.keys(pid).meta(unit), "version") or 0)
-
     def unit_versions(self, pid: str, units: list[str]) -> dict[str, int]:
-        """unit_version of every listed unit, in one round trip."""
+        """The version of each listed unit's files (no file contents), in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
             for unit in units:
                 pipe.hget(self.keys(pid).meta(unit), "version")

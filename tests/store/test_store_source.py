@@ -24,7 +24,7 @@ def test_a_unit_source_holds_what_the_view_and_prompt_need(
     assert fe.files == redis_store.unit_files(pid, "todo-fe")
     assert fe.upstream == {} and fe.checkpoint is None  # todo-be has no contract.json yet
 
-    base = redis_store.unit_version(pid, "todo-be")
+    base = redis_store.unit_versions(pid, ["todo-be"])["todo-be"]
     assert redis_store.commit_files(
         pid, "todo-be", role="coder", attempt=1, base_version=base,
         changes={"contract.json": b'{"unit_id": "todo-be"}', "code/app.js": b"x"},
