@@ -35,11 +35,14 @@ def memory_notes(store: RedisStore, pid: str, role: str) -> list[dict[str, Any]]
     return notes[:MEMORY_NOTES]
 
 
-def upstream_contracts(store: RedisStore, pid: str, deps: list[str]) -> list[dict[str, str]]:
-    """Each dependency's contract.json (or its SDD contract before it has one), as JSON text."""
+def upstream_contracts(
+    store: RedisStore, pid: str, deps: list[str], written: dict[str, bytes]
+) -> list[dict[str, str]]:
+    """Each dependency's contract.json (`written`: dependency -> its contract.json, as the
+    session read them) or its SDD contract before it has one, as JSON text."""
     out = []
     for dep in deps:
-        raw = store.unit_file(pid, dep, "contract.json")
+        raw = written.get(dep)
         if raw:
             text = raw.decode("utf-8", errors="replace")
         else:

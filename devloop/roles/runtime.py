@@ -199,7 +199,9 @@ def prompt_context(
         "memory": context.memory_notes(store, r.pid, r.role),
         "sdd_section": p.source.sdd_section or "",
         "acceptance": list(spec.acceptance_criteria) if spec else [],
-        "upstream": context.upstream_contracts(store, r.pid, list(entry.depends_on)),
+        "upstream": context.upstream_contracts(
+            store, r.pid, list(entry.depends_on), p.source.upstream
+        ),
         "conventions": record.conventions,
         "contract_hash": entry.contract_hash,
         "status_codes": context.status_codes(contract),
