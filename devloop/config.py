@@ -33,6 +33,11 @@ class Settings(BaseSettings):
         default=Path("/var/tmp/devloop"),
         description="World-readable cache for toolchains (never under /root).",
     )
+    views_dir: Path | None = Field(
+        default=None,
+        description="Where session views are made (default: the cache dir's views/); the "
+        "sandbox uid must be able to enter it.",
+    )
     file_cap_bytes: int = Field(
         default=20 * 1024 * 1024, description="Largest total size of one unit's files."
     )

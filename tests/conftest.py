@@ -10,7 +10,7 @@ import pytest
 from devloop.config import Settings, load_settings
 from devloop.toolchain import node_toolchain, python_toolchain
 
-pytest_plugins = ["tests.redis_fixture"]
+pytest_plugins = ["tests.redis_fixture", "tests.leftovers"]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -6,14 +6,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.proctree import run_bounded
+
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
 
 
 def sandbox_exec(project: Path, role: str, command: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_bounded(
         [DEVLOOP, "sandbox", "exec", "--project", str(project), "--unit", "todo-be",
          "--role", role, "--", "sh", "-c", command],
-        capture_output=True, text=True, timeout=120,
+        timeout=120,
     )
 
 
@@ -45,9 +47,9 @@ def test_a_rejected_write_exits_3_and_names_the_path(todo_project: Path) -> None
 
 
 def test_unknown_unit_is_an_input_error(todo_project: Path) -> None:
-    done = subprocess.run(
+    done = run_bounded(
         [DEVLOOP, "sandbox", "exec", "--project", str(todo_project), "--unit", "nope",
-         "--role", "coder", "--", "true"], capture_output=True, text=True, timeout=60,
+         "--role", "coder", "--", "true"], timeout=60,
     )
     assert done.returncode == 2
     assert done.stderr.strip() == (

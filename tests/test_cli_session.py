@@ -7,14 +7,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.proctree import run_bounded
+
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
 
 
 def session(project: Path, role: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_bounded(
         [DEVLOOP, "session", "run", "--project", str(project), "--unit", "todo-be",
          "--role", role, "--llm", "stub", *extra],
-        capture_output=True, text=True, timeout=300,
+        timeout=300,
     )
 
 

@@ -11,7 +11,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -34,6 +34,9 @@ from devloop.sandbox.bwrap import probe
 SECRET_CODE = "const SECRET = 'unit-b-private-code';\n"
 WRITABLE = ["units/a/code", "units/a/contract.json", "units/a/coder.log"]
 PY = "/usr/bin/python3"  # Debian's python: world-readable, unlike pyenv's under /root
+# Added to every wall-clock bound derived from a configured limit: a loaded CI machine may
+# pause the host side for many seconds, and a bound it misses proves nothing.
+SLACK_S = 30
 
 
 @pytest.fixture(scope="module")
@@ -52,18 +55,32 @@ def sandbox(settings: Settings) -> BwrapSandbox:
 
 
 @pytest.fixture
-def project(settings: Settings) -> Path:
+def scratch(settings: Settings) -> Iterator[Callable[[str], Path]]:
+    """Fresh dirs the sandbox uid can reach (views, toolchains), removed after the test."""
+    made: list[Path] = []
+
+    def make(prefix: str) -> Path:
+        made.append(new_view_dir(settings, prefix=prefix))
+        return made[-1]
+
+    yield make
+    for path in made:
+        shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def project(scratch: Callable[[str], Path]) -> Path:
     """The host project: unit b's code is on this host, world-readable, outside the view."""
-    root = new_view_dir(settings, prefix="project-")
+    root = scratch("project-")
     (root / "units/b/code").mkdir(parents=True)
     (root / "units/b/code/secret.js").write_text(SECRET_CODE)
     return root
 
 
 @pytest.fixture
-def view(settings: Settings) -> Path:
+def view(scratch: Callable[[str], Path]) -> Path:
     """Unit a's coder view: units.json, its own code, and only b's contract."""
-    root = new_view_dir(settings)
+    root = scratch("view-")
     (root / "units.json").write_text('{"units": []}\n')
     (root / "units/a/code").mkdir(parents=True)
     (root / "units/a/code/x.js").write_text("export const x = 1;\n")
@@ -88,6 +105,12 @@ def uid_processes(uid: int) -> int:
         uids = next((ln.split()[1:] for ln in lines if ln.startswith("Uid:")), [])
         count += bool(uids) and int(uids[0]) == uid
     return count
+
+
+def sleeping_as(name: str) -> str:
+    """A shell command that sleeps for good under argv[0] `name` (cheap to start, unlike a
+    python sleeper, so it is running in milliseconds even on a loaded machine)."""
+    return f"bash -c 'exec -a {name} sleep 1000'"
 
 
 def host_pids(pattern: str) -> list[str]:
@@ -186,9 +209,9 @@ def test_a_planted_symlink_cannot_redirect_a_later_bind(sandbox: BwrapSandbox, v
 
 
 def test_a_toolchain_is_bound_read_only_with_private_tmpfs_dirs(
-    sandbox: BwrapSandbox, settings: Settings, view: Path
+    sandbox: BwrapSandbox, scratch: Callable[[str], Path], view: Path
 ) -> None:
-    toolchain = new_view_dir(settings, prefix="toolchain-")
+    toolchain = scratch("toolchain-")
     (toolchain / "lib").mkdir()
     (toolchain / "lib/index.js").write_text("module.exports = 42;\n")
     (toolchain / ".vite-temp").mkdir()
@@ -285,8 +308,9 @@ def test_a_real_redis_on_the_hosts_loopback_is_unreachable(
 
 def test_outside_addresses_are_unreachable_at_once(sandbox: BwrapSandbox, view: Path) -> None:
     obs = run(sandbox, view, CONNECT.format(host="10.255.255.1", port=80))
+    # Refused by the kernel at once (no route), not after the script's 3 s connect timeout,
+    # which would say "timed out"; no wall-clock bound: a loaded machine may be slow to start.
     assert obs.stdout.startswith("FAILED") and "Network is unreachable" in obs.stdout
-    assert obs.duration_ms < 2000
 
 
 def test_the_sandbox_has_a_private_loopback(sandbox: BwrapSandbox, view: Path) -> None:
@@ -312,11 +336,11 @@ def test_a_fork_bomb_is_contained(settings: Settings, view: Path) -> None:
         "bomb() { bomb | bomb & }; bomb; sleep 2; set -- /proc/[0-9]*; echo procs=$#",
         timeout_s=8,
     )
-    assert time.monotonic() - started < 10
+    assert time.monotonic() - started < 8 + SLACK_S
     assert "fork" in obs.stderr.lower()  # the limit was hit
     if not obs.timed_out:  # the shell could still count, without forking
         assert int(obs.stdout.split("procs=")[1]) <= 64 + 2
-    deadline = time.monotonic() + 3
+    deadline = time.monotonic() + SLACK_S
     while uid_processes(sandbox.uid) > baseline and time.monotonic() < deadline:
         time.sleep(0.05)
     assert uid_processes(sandbox.uid) <= baseline
@@ -364,24 +388,24 @@ def test_timeout_kills_the_command_and_its_background_children(
     sandbox: BwrapSandbox, view: Path
 ) -> None:
     token = f"devloop-test-{uuid.uuid4().hex}"
-    sleeper = f"{PY} -c 'import time; time.sleep(1000)' {token}"
+    sleeper = sleeping_as(token)
     result: list[Observation] = []
     thread = threading.Thread(
         target=lambda: result.append(
-            run(sandbox, view, f"{sleeper} & echo started; {sleeper}", timeout_s=2)
-        )
+            run(sandbox, view, f"{sleeper} & echo started; {sleeper}", timeout_s=5)
+        ),
+        daemon=True,
     )
     thread.start()
-    sleepers = rf"sleep\(1000\) {token}"  # the two python processes, not bwrap or sh
-    deadline = time.monotonic() + 2
-    while len(host_pids(sleepers)) < 2 and time.monotonic() < deadline:
+    deadline = time.monotonic() + 5
+    while len(host_pids(f"^{token}")) < 2 and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert len(host_pids(sleepers)) == 2  # both were running
-    thread.join(10)
+    assert len(host_pids(f"^{token}")) == 2  # both were running
+    thread.join(5 + SLACK_S)
     obs = result[0]
     assert obs.timed_out and obs.exit_code == 137
     assert obs.stdout == "started\n"
-    assert 2000 <= obs.duration_ms < 5000
+    assert 5000 <= obs.duration_ms < (5 + SLACK_S) * 1000
     assert host_pids(token) == []
 
 
@@ -389,9 +413,8 @@ def test_background_children_die_when_the_command_returns(
     sandbox: BwrapSandbox, view: Path
 ) -> None:
     token = f"devloop-test-{uuid.uuid4().hex}"
-    obs = run(sandbox, view, f"{PY} -c 'import time; time.sleep(1000)' {token} & echo done")
+    obs = run(sandbox, view, f"{sleeping_as(token)} & echo done", timeout_s=120)
     assert not obs.timed_out and obs.stdout == "done\n"
-    assert obs.duration_ms < 2000
     assert host_pids(token) == []
 
 

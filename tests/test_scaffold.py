@@ -17,6 +17,7 @@ from devloop.contracts import hash_contract
 from devloop.llm.stub import Script
 from devloop.project import load_project
 from devloop.scaffold import SpecInvalid, scaffold, trivial_script
+from tests.proctree import run_bounded
 
 DEVLOOP = Path(sys.executable).parent / "devloop"
 RUN_TIMEOUT_S = 400
@@ -103,10 +104,8 @@ def problems_of(spec: Path, dest: Path) -> list[str]:
 
 
 def run_fleet(project: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    return run_bounded(
         [str(DEVLOOP), "run", str(project), "--llm", "stub", "--workers", "2"],
-        capture_output=True,
-        text=True,
         timeout=RUN_TIMEOUT_S,
     )
 

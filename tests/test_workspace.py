@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,9 +28,21 @@ def store(redis_client: redis.Redis, todo_project: Path) -> RedisStore:
     return store
 
 
+_made: list[Workspace] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_views() -> Iterator[None]:
+    """Every view a test materialized is removed, whether the test passed or not."""
+    yield
+    while _made:
+        _made.pop().cleanup()
+
+
 def workspace(store: RedisStore, settings: Settings, role: str, unit: str, attempt: int = 1,
               run_id: str | None = None) -> Workspace:
     ws = Workspace(store, "p-todo", unit, role, attempt, settings=settings, run_id=run_id)
+    _made.append(ws)
     ws.materialize()
     return ws
 

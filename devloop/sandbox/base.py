@@ -226,7 +226,7 @@ def new_view_dir(settings: Settings, prefix: str = "view-") -> Path:
     opens bind sources as the unprivileged uid.
     """
     ensure_public_dir(settings.cache_dir)
-    views = ensure_public_dir(settings.cache_dir / "views", 0o711)
+    views = ensure_public_dir(settings.views_dir or settings.cache_dir / "views", 0o711)
     view = Path(tempfile.mkdtemp(prefix=prefix, dir=views))
     view.chmod(0o755)
     return view

@@ -10,6 +10,7 @@ import time
 from devloop.redis_server import RedisServer
 from tests.agent.harness import KEY, PID, UNIT, MakeHarness
 from tests.agent.test_loop import script, text, tool
+from tests.leftovers import views_of_killed_processes
 
 
 def test_killed_session_resumes_without_repeating_a_turn(
@@ -23,25 +24,29 @@ def test_killed_session_resumes_without_repeating_a_turn(
         )
     )
     assert h.stub is not None
-    child = subprocess.Popen(
-        [sys.executable, "-m", "tests.agent.session_child", redis_server.url, h.stub.base_url],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        state = h.store.load_session(PID, "coder", UNIT)
-        if state and state["turns"] == 2 and state["next"] == "tools":
-            break  # turn 2 (the slow Bash call) is answered and being executed
-        time.sleep(0.05)
-    else:
-        raise AssertionError("the child never reached turn 2")
-    time.sleep(0.5)
-    child.send_signal(signal.SIGKILL)
-    child.wait(timeout=10)
+    with views_of_killed_processes():
+        child = subprocess.Popen(
+            [sys.executable, "-m", "tests.agent.session_child", redis_server.url,
+             h.stub.base_url],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                state = h.store.load_session(PID, "coder", UNIT)
+                if state and state["turns"] == 2 and state["next"] == "tools":
+                    break  # turn 2 (the slow Bash call) is answered and being executed
+                time.sleep(0.05)
+            else:
+                raise AssertionError("the child never reached turn 2")
+            time.sleep(0.5)
+        finally:
+            child.send_signal(signal.SIGKILL)
+            child.communicate(timeout=10)
     assert [r.turn for r in h.requests()] == [1, 2]
 
-    # A fresh view (the dead process's scratch dir is gone with it) gets its changes back.
+    # A fresh view (not the dead process's scratch dir) gets its changes back.
     h.workspace.cleanup()
     h.workspace.materialize()
     assert h.workspace.root is not None

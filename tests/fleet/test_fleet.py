@@ -10,8 +10,11 @@ from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
+from tests.leftovers import views_of_killed_processes
 
-FAST_LEASE = {"DEVLOOP_LEASE_TTL_S": "3"}
+# Short enough for a dead worker's lease to lapse quickly, long enough that a live worker's
+# heartbeat (every quarter of it) keeps it on a loaded machine.
+FAST_LEASE = {"DEVLOOP_LEASE_TTL_S": "6"}
 # A SIGKILLed worker never acks: Redis redelivers its task after the visibility timeout.
 FAST_REDELIVERY = {**FAST_LEASE, "DEVLOOP_VISIBILITY_TIMEOUT_S": "6"}
 
@@ -40,8 +43,10 @@ def test_a_worker_killed_mid_session_still_completes_the_unit_once(
 ) -> None:
     plans = [UnitPlan("slow", coder_latency_ms={2: 4000})]
     project = build(tmp_path / "p", plans)
-    with fleet(redis_store, redis_server.celery_url, project, script(plans), workers=1,
-               settings_env=FAST_REDELIVERY) as f:
+    with views_of_killed_processes(), fleet(
+        redis_store, redis_server.celery_url, project, script(plans), workers=1,
+        settings_env=FAST_REDELIVERY,
+    ) as f:
         deadline = time.monotonic() + 60
         while ("coder.c-test.p-fleet.slow", 1) not in f.requests("coder") or len(
             [r for r in f.stub.requests if r.session_key.startswith("coder") and r.turn == 2]
@@ -66,7 +71,9 @@ def test_a_task_longer_than_the_visibility_timeout_never_runs_twice_at_once(
 ) -> None:
     plans = [UnitPlan("long", coder_latency_ms={1: 7000})]
     project = build(tmp_path / "p", plans)
-    env = {**FAST_LEASE, "DEVLOOP_VISIBILITY_TIMEOUT_S": "2", "DEVLOOP_TASK_TIME_LIMIT_S": "60"}
+    # The lease must outlive heartbeat pauses on a loaded machine; only redelivery is fast.
+    env = {"DEVLOOP_LEASE_TTL_S": "20", "DEVLOOP_VISIBILITY_TIMEOUT_S": "2",
+           "DEVLOOP_TASK_TIME_LIMIT_S": "60"}
     with fleet(redis_store, redis_server.celery_url, project, script(plans), workers=2,
                settings_env=env) as f:
         final = f.wait(timeout_s=120)

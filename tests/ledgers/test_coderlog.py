@@ -236,7 +236,10 @@ from devloop.ledgers.coderlog import append_decision
 
 go, path, worker, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 print("ready", flush=True)
+deadline = time.monotonic() + 60  # bounded: a lost "go" ends the writer, not the suite
 while not os.path.exists(go):
+    if time.monotonic() > deadline:
+        sys.exit("no go file within 60 s")
     time.sleep(0.001)
 for i in range(count):
     # every fifth block carries ~12 KB of Chinese text (3 bytes a character)
@@ -260,12 +263,17 @@ def test_blocks_from_eight_processes_at_once_stay_whole(tmp_path: Path) -> None:
         )
         for w in range(workers)
     ]
-    for proc in procs:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-    go.touch()
-    for proc in procs:
-        _out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
+    try:
+        for proc in procs:
+            assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+        go.touch()
+        for proc in procs:
+            _out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
     decisions = parse_coder_log(path.read_text(encoding="utf-8"), strict=True)
     assert len(decisions) == workers * count

@@ -24,7 +24,10 @@ from devloop.ledgers.sink import FileSink
 go, path, worker, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 sink = FileSink(path)
 print("ready", flush=True)
+deadline = time.monotonic() + 60  # bounded: a lost "go" ends the writer, not the suite
 while not os.path.exists(go):
+    if time.monotonic() > deadline:
+        sys.exit("no go file within 60 s")
     time.sleep(0.001)
 for i in range(count):
     size = 20_000 if i % 10 == 0 else 50 + i
@@ -43,13 +46,18 @@ def run_together(script: str, argv: list[list[str]], go: Path) -> None:
         )
         for args in argv
     ]
-    for proc in procs:
-        assert proc.stdout is not None
-        assert proc.stdout.readline().strip() == "ready"
-    go.touch()
-    for proc in procs:
-        _out, err = proc.communicate(timeout=60)
-        assert proc.returncode == 0, err
+    try:
+        for proc in procs:
+            assert proc.stdout is not None
+            assert proc.stdout.readline().strip() == "ready"
+        go.touch()
+        for proc in procs:
+            _out, err = proc.communicate(timeout=60)
+            assert proc.returncode == 0, err
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def test_file_sink_is_an_append_sink(tmp_path: Path) -> None:

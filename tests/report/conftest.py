@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import EXAMPLES
+from tests.proctree import run_bounded
 from tests.report.browser import Chromium
 
 CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser")
@@ -57,11 +58,8 @@ def todo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("todo-run") / "todo"
     shutil.copytree(EXAMPLES / "todo", root)
     devloop = Path(sys.executable).with_name("devloop")
-    done = subprocess.run(
-        [str(devloop), "run", str(root), "--llm", "stub", "--workers", "2"],
-        capture_output=True,
-        text=True,
-        timeout=900,
+    done = run_bounded(
+        [str(devloop), "run", str(root), "--llm", "stub", "--workers", "2"], timeout=900
     )
     assert done.returncode == 0, (
         f"devloop run exited {done.returncode}:\n{done.stdout}\n{done.stderr}"

@@ -27,10 +27,13 @@ def test_an_expired_lease_can_be_taken(redis_store: RedisStore) -> None:
 
 
 def test_heartbeat_extends_only_for_the_owner(redis_store: RedisStore) -> None:
-    assert redis_store.acquire_lease(*LEASE, owner="w1", ttl_s=0.3)
-    assert not redis_store.heartbeat(*LEASE, owner="w2", ttl_s=5)
-    assert redis_store.heartbeat(*LEASE, owner="w1", ttl_s=5)
-    time.sleep(0.4)
+    # TTLs read back, not slept through: a loaded machine may pause this test for seconds.
+    key = redis_store.keys(LEASE[0]).lease(*LEASE[1:])
+    assert redis_store.acquire_lease(*LEASE, owner="w1", ttl_s=30)
+    assert not redis_store.heartbeat(*LEASE, owner="w2", ttl_s=600)
+    assert redis_store.client.pttl(key) <= 30_000  # w2 extended nothing
+    assert redis_store.heartbeat(*LEASE, owner="w1", ttl_s=600)
+    assert redis_store.client.pttl(key) > 30_000  # the owner's heartbeat did
     assert redis_store.lease_owner(*LEASE) == "w1"
     assert redis_store.acquire_lease(*LEASE, owner="w1", ttl_s=5)  # re-entrant for its owner
 

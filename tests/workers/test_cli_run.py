@@ -11,6 +11,7 @@ from pathlib import Path
 import yaml
 
 from tests.fleet.builder import UnitPlan, build, script
+from tests.proctree import run_bounded
 
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
 
@@ -19,8 +20,8 @@ def devloop(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
             timeout: float = 300) -> subprocess.CompletedProcess[str]:
     clean = {k: v for k, v in os.environ.items()
              if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
-    return subprocess.run([DEVLOOP, *args], capture_output=True, text=True, cwd=cwd,
-                          env={**clean, "COLUMNS": "200", **(env or {})}, timeout=timeout)
+    return run_bounded([DEVLOOP, *args], cwd=cwd, env={**clean, "COLUMNS": "200", **(env or {})},
+                       timeout=timeout)
 
 
 def test_demo_shows_the_red_green_retry_and_both_units_passing(tmp_path: Path) -> None:

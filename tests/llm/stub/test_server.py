@@ -204,7 +204,10 @@ def test_serve_forever_serves_a_script_file_until_stopped(tmp_path: Path) -> Non
     script.write_text("default:\n  content:\n    - text: from a file\n")
     ready: list[StubServer] = []
     thread = threading.Thread(
-        target=serve_forever, args=(script, "127.0.0.1", 0), kwargs={"on_ready": ready.append}
+        target=serve_forever,
+        args=(script, "127.0.0.1", 0),
+        kwargs={"on_ready": ready.append},
+        daemon=True,  # a failed start must not keep the test process alive
     )
     thread.start()
     deadline = time.monotonic() + 5
