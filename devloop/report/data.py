@@ -14,6 +14,7 @@ from pydantic import BaseModel, ValidationError
 from devloop import dag
 from devloop.errors import ProjectInvalid
 from devloop.fleet.records import STEPS_FILE, StepRecord
+from devloop.ids import id_dir
 from devloop.jsonfile import read_json, validate_model
 from devloop.ledgers import BugLedger, FileSink, parse_coder_log
 from devloop.ledgers.sink import read_json_lines
@@ -88,8 +89,8 @@ def gather(project_dir: Path) -> ReportData:
             kind=entry.kind,
             depends_on=list(entry.depends_on),
             level=depth.get(entry.id, 1),
-            runs=_runs(root / "units" / entry.id, notes),
-            decisions=_decisions(root / "units" / entry.id / "coder.log"),
+            runs=_runs(id_dir(root / "units", entry.id), notes),
+            decisions=_decisions(id_dir(root / "units", entry.id) / "coder.log"),
             loop_events=[e for e in timeline if e.unit_id == entry.id and e.kind in LOOP_KINDS],
             steps=[s for s in steps if s.msg.unit_id == entry.id],
         )
