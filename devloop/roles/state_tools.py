@@ -151,4 +151,7 @@ class RecordMemoryTool(Tool):
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.topic.strip()).strip("-").lower()
         note = f"---\ntopic: {args.topic}\nrelevance: {args.relevance}\n---\n{args.content}\n"
         role.save_memory(name, note)
-        return ToolResult(f"memory saved: {role.role}/{name}.md")
+        return ToolResult(
+            f"memory saved: {role.role}/pending/{role.unit_id}/{name}.md (this unit's sessions "
+            "see it now, other units' once this unit passes)"
+        )
