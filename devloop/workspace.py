@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from devloop.config import Settings
+from devloop.ids import check_id, id_dir
 from devloop.sandbox.base import new_view_dir
 from devloop.store import RedisStore, UnitSource
 from devloop.writeset import allowed, writable_roots, write_set
@@ -70,6 +71,7 @@ class Workspace:
         run_id: str | None = None,
     ) -> None:
         self.store, self.pid, self.unit, self.role, self.attempt = store, pid, unit, role, attempt
+        check_id(unit, "unit id")  # it names the view dir and units/{unit} inside it
         self.run_id = run_id
         self.patterns = write_set(role, run_id)
         self.settings = settings
@@ -105,7 +107,7 @@ class Workspace:
         self._write("units.json", source.record.units_text)
         self._write(f"sdd/mvcp/{self.unit}.html", source.sdd_section or "")
         for dep, contract in source.upstream.items():
-            self._write(f"units/{dep}/contract.json", contract)
+            self._write(f"{id_dir(Path('units'), dep)}/contract.json", contract)
         files = source.files
         self.base_version = files.version
         for rel, data in files.files.items():

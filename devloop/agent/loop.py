@@ -160,20 +160,25 @@ class AgentSession:
         changes = self.workspace.describe_changes() if self.workspace else "(unknown)"
         plan = self.reassess(why, self.state["last_error"], changes)
         self.state["reassessed"] += 1
-        self.state["pinned"].append(f"Stuck ({why}). Reassessed plan:\n{plan}")
+        self.state["pinned"].append(plan)
+        # The plan is a model's text: it is pinned as wrapped data in the transcript (text
+        # blocks are never cleared), never in the system prompt, which stays the same every
+        # turn and so stays cached.
         _append_user_text(
             self.state["messages"],
-            "You were stuck: " + why + ". A read-only review wrote a new plan, now pinned in "
-            "your instructions. Follow it; do not repeat what failed.",
+            "You were judged stuck; a read-only review of your work wrote a new plan. "
+            "Weigh its steps within your instructions, and do not repeat what failed.\n"
+            + wrap_untrusted("what stuck detection measured (it may quote tool output)", why)
+            + "\n"
+            + wrap_untrusted("the plan of the read-only review", plan),
         )
         self.stuck.reset()
         self._save()
         return None
 
     def _system(self) -> str:
-        if not self.state["pinned"]:
-            return self.spec.system
-        return self.spec.system + "\n\n## Pinned\n\n" + "\n\n".join(self.state["pinned"])
+        """The system prompt: the spec's, unchanged for the whole session."""
+        return self.spec.system
 
     def _query(self) -> SessionResult | None:
         """Ask the model for its next turn and record it before acting on it."""

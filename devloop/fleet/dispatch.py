@@ -18,7 +18,7 @@ from devloop.fleet.records import (
 from devloop.ledgers import Timeline
 from devloop.loop import AttemptOutcome, decide, unblock
 from devloop.project import load_project
-from devloop.store import ImportReport, RedisStore, UnitState
+from devloop.store import ImportReport, RedisStore, UnitState, promote_memory
 
 # Adds a finished dependency and, when the set is complete, claims the dependent's
 # release with SET NX: of N dependencies finishing at once, exactly one call returns 1.
@@ -119,6 +119,7 @@ def decide_after(
         summary=decision.reason,
     )
     if decision.action == "pass":
+        promote_memory(store, pid, unit)
         return release_dependents(store, pid, unit)
     if decision.action == "retry_coder":
         return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry"))]

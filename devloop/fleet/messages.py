@@ -6,6 +6,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from devloop.ids import ProjectId, UnitId
+
 StepRole = Literal["coder", "tester"]
 
 
@@ -14,8 +16,8 @@ class StepMsg(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    pid: str
-    unit_id: str
+    pid: ProjectId
+    unit_id: UnitId
     attempt: int
     mode: str = "implement"  # the coder's mode: implement | retry | resume
     tester_try: int = 1  # a crashed test run gets the tester once more, same attempt

@@ -1,6 +1,6 @@
 """Append-only ledgers: bugs.ndjson, timeline.ndjson and coder.log over a pluggable sink."""
 
-from devloop.ledgers.bugs import BugLedger, BugTransitionError
+from devloop.ledgers.bugs import BugLedger, BugNotOwned, BugTransitionError
 from devloop.ledgers.coderlog import (
     DecisionInvalid,
     append_decision,
@@ -15,6 +15,7 @@ from devloop.ledgers.timeline import Timeline
 __all__ = [
     "AppendSink",
     "BugLedger",
+    "BugNotOwned",
     "BugTransitionError",
     "DecisionInvalid",
     "FileSink",

@@ -34,6 +34,7 @@ from devloop.models import Bug, BugOpen, BugStatus, BugTransition
 log = logging.getLogger(__name__)
 
 LIVE: frozenset[BugStatus] = frozenset({"open", "fixing"})
+ID_RANDOM_BYTES = 8  # 64 bits after the readable bug-YYYYMMDD-HHMM- prefix
 
 # Legal moves: from-status -> the statuses it may go to.
 MOVES: dict[str, frozenset[BugStatus]] = {
@@ -65,6 +66,17 @@ class BugTransitionError(DevLoopError):
                 f"from {from_!r} a bug may go to: {allowed}"
             )
         super().__init__(message)
+
+
+class BugNotOwned(DevLoopError):
+    """A session tried to move a bug of another unit: role tools act on their own unit only."""
+
+    def __init__(self, bug_id: str, unit_id: str) -> None:
+        self.bug_id, self.unit_id = bug_id, unit_id
+        super().__init__(
+            f"bug {bug_id}: not a bug of unit {unit_id}, the unit this session works on; "
+            "a session may move only its own unit's bugs (bug_list shows them)"
+        )
 
 
 class BugLedger:
@@ -114,9 +126,22 @@ class BugLedger:
         self.sink.append(dumps_line(event.to_json_dict()))
         return _bug_from(event), True
 
-    def transition(self, bug_id: str, to: BugStatus, by: str, fix_refs: Iterable[str] = ()) -> Bug:
-        """Move a bug to `to`, or raise BugTransitionError if the state machine forbids it."""
+    def transition(
+        self,
+        bug_id: str,
+        to: BugStatus,
+        by: str,
+        fix_refs: Iterable[str] = (),
+        *,
+        owner: str | None = None,
+    ) -> Bug:
+        """Move a bug to `to`, or raise BugTransitionError if the state machine forbids it.
+
+        With `owner` (a session's unit), a bug of any other unit raises BugNotOwned.
+        """
         bug = self.get(bug_id)
+        if bug is not None and owner is not None and bug.unit_id != owner:
+            raise BugNotOwned(bug_id, owner)
         if bug is None:
             raise BugTransitionError(bug_id, None, to)
         if to not in MOVES[bug.status]:
@@ -185,9 +210,10 @@ class BugLedger:
 
 
 def _new_id(ts: str, taken: Collection[str]) -> str:
-    """bug-YYYYMMDD-HHMM-xxxx like the seed, redrawn on the rare clash within a minute."""
+    """bug-YYYYMMDD-HHMM- like the seed, then 64 random bits: an id a session of another
+    unit cannot guess (the seed's 16 bits a minute could be), redrawn on a clash."""
     stamp = f"{ts[0:4]}{ts[5:7]}{ts[8:10]}-{ts[11:13]}{ts[14:16]}"
-    while (bug_id := f"bug-{stamp}-{secrets.token_hex(2)}") in taken:
+    while (bug_id := f"bug-{stamp}-{secrets.token_hex(ID_RANDOM_BYTES)}") in taken:
         pass
     return bug_id
 

@@ -14,9 +14,11 @@ from pydantic import BaseModel, ValidationError
 from devloop import dag
 from devloop.errors import ProjectInvalid
 from devloop.fleet.records import STEPS_FILE, StepRecord
+from devloop.ids import id_dir
 from devloop.jsonfile import read_json, validate_model
 from devloop.ledgers import BugLedger, FileSink, parse_coder_log
 from devloop.ledgers.sink import read_json_lines
+from devloop.ledgers.timeline import LOOP_AGENT
 from devloop.models import Bug, CoderDecision, RunResult, TimelineEvent, UnitsFile
 from devloop.report.status import derive_statuses
 
@@ -88,9 +90,9 @@ def gather(project_dir: Path) -> ReportData:
             kind=entry.kind,
             depends_on=list(entry.depends_on),
             level=depth.get(entry.id, 1),
-            runs=_runs(root / "units" / entry.id, notes),
-            decisions=_decisions(root / "units" / entry.id / "coder.log"),
-            loop_events=[e for e in timeline if e.unit_id == entry.id and e.kind in LOOP_KINDS],
+            runs=_runs(id_dir(root / "units", entry.id), notes),
+            decisions=_decisions(id_dir(root / "units", entry.id) / "coder.log"),
+            loop_events=[e for e in timeline if e.unit_id == entry.id and _trusted(e)],
             steps=[s for s in steps if s.msg.unit_id == entry.id],
         )
         for entry in units_file.units
@@ -106,6 +108,11 @@ def gather(project_dir: Path) -> ReportData:
         timeline=timeline,
         notes=notes,
     )
+
+
+def _trusted(event: TimelineEvent) -> bool:
+    """A loop event the loop itself wrote: only those say a unit passed or was blocked."""
+    return event.kind in LOOP_KINDS and event.agent == LOOP_AGENT
 
 
 def run_order(run: RunResult) -> tuple[int, int]:
@@ -181,17 +188,30 @@ def _decisions(path: Path) -> list[CoderDecision]:
     return parse_coder_log(text)
 
 
+def _latest_ok(runs: list[RunResult], believe_green: bool) -> bool | None:
+    """Whether the latest run was green (None: no run, or a green one not believed)."""
+    if not runs:
+        return None
+    ok = max(runs, key=run_order).ok
+    return ok if ok is False or believe_green else None
+
+
 def _bugs(path: Path) -> list[Bug]:
     """Bugs folded from bugs.ndjson, in the order they were opened."""
     return BugLedger(FileSink(path)).list() if path.is_file() else []
 
 
 def _apply_statuses(graph: dict[str, list[str]], units: list[UnitReport]) -> None:
-    """Set each unit's final status and, when blocked, the loop's reason."""
+    """Set each unit's final status and, when blocked, the loop's reason.
+
+    In a folder DevLoop ran (loop events or step records), a green result.json alone
+    never makes a unit passed: the tester's session writes that file, the loop decides.
+    """
+    ran = any(u.loop_events or u.steps for u in units)
     facts = {
         u.id: (
             [e.kind for e in u.loop_events],
-            max(u.runs, key=run_order).ok if u.runs else None,
+            _latest_ok(u.runs, believe_green=not ran),
             bool(u.steps or u.decisions),
         )
         for u in units

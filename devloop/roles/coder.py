@@ -17,7 +17,8 @@ from devloop.store import RedisStore
 
 
 def coder_task(request: RoleRequest, history: list[HistoryEntry]) -> str:
-    """The user message that starts (or, in a retry, continues) the coder's conversation."""
+    """The task words that end the first user message of an attempt (runtime.first_turn
+    puts the failures, hints and decisions before them, wrapped as untrusted data)."""
     if request.mode == "implement":
         return (
             f"Implement unit {request.unit_id} (attempt 1). Follow the workflow in your "
@@ -25,23 +26,13 @@ def coder_task(request: RoleRequest, history: list[HistoryEntry]) -> str:
         )
     if request.mode == "resume":
         return "Your session was interrupted. Check what is already written, then finish."
-    lines = [
-        f"Attempt {request.attempt}: the tester's run of attempt {request.attempt - 1} was red."
-    ]
-    for entry in history[-1:]:
-        for failure in entry.tester_said:
-            expected, got = failure.get("expected"), failure.get("got")
-            differed = (
-                "" if expected is None and got is None else f": expected {expected}, got {got}"
-            )
-            lines.append(f"- {failure.get('test')}{differed}. Hint: {failure.get('hint')}")
-    if request.reflect_hint:
-        lines.append(f"Hint: {request.reflect_hint}")
-    lines.append(
-        "Reflect first (last time X failed because Y; this time Z), make the smallest "
-        "fix, log it with append_coder_log, and finish when the self-check holds."
+    where = "; what it found, with its hints, is in the retry history above" if history else ""
+    return (
+        f"Attempt {request.attempt}: the tester's run of attempt {request.attempt - 1} was "
+        f"red{where}. Reflect first "
+        "(last time X failed because Y; this time Z), make the smallest fix, log it with "
+        "append_coder_log, and finish when the self-check holds."
     )
-    return "\n".join(lines)
 
 
 def run_coder(

@@ -134,7 +134,8 @@ def prepare(
         bugs=BugLedger(store.sink(pid, "bugs")),
         timeline=Timeline(store.sink(pid, "timeline")),
         save_state=lambda path, data: store.put_agent_state(pid, path, data),
-        save_memory=lambda name, note: store.put_memory_note(pid, role, name, note),
+        # Kept for this unit's sessions until it passes (promote_memory), then everyone's.
+        save_memory=lambda name, note: store.put_pending_note(pid, role, unit, name, note),
         violations=lambda: [str(v) for v in ws.collect().violations],
         runner=runner,
         run_id=request.run_id,
@@ -178,13 +179,11 @@ def _ms_since(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def prompt_context(
-    store: RedisStore, p: Prepared, history: list[HistoryEntry], regressions: list[str]
-) -> dict[str, object]:
-    """Every variable the role's prompt template uses."""
+def prompt_context(p: Prepared) -> dict[str, object]:
+    """Every variable the role's system prompt uses: the project's own definition only
+    (units.json, the SDD section, acceptance criteria, conventions), never model text."""
     r = p.request
-    record = p.record
-    entry = record.units.unit(r.unit_id)
+    entry = p.record.units.unit(r.unit_id)
     assert entry is not None
     spec, contract = p.spec, p.sdd_contract
     return {
@@ -196,20 +195,45 @@ def prompt_context(
         "attempt": r.attempt,
         "run_id": r.run_id or "",
         "write_set": list(p.ws.patterns),
-        "memory": context.memory_notes(store, r.pid, r.role),
         "sdd_section": p.source.sdd_section or "",
         "acceptance": list(spec.acceptance_criteria) if spec else [],
-        "upstream": context.upstream_contracts(
-            store, r.pid, list(entry.depends_on), p.source.upstream
-        ),
-        "conventions": record.conventions,
+        "upstream": list(entry.depends_on),
+        "conventions": p.record.conventions,
         "contract_hash": entry.contract_hash,
         "status_codes": context.status_codes(contract),
         "syntax_check": _syntax_words(p.stack, p.kind),
-        "history": [h.model_dump() for h in history],
-        "regressions": regressions,
-        "reflect_hint": r.reflect_hint or "",
     }
+
+
+def first_turn_context(
+    store: RedisStore, p: Prepared, history: list[HistoryEntry], regressions: list[str]
+) -> dict[str, object]:
+    """What prompts/first_turn.md wraps as untrusted data: memory notes, upstream
+    contract.json files, and in a coder retry the failures, hints and earlier decisions."""
+    r = p.request
+    entry = p.record.units.unit(r.unit_id)
+    assert entry is not None
+    return {
+        "memory": context.memory_notes(store, r.pid, r.role, r.unit_id),
+        "upstream": context.upstream_contracts(
+            store, r.pid, list(entry.depends_on), p.source.upstream
+        ),
+        "history": [h.model_dump() for h in history] if r.mode == "retry" else [],
+        "regressions": regressions if r.mode == "retry" else [],
+        "reflect_hint": (r.reflect_hint or "") if r.mode == "retry" else "",
+    }
+
+
+def first_turn(
+    store: RedisStore,
+    p: Prepared,
+    task: str,
+    history: list[HistoryEntry],
+    regressions: list[str],
+) -> str:
+    """The first user message of an attempt: the wrapped data, then the task."""
+    variables = first_turn_context(store, p, history, regressions)
+    return _render("first_turn", {**variables, "task": task})
 
 
 def _syntax_words(stack: str, kind: str) -> str:
@@ -231,7 +255,9 @@ def run_session(
 ) -> SessionResult:
     """Run the model session of a prepared role with its self-check."""
     r = p.request
-    system = _render(r.role, prompt_context(store, p, history, regressions))
+    # The system prompt holds the project's definition only, so it stays the same every
+    # turn (one cache entry); model-written text goes in the first user turn, wrapped.
+    system = _render(r.role, prompt_context(p))
     spec = SessionSpec(
         session_key=session_key(p.record.company_id, r),
         flavor=r.role,
@@ -280,17 +306,17 @@ def run_session(
     )
     started = time.monotonic()
     p.services.runtime.update(status="running", started=time.time())
-    result = session.run(task)
+    result = session.run(first_turn(store, p, task, history, regressions))
     p.timings["session_ms"] = p.timings.get("session_ms", 0) + _ms_since(started)
     p.services.runtime.update(status=result.status, duration_ms=p.timings["session_ms"])
     p.services.persist_runtime()
     return result
 
 
-def _render(role: str, variables: dict[str, object]) -> str:
+def _render(name: str, variables: dict[str, object]) -> str:
     from devloop.prompts import render
 
-    return render(role, **variables)
+    return render(name, **variables)
 
 
 def commit_if_final(p: Prepared, session: SessionResult | None) -> CommitOutcome:

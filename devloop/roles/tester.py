@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from devloop.agent.result import SessionResult
 from devloop.agent.tools import ProgressEvent
+from devloop.agent.untrusted import wrap_untrusted
 from devloop.config import Settings
 from devloop.llm.base import LLMProvider
 from devloop.models import BugMove, RunResult, RunSummary, TesterOutput
@@ -26,8 +27,10 @@ from devloop.store import RedisStore
 def tester_task(request: RoleRequest, crash: str | None = None) -> str:
     """The user message that starts (or continues) the tester's conversation."""
     if crash:
+        # The crash reason quotes the code under test: data, fenced like any other.
         return (
-            f"Run {request.run_id}: re-running the existing tests crashed: {crash}\n"
+            f"Run {request.run_id}: re-running the existing tests crashed.\n"
+            f"{wrap_untrusted('why the re-run crashed (output of the tests)', crash)}\n"
             "If the tests no longer load, rewrite them; if the code does not load, say so "
             "in a failure with a hint for the coder. Then run_tests again."
         )

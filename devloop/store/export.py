@@ -7,6 +7,7 @@ import os
 import tempfile
 from pathlib import Path
 
+from devloop.ids import check_id
 from devloop.models import UnitsFile
 from devloop.store.base import StoreBase, decode_hash
 from devloop.store.filesets import UnsafePath, safe_relpath
@@ -49,7 +50,7 @@ class ExportMixin(StoreBase):
         out: dict[str, bytes] = {}
         n = len(unit_ids)
         for unit, files in zip(unit_ids, replies[:n], strict=True):
-            safe_relpath(unit)  # a unit id is a directory name: it must not climb out
+            check_id(unit, "unit id")  # a unit id is a directory name: it must not climb out
             for rel, data in decode_hash(files).items():
                 out[f"units/{unit}/{safe_relpath(rel)}"] = data
         for name, entries in zip(LEDGERS, replies[n : n + len(LEDGERS)], strict=True):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.ledgers.bugs import BugLedger, BugTransitionError
+from devloop.ledgers.bugs import BugLedger, BugNotOwned, BugTransitionError
 from devloop.ledgers.sink import FileSink
 from devloop.models import Bug, BugOpen, BugStatus, BugTransition
 
@@ -23,7 +23,7 @@ LEGAL = {
     ("fixing", "open"),
     ("fixed", "open"),
 }
-ID = re.compile(r"^bug-\d{8}-\d{4}-[0-9a-f]{4}$")
+ID = re.compile(r"^bug-\d{8}-\d{4}-[0-9a-f]{16}$")
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
@@ -130,6 +130,17 @@ def test_transition_of_an_unknown_bug_is_refused(ledger: BugLedger, path: Path) 
     with pytest.raises(BugTransitionError, match="bug bug-20990101-0000-beef: unknown bug id"):
         ledger.transition("bug-20990101-0000-beef", "fixed", by="tester")
     assert len(path.read_text().splitlines()) == 1
+
+
+def test_transition_of_another_units_bug_is_refused_for_an_owner(
+    ledger: BugLedger, path: Path
+) -> None:
+    bug, _ = ledger.open("todo-be", "run-1-1", "t")
+    before = path.read_text()
+    with pytest.raises(BugNotOwned, match=f"bug {bug.id}: not a bug of unit todo-fe"):
+        ledger.transition(bug.id, "fixed", by="tester", owner="todo-fe")
+    assert path.read_text() == before
+    assert ledger.transition(bug.id, "fixed", by="tester", owner="todo-be").status == "fixed"
 
 
 def test_transition_to_a_status_that_does_not_exist_is_refused(ledger: BugLedger) -> None:
