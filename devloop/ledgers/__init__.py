@@ -9,7 +9,7 @@ from devloop.ledgers.coderlog import (
     read_decisions,
     validate_decision,
 )
-from devloop.ledgers.sink import AppendSink, FileSink
+from devloop.ledgers.sink import AppendSink, DirSink, FileSink
 from devloop.ledgers.timeline import Timeline
 
 __all__ = [
@@ -17,6 +17,7 @@ __all__ = [
     "BugLedger",
     "BugTransitionError",
     "DecisionInvalid",
+    "DirSink",
     "FileSink",
     "Timeline",
     "append_decision",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from devloop.project import load_project
+from devloop.safedir import Dir
 from devloop.store import ProjectNotImported, RedisStore, UnsafePath
 from devloop.store.export import write_atomic
 
@@ -98,11 +99,12 @@ def test_exported_project_reimports_unchanged(
 
 def test_write_atomic_leaves_no_temp_file_and_keeps_the_mode(tmp_path: Path) -> None:
     path = tmp_path / "a" / "run.sh"
-    assert write_atomic(path, b"#!/bin/sh\n")
-    os.chmod(path, 0o755)
-    assert write_atomic(path, b"#!/bin/sh\necho\n")
-    assert path.stat().st_mode & 0o777 == 0o755
-    assert not write_atomic(path, b"#!/bin/sh\necho\n")
+    with Dir.open(tmp_path) as root:
+        assert write_atomic(root, "a/run.sh", b"#!/bin/sh\n")
+        os.chmod(path, 0o755)
+        assert write_atomic(root, "a/run.sh", b"#!/bin/sh\necho\n")
+        assert path.stat().st_mode & 0o777 == 0o755
+        assert not write_atomic(root, "a/run.sh", b"#!/bin/sh\necho\n")
     assert [p.name for p in path.parent.iterdir()] == ["run.sh"]
 
 
