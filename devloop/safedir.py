@@ -3,113 +3,36 @@
 Host code handles what a hostile session left in its view (any path may be a symlink, a
 fifo, a device) only through a `Dir`: it receives a handle, never a path string, so
 "outside" is not expressible. Every path is resolved beneath the handle's directory fd
-without following a link: by the kernel (`openat2` with RESOLVE_BENEATH |
-RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS) where it has it, else component by
-component with O_NOFOLLOW. Files open non-blocking (a fifo never blocks a thread) and
+without following a link (devloop.beneath: `openat2` with RESOLVE_BENEATH |
+RESOLVE_NO_SYMLINKS where the kernel has it, else component by component with
+O_NOFOLLOW). Files open non-blocking (a fifo never blocks a thread) and
 anything but a regular file is refused after fstat. Writes go to an O_CREAT | O_EXCL
 temporary in the target's own directory, renamed over the target.
-
-    OSError
-    +-- Refused        a path a Dir will not touch: `.path` (relative) and `.reason`
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import errno
 import os
-import platform
 import secrets
 import stat
 from pathlib import Path
 
+from devloop.beneath import (
+    DIR,
+    OPEN,
+    Refused,
+    describe,
+    kernel_resolves,
+    open_beneath,
+    parts_of,
+    refusal,
+)
+
+__all__ = ["Dir", "Refused", "describe", "kernel_resolves", "parts_of"]
+
 READ_CAP = 16 * 1024 * 1024
-_OPEN = os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
-_DIR = os.O_RDONLY | os.O_DIRECTORY | _OPEN
-# openat2(2): RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH.
-_RESOLVE = 0x02 | 0x04 | 0x08
-_SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}.get(platform.machine())
-
-
-class Refused(OSError):
-    """A path a Dir will not touch, and why ("is a symlink", "is a fifo", ...)."""
-
-    def __init__(self, path: str, reason: str, code: int = errno.EPERM) -> None:
-        super().__init__(code, f"{path}: {reason}")
-        self.path, self.reason = path, reason
-
-    def __str__(self) -> str:
-        return f"{self.path}: {self.reason}"
-
-
-def describe(mode: int) -> str:
-    """What kind of file a mode is, as a refusal names it."""
-    for test, name in (
-        (stat.S_ISREG, "a regular file"),
-        (stat.S_ISDIR, "a directory"),
-        (stat.S_ISLNK, "a symlink"),
-        (stat.S_ISFIFO, "a fifo"),
-        (stat.S_ISSOCK, "a socket"),
-    ):
-        if test(mode):
-            return name
-    return "a device"
-
-
-def parts_of(rel: str) -> list[str]:
-    """The components of a path relative to a handle; Refused for absolute, `..`, NUL."""
-    if "\x00" in rel:
-        raise Refused(repr(rel), "contains a NUL byte")
-    if rel.startswith("/"):
-        raise Refused(rel, "is absolute: only paths inside the directory are allowed")
-    parts = [p for p in rel.split("/") if p not in ("", ".")]
-    if ".." in parts:
-        raise Refused(rel, "escapes the directory (..)")
-    return parts
-
-
-class _OpenHow(ctypes.Structure):
-    _fields_ = [("flags", ctypes.c_uint64), ("mode", ctypes.c_uint64), ("resolve", ctypes.c_uint64)]
-
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_kernel_resolves: bool | None = None
-
-
-def _openat2(dirfd: int, path: str, flags: int, mode: int) -> int:
-    """openat2(dirfd, path, {flags, mode, RESOLVE_*}) through libc's syscall(2)."""
-    assert _SYS_OPENAT2 is not None
-    how = _OpenHow(flags, mode if flags & os.O_CREAT else 0, _RESOLVE)
-    fd = _libc.syscall(
-        ctypes.c_long(_SYS_OPENAT2),
-        ctypes.c_long(dirfd),
-        ctypes.c_char_p(os.fsencode(path)),
-        ctypes.byref(how),
-        ctypes.c_size_t(ctypes.sizeof(how)),
-    )
-    if fd < 0:
-        code = ctypes.get_errno()
-        raise OSError(code, os.strerror(code), path)
-    return int(fd)
-
-
-def kernel_resolves() -> bool:
-    """Whether this kernel has openat2 with RESOLVE_BENEATH (probed once per process)."""
-    global _kernel_resolves
-    if _kernel_resolves is None:
-        _kernel_resolves = False
-        if _SYS_OPENAT2 is not None:
-            root = os.open("/", _DIR)
-            try:
-                os.close(_openat2(root, ".", _DIR, 0))
-                _kernel_resolves = True
-            except OSError:  # ENOSYS; EPERM from a seccomp filter that does not know it
-                pass
-            finally:
-                os.close(root)
-    return _kernel_resolves
-
 
 class Dir:
     """A handle on one directory; every verb takes a path relative to it."""
@@ -123,7 +46,7 @@ class Dir:
     def open(cls, path: Path | str, *, kernel: bool | None = None) -> Dir:
         """A handle on a directory the caller names (its last component must not be a link)."""
         try:
-            fd = os.open(path, _DIR)
+            fd = os.open(path, DIR)
         except OSError as exc:
             if exc.errno in (errno.ELOOP, errno.ENOTDIR) and os.path.islink(path):
                 raise Refused(str(path), "is a symlink", errno.ELOOP) from None
@@ -153,72 +76,7 @@ class Dir:
 
     def open_fd(self, rel: str, flags: int = os.O_RDONLY, mode: int = 0) -> int:
         """An fd for `rel` beneath this dir, opened without following any link."""
-        parts = parts_of(rel)
-        # O_PATH takes no other flags (openat2 refuses them with EINVAL).
-        flags = flags | _OPEN if not flags & os.O_PATH else flags | os.O_CLOEXEC | os.O_NOFOLLOW
-        if not parts:
-            return os.open(".", flags | os.O_DIRECTORY, dir_fd=self.fd)
-        if self.kernel:
-            try:
-                return _openat2(self.fd, "/".join(parts), flags, mode)
-            except OSError as exc:
-                raise self._refusal(rel, parts, exc) from None
-        parent = self._walk_to(rel, parts[:-1])
-        try:
-            return os.open(parts[-1], flags, mode, dir_fd=parent)
-        except OSError as exc:
-            raise self._refusal(rel, parts, exc) from None
-        finally:
-            if parent != self.fd:
-                os.close(parent)
-
-    def _walk_to(self, rel: str, parts: list[str]) -> int:
-        """An fd on the directory `parts` names, opened one O_NOFOLLOW component at a time."""
-        fd = self.fd
-        for part in parts:
-            try:
-                nxt = os.open(part, _DIR, dir_fd=fd)
-            except OSError as exc:
-                raise self._refusal(rel, parts_of(rel), exc) from None
-            finally:
-                if fd != self.fd:
-                    os.close(fd)
-            fd = nxt
-        return fd
-
-    def _refusal(self, rel: str, parts: list[str], exc: OSError) -> OSError:
-        """The exception for a failed open: a Refused naming the link or escape, else exc."""
-        if exc.errno == errno.EXDEV:
-            return Refused(rel, "escapes the directory", exc.errno)
-        if exc.errno == errno.ENXIO:
-            return Refused(rel, "is a fifo or socket", exc.errno)
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-            exc.filename = rel
-            return exc
-        for i in range(1, len(parts) + 1):
-            st = self._lstat_quiet(parts[:i])
-            if st is not None and stat.S_ISLNK(st.st_mode):
-                via = "/".join(parts[:i])
-                reason = "is a symlink" if i == len(parts) else f"passes through a symlink ({via})"
-                return Refused(rel, reason, errno.ELOOP)
-            if st is not None and i < len(parts) and not stat.S_ISDIR(st.st_mode):
-                return Refused(rel, f"{'/'.join(parts[:i])} is not a directory", errno.ENOTDIR)
-        exc.filename = rel
-        return exc
-
-    def _lstat_quiet(self, parts: list[str]) -> os.stat_result | None:
-        """lstat through O_NOFOLLOW parents, None on any failure (for error messages)."""
-        try:
-            parent = self._walk_to("/".join(parts), parts[:-1])
-        except OSError:
-            return None
-        try:
-            return os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
-        except OSError:
-            return None
-        finally:
-            if parent != self.fd:
-                os.close(parent)
+        return open_beneath(self.fd, rel, flags, mode, kernel=self.kernel)
 
     def opendir(self, rel: str) -> Dir:
         """A handle on the directory `rel` (the caller closes it)."""
@@ -231,9 +89,14 @@ class Dir:
         if not parts:
             raise Refused(rel or ".", "names the directory itself, not an entry in it")
         head = "/".join(parts[:-1])
-        if create and head:
-            self.mkdirs(head)
-        return self.opendir(head), parts[-1]
+        try:
+            if create and head:
+                self.mkdirs(head)
+            return self.opendir(head), parts[-1]
+        except Refused as exc:  # name the entry asked for, and the link on its way
+            link = exc.reason == "is a symlink"
+            reason = f"passes through a symlink ({exc.path})" if link else exc.reason
+            raise Refused(rel, reason, exc.errno or errno.EPERM) from None
 
     # --- verbs ----------------------------------------------------------------------
 
@@ -319,7 +182,7 @@ class Dir:
 
                 remove_tree(parent, name)
             tmp = f".{name[:64]}.{secrets.token_hex(8)}.tmp"
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _OPEN
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | OPEN
             fd = os.open(tmp, flags, mode, dir_fd=parent.fd)
             try:
                 with os.fdopen(fd, "wb") as handle:
@@ -353,9 +216,9 @@ class Dir:
                 except FileExistsError:
                     created = False
                 try:
-                    nxt = os.open(part, _DIR, dir_fd=fd)
+                    nxt = os.open(part, DIR, dir_fd=fd)
                 except OSError as exc:
-                    raise self._refusal("/".join(parts[: i + 1]), parts[: i + 1], exc) from None
+                    raise refusal(self.fd, "/".join(parts[: i + 1]), parts[: i + 1], exc) from None
                 if fd != self.fd:
                     os.close(fd)
                 fd = nxt

@@ -8,6 +8,7 @@ record, `lines()` splits the entries).
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import logging
@@ -66,7 +67,12 @@ class FileSink:
     def _open(self, flags: int) -> int:
         if flags & os.O_CREAT:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-        return os.open(self.path, flags | _SAFE, 0o644)
+        try:
+            return os.open(self.path, flags | _SAFE, 0o644)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Refused(str(self.path), "is a symlink", exc.errno) from None
+            raise
 
     def append(self, line: str) -> None:
         """Append one record, adding the final newline when it is missing."""
