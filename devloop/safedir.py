@@ -5,9 +5,13 @@ fifo, a device) only through a `Dir`: it receives a handle, never a path string,
 "outside" is not expressible. Every path is resolved beneath the handle's directory fd
 without following a link (devloop.beneath: `openat2` with RESOLVE_BENEATH |
 RESOLVE_NO_SYMLINKS where the kernel has it, else component by component with
-O_NOFOLLOW). Files open non-blocking (a fifo never blocks a thread) and
-anything but a regular file is refused after fstat. Writes go to an O_CREAT | O_EXCL
-temporary in the target's own directory, renamed over the target.
+O_NOFOLLOW). Files open non-blocking (a fifo never blocks a thread) and anything but a
+regular file is refused after fstat. Writes go to an O_CREAT | O_EXCL temporary in the
+target's own directory, renamed over the target (which replaces a planted link or fifo
+rather than following it). Trees are walked and removed by devloop.safetree.
+
+    OSError
+    +-- Refused        a path a Dir will not touch: `.path` (relative) and `.reason`
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from devloop.beneath import (
 __all__ = ["Dir", "Refused", "describe", "kernel_resolves", "parts_of"]
 
 READ_CAP = 16 * 1024 * 1024
+
 
 class Dir:
     """A handle on one directory; every verb takes a path relative to it."""
@@ -80,8 +85,8 @@ class Dir:
 
     def opendir(self, rel: str) -> Dir:
         """A handle on the directory `rel` (the caller closes it)."""
-        return Dir(self.open_fd(rel, os.O_RDONLY | os.O_DIRECTORY), f"{self.name}/{rel}",
-                   kernel=self.kernel)
+        fd = self.open_fd(rel, os.O_RDONLY | os.O_DIRECTORY)
+        return Dir(fd, f"{self.name}/{rel}" if rel else self.name, kernel=self.kernel)
 
     def _parent(self, rel: str, *, create: bool = False) -> tuple[Dir, str]:
         """(handle on rel's directory, rel's last component); Refused for the dir itself."""
@@ -178,7 +183,7 @@ class Dir:
             if st is not None and not stat.S_ISREG(st.st_mode):
                 if not replace:
                     raise Refused(rel, f"is {describe(st.st_mode)}, not a regular file")
-                from devloop.safetree import remove_tree
+                from devloop.safetree import remove_tree  # it builds on this module
 
                 remove_tree(parent, name)
             tmp = f".{name[:64]}.{secrets.token_hex(8)}.tmp"

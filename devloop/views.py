@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import re
 import stat
 import tempfile
 import time
@@ -57,7 +58,9 @@ def make_view(settings: Settings, prefix: str = "view-") -> Path:
     if last is None or time.monotonic() - last >= SWEEP_EVERY_S:
         _last_sweep[str(views)] = time.monotonic()
         sweep(views)
-    view = Path(tempfile.mkdtemp(prefix=prefix, suffix=SUFFIX, dir=views))
+    # The prefix names a unit: whatever it holds, the view stays a direct child of views.
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", prefix)[:80]
+    view = Path(tempfile.mkdtemp(prefix=safe, suffix=SUFFIX, dir=views))
     view.chmod(0o755)
     fd = os.open(view, _LOCK)
     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

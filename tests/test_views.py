@@ -121,3 +121,12 @@ def test_a_view_is_removed_whatever_was_left_in_it(settings: Settings) -> None:
     remove_view(view)
     assert not view.exists()
     assert Path("/etc/passwd").exists()
+
+
+def test_a_view_stays_in_the_views_dir_whatever_its_prefix_holds(settings: Settings) -> None:
+    view = make_view(settings, "coder-../../../escaped/x-")
+    try:
+        assert view.parent == views_root(settings)
+        assert view.name.startswith("coder-_________escaped_x-")
+    finally:
+        remove_view(view)
