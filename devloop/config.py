@@ -41,6 +41,18 @@ class Settings(BaseSettings):
     file_cap_bytes: int = Field(
         default=20 * 1024 * 1024, description="Largest total size of one unit's files."
     )
+    unit_max_files: int = Field(
+        default=2000,
+        ge=1,
+        description="Most files and directories in one unit's dir after a session; past it "
+        "nothing is committed.",
+    )
+    unit_max_depth: int = Field(
+        default=32, ge=1, description="Deepest path (in directories) a unit's files may have."
+    )
+    unit_max_path_bytes: int = Field(
+        default=1024, ge=16, description="Longest path (UTF-8 bytes) of a file in a unit."
+    )
     output_cap_bytes: int = Field(
         default=64 * 1024, description="Cap on a sandboxed command's stdout and stderr, each."
     )

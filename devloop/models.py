@@ -305,3 +305,4 @@ class TesterOutput(Payload):
     crashed: bool
     duration_ms: int
     tokens_used: int
+    sandbox_violations: list[str] = Field(default_factory=list)

@@ -481,6 +481,40 @@ def test_bare_sandbox_warns_and_keeps_env_timeout_and_caps(
     assert run(bare, view, "curl --json '[1]' x").refused is not None
 
 
+def test_bare_sandbox_runs_a_sessions_commands_one_after_another(
+    settings: Settings,
+    view: Path,
+    scratch: Callable[[str], Path],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    toolchain = scratch("toolchain-")
+    (toolchain / "lib").mkdir()
+    (toolchain / "lib/index.js").write_text("module.exports = 42;\n")
+    bare = BareSandbox(settings)
+    with caplog.at_level(logging.WARNING):
+        runs = [
+            bare.run(
+                f"cat ../../node_modules/lib/index.js && echo {n} > code/n.js",
+                view=view,
+                cwd="units/a",
+                writable=WRITABLE,
+                ro_binds=[(toolchain, "node_modules")],
+                tmpfs=["node_modules/.vite-temp"],
+            )
+            for n in (1, 2)
+        ]
+    assert [(o.exit_code, o.stdout) for o in runs] == [(0, "module.exports = 42;\n")] * 2
+    assert (view / "units/a/code/n.js").read_text() == "2\n"
+    assert sum("WITHOUT a sandbox" in r.message for r in caplog.records) == 2
+    # A link the command itself pointed elsewhere is refused, not followed.
+    (view / "node_modules").unlink()
+    (view / "node_modules").symlink_to("/etc")
+    with pytest.raises(ValueError, match="is a symlink"):
+        bare.run(
+            "true", view=view, cwd="units/a", writable=[], ro_binds=[(toolchain, "node_modules")]
+        )
+
+
 def test_make_sandbox_follows_the_setting(settings: Settings) -> None:
     assert isinstance(make_sandbox(settings), BwrapSandbox)
     assert isinstance(make_sandbox(settings.model_copy(update={"sandbox": "none"})), BareSandbox)

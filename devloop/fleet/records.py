@@ -7,7 +7,6 @@ devloop:{pid}:unit:{unit}:dispatched string set NX when unit is first released
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict
 from redis.client import Pipeline
 
 from devloop.fleet.messages import StepMsg
+from devloop.safedir import Dir
 from devloop.store import RedisStore, UnitState, scripts
 
 STEPS_FILE = "agent-state/fleet-steps.ndjson"
@@ -137,12 +137,10 @@ def export_steps(store: RedisStore, pid: str, dest: Path) -> Path:
     units = [entry.id for entry in store.project_record(pid).units.units]
     by_unit = steps_of(store, pid, units)
     lines = [record.model_dump_json() for records in by_unit.values() for record in records]
-    path = dest / STEPS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    dest.mkdir(parents=True, exist_ok=True)
+    with Dir.open(dest) as root:  # never written through a link in the project folder
+        root.write_atomic(STEPS_FILE, "".join(line + "\n" for line in lines))
+    return dest / STEPS_FILE
 
 
 def steps_of(store: RedisStore, pid: str, units: list[str]) -> dict[str, list[StepRecord]]:

@@ -9,7 +9,7 @@ from devloop.ledgers.coderlog import (
     read_decisions,
     validate_decision,
 )
-from devloop.ledgers.sink import AppendSink, FileSink
+from devloop.ledgers.sink import AppendSink, DirSink, FileSink
 from devloop.ledgers.timeline import Timeline
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "BugNotOwned",
     "BugTransitionError",
     "DecisionInvalid",
+    "DirSink",
     "FileSink",
     "Timeline",
     "append_decision",

@@ -12,7 +12,14 @@ from devloop.llm.base import LLMProvider
 from devloop.models import CoderOutput, DecisionSummary, HistoryEntry
 from devloop.roles import context
 from devloop.roles.coder_tools import read_contract
-from devloop.roles.runtime import RoleRequest, RoleRun, commit_if_final, prepare, run_session
+from devloop.roles.runtime import (
+    Prepared,
+    RoleRequest,
+    RoleRun,
+    commit_if_final,
+    prepare,
+    run_session,
+)
 from devloop.store import RedisStore
 
 
@@ -56,8 +63,7 @@ def run_coder(
         )
         contract = read_contract(p.ctx)
         bridge = contract_bridge(p.services.units, request.unit_id, contract)
-        log = p.ws.unit_dir / "coder.log"
-        logged = context.decisions({"coder.log": log.read_bytes() if log.exists() else b""})
+        logged = context.decisions({"coder.log": _coder_log(p)})
         mine = [d for d in logged if d.attempt == request.attempt]
         commit = commit_if_final(p, session)
     finally:
@@ -82,6 +88,14 @@ def run_coder(
         tokens_used=session.usage.prompt_tokens + session.usage.output_tokens,
     )
     return RoleRun(p, session, commit, history), output
+
+
+def _coder_log(p: Prepared) -> bytes:
+    """The view's coder.log (empty when it is missing or is not a regular file)."""
+    try:
+        return p.ws.files.read_bytes(f"{p.ws.unit_rel}/coder.log")
+    except OSError:
+        return b""
 
 
 def _hash(contract: dict[str, object] | None) -> str:

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from devloop.agent.checkpoint import StoreCheckpointer
@@ -105,10 +106,6 @@ def prepare(
     """Materialize the view and build the tool context and services of a session."""
     started = time.monotonic()
     source = store.unit_source(request.pid, request.unit_id, request.role)
-    record, spec = source.record, source.spec
-    entry = record.units.unit(request.unit_id)
-    assert entry is not None  # unit_source raised KeyError otherwise
-    stack = (spec and spec.stack) or entry.stack or record.stack
     ws = Workspace(
         store,
         request.pid,
@@ -118,7 +115,29 @@ def prepare(
         settings=settings,
         run_id=request.run_id,
     )
-    root = ws.materialize(source)
+    try:
+        prepared = _build(store, settings, request, emit, source, ws, ws.materialize(source))
+    except BaseException:
+        ws.cleanup()  # the view is removed whatever went wrong
+        raise
+    prepared.timings["materialize_ms"] = _ms_since(started)
+    return prepared
+
+
+def _build(
+    store: RedisStore,
+    settings: Settings,
+    request: RoleRequest,
+    emit: Callable[[ProgressEvent], None],
+    source: UnitSource,
+    ws: Workspace,
+    root: Path,
+) -> Prepared:
+    """The session's sandbox, runner, services and tool context over a materialized view."""
+    record, spec = source.record, source.spec
+    entry = record.units.unit(request.unit_id)
+    assert entry is not None  # unit_source raised KeyError otherwise
+    stack = (spec and spec.stack) or entry.stack or record.stack
     sandbox, mounts = stack_sandbox(stack, settings)
     runner: TestRunner | None = None
     if request.role == "tester":
@@ -160,19 +179,9 @@ def prepare(
         command_timeout_s=settings.command_timeout_s,
         emit=emit,
         services={"role": services},
+        handle=ws.files,
     )
-    prepared = Prepared(
-        request,
-        ws,
-        ctx,
-        services,
-        stack,
-        entry.kind,
-        mounts,
-        source,
-    )
-    prepared.timings["materialize_ms"] = _ms_since(started)
-    return prepared
+    return Prepared(request, ws, ctx, services, stack, entry.kind, mounts, source)
 
 
 def _ms_since(started: float) -> int:

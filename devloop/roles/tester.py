@@ -89,7 +89,9 @@ def run_tester(
         commit = commit_if_final(p, session)
     finally:
         p.ws.cleanup()
-    return RoleRun(p, session, commit), _output(p, session, acc_cov, contract_cov)
+    output = _output(p, session, acc_cov, contract_cov)
+    output.sandbox_violations = [str(v) for v in commit.violations]
+    return RoleRun(p, session, commit), output
 
 
 def _output(

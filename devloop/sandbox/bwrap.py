@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from devloop.config import Settings
 from devloop.errors import SandboxUnavailable
 from devloop.jsonguard import check_command
+from devloop.safedir import Dir
 from devloop.sandbox.base import (
     SANDBOX_ROOT,
     Limits,
@@ -83,8 +84,10 @@ class BwrapSandbox:
         refused = check_command(command)
         if refused is not None:
             return refusal(refused)
-        argv = [str(self.bwrap), *self._system, *self._view_args(view, cwd, writable)]
-        argv += self._extra_mounts(view, ro_binds, tmpfs)
+        self._check_view(view)
+        with Dir.open(view) as root:
+            argv = [str(self.bwrap), *self._system, *self._view_args(view, root, cwd, writable)]
+            argv += self._extra_mounts(root, ro_binds, tmpfs)
         # bwrap builds the root on a tmpfs the sandbox could otherwise write (/etc, /);
         # remounting it read-only is not recursive, so /tmp and the binds keep theirs.
         argv += ["--remount-ro", "/"]
@@ -101,8 +104,8 @@ class BwrapSandbox:
             group=self.gid if self._root else None,
         )
 
-    def _view_args(self, view: Path, cwd: str, writable: Sequence[str]) -> list[str]:
-        """Bind the view read-only at /project and the write set read-write over it."""
+    def _check_view(self, view: Path) -> None:
+        """The view must be a directory the sandbox uid can enter."""
         if not view.is_dir():
             raise ValueError(f"sandbox view {view} is not a directory")
         blocked = reachable_by(view, self.uid, self.gid)
@@ -111,16 +114,21 @@ class BwrapSandbox:
                 f"sandbox view {view}: uid {self.uid} cannot enter {blocked}; "
                 "create views with devloop.sandbox.new_view_dir (under the cache dir)"
             )
+
+    def _view_args(self, view: Path, root: Dir, cwd: str, writable: Sequence[str]) -> list[str]:
+        """Bind the view read-only at /project and the write set read-write over it."""
         args = ["--ro-bind", str(view), str(SANDBOX_ROOT)]
         owner = (self.uid, self.gid) if self._root else None
-        for host, rel in prepare_writable(view, writable, owner):
-            args += ["--bind", str(host), str(SANDBOX_ROOT / rel)]
+        # bubblewrap opens these paths itself: none of them passes through a link (checked
+        # beneath the view's handle just before), and no command of this view is running.
+        for rel in prepare_writable(root, writable, owner):
+            args += ["--bind", str(view / rel), str(SANDBOX_ROOT / rel)]
         if PurePosixPath(cwd).parts:
-            in_view(view, cwd, "cwd").mkdir(mode=0o755, parents=True, exist_ok=True)
+            root.mkdirs(in_view(root, cwd, "cwd"))
         return args
 
     def _extra_mounts(
-        self, view: Path, ro_binds: Sequence[tuple[Path, str]], tmpfs: Sequence[str]
+        self, root: Dir, ro_binds: Sequence[tuple[Path, str]], tmpfs: Sequence[str]
     ) -> list[str]:
         """Read-only toolchains and private tmpfs dirs; mount points in the view must exist."""
         args: list[str] = []
@@ -135,23 +143,25 @@ class BwrapSandbox:
                 )
             rel = view_relative(target)
             if rel is not None:
-                mount = in_view(view, rel, "ro_binds")
+                mount = in_view(root, rel, "ro_binds")
                 if source.is_dir():
-                    mount.mkdir(mode=0o755, parents=True, exist_ok=True)
-                elif not mount.exists():
-                    mount.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-                    mount.touch(mode=0o644)
+                    root.mkdirs(mount)
+                elif not root.exists(mount):
+                    parent = str(PurePosixPath(mount).parent)
+                    if parent != ".":
+                        root.mkdirs(parent)
+                    root.create_empty(mount)
             args += ["--ro-bind", str(source), str(target)]
             bound.append((target, source))
         for path in tmpfs:
             target = sandbox_path(path)
-            _ensure_tmpfs_mount_point(view, target, bound)
+            _ensure_tmpfs_mount_point(root, target, bound)
             args += ["--tmpfs", str(target)]
         return args
 
 
 def _ensure_tmpfs_mount_point(
-    view: Path, target: PurePosixPath, bound: list[tuple[PurePosixPath, Path]]
+    root: Dir, target: PurePosixPath, bound: list[tuple[PurePosixPath, Path]]
 ) -> None:
     """A tmpfs inside a read-only bind needs its mount point in the source already."""
     for dest, source in reversed(bound):
@@ -164,7 +174,7 @@ def _ensure_tmpfs_mount_point(
             return
     rel = view_relative(target)
     if rel is not None:
-        in_view(view, rel, "tmpfs").mkdir(mode=0o755, parents=True, exist_ok=True)
+        root.mkdirs(in_view(root, rel, "tmpfs"))
 
 
 def system_args(

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
+import stat
 from pathlib import Path
 
 from devloop.ids import check_id
 from devloop.models import UnitsFile
+from devloop.safedir import Dir, Refused, describe
 from devloop.store.base import StoreBase, decode_hash
 from devloop.store.filesets import UnsafePath, safe_relpath
 from devloop.store.keys import LEDGERS
@@ -27,9 +26,14 @@ class ExportMixin(StoreBase):
         not removed from disk.
         """
         dest = Path(dest)
-        # Resolve every target first: an unsafe path refuses the export before any write.
-        targets = [(inside(dest, rel), data) for rel, data in self._export_contents(pid).items()]
-        return [path for path, data in targets if write_atomic(path, data)]
+        contents = self._export_contents(pid)
+        dest.mkdir(parents=True, exist_ok=True)
+        with Dir.open(dest.resolve()) as root:
+            # Check every target first: an unsafe path refuses the export before any write.
+            for rel in contents:
+                check_target(root, rel)
+            written = [rel for rel, data in contents.items() if write_atomic(root, rel, data)]
+        return [dest.resolve() / rel for rel in written]
 
     def _export_contents(self, pid: str) -> dict[str, bytes]:
         """Every exported file, path relative to the project root -> bytes, read in one
@@ -63,46 +67,28 @@ class ExportMixin(StoreBase):
         return out
 
 
-def inside(dest: Path, rel: str) -> Path:
-    """dest/rel, refusing a path that would resolve outside dest (`..`, symlinks)."""
-    root = dest.resolve()
-    path = root / safe_relpath(rel)
-    parent = path.parent.resolve()
-    if parent != root and root not in parent.parents:
-        raise UnsafePath(f"{rel!r} resolves outside {root} (through a symlink)")
-    return parent / path.name
-
-
-def write_atomic(path: Path, data: bytes) -> bool:
-    """Replace path with data via a synced temp file; False when it already held data."""
+def check_target(root: Dir, rel: str) -> None:
+    """UnsafePath unless rel is missing or a regular file reached without any link."""
+    safe_relpath(rel)
     try:
-        if path.is_file() and path.stat().st_size == len(data) and path.read_bytes() == data:
-            return False
-    except OSError:
-        pass  # unreadable: rewrite it
-    path.parent.mkdir(parents=True, exist_ok=True)
-    mode = path.stat().st_mode & 0o7777 if path.is_file() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fchmod(f.fileno(), mode)
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(path.parent)
-    return True
+        st = root.lstat(rel)
+    except Refused as exc:
+        raise UnsafePath(f"{rel!r} {exc.reason} in {root.name}: export writes nothing "
+                         "through a link; remove the link") from None
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise UnsafePath(f"{rel!r} is {describe(st.st_mode)} in {root.name}: export "
+                         "replaces only regular files; remove it")
 
 
-def _fsync_dir(path: Path) -> None:
-    """Make a rename durable by syncing its directory (best effort)."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+def write_atomic(root: Dir, rel: str, data: bytes) -> bool:
+    """Replace root/rel with data via a synced temp file; False when it already held data."""
+    st = root.lstat(rel)
+    if st is not None and st.st_size == len(data):
         try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            if root.read_bytes(rel, cap=len(data)) == data:
+                return False
+        except OSError:
+            pass  # unreadable: rewrite it
+    mode = stat.S_IMODE(st.st_mode) if st is not None else 0o644
+    root.write_atomic(rel, data, mode, durable=True)
+    return True

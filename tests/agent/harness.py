@@ -142,6 +142,7 @@ def rig(store: RedisStore, settings: Settings, base_url: str) -> Harness:
         command_timeout_s=30,
         emit=events.append,
         services={"role": services},
+        handle=ws.files,
     )
     return Harness(store, settings, base_url, ws, ctx, events)
 

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from devloop.project import load_project
+from devloop.safedir import Dir
 from devloop.store import ProjectNotImported, RedisStore, UnsafePath
 from devloop.store.export import write_atomic
 
@@ -98,11 +99,12 @@ def test_exported_project_reimports_unchanged(
 
 def test_write_atomic_leaves_no_temp_file_and_keeps_the_mode(tmp_path: Path) -> None:
     path = tmp_path / "a" / "run.sh"
-    assert write_atomic(path, b"#!/bin/sh\n")
-    os.chmod(path, 0o755)
-    assert write_atomic(path, b"#!/bin/sh\necho\n")
-    assert path.stat().st_mode & 0o777 == 0o755
-    assert not write_atomic(path, b"#!/bin/sh\necho\n")
+    with Dir.open(tmp_path) as root:
+        assert write_atomic(root, "a/run.sh", b"#!/bin/sh\n")
+        os.chmod(path, 0o755)
+        assert write_atomic(root, "a/run.sh", b"#!/bin/sh\necho\n")
+        assert path.stat().st_mode & 0o777 == 0o755
+        assert not write_atomic(root, "a/run.sh", b"#!/bin/sh\necho\n")
     assert [p.name for p in path.parent.iterdir()] == ["run.sh"]
 
 
@@ -123,3 +125,28 @@ def test_export_refuses_a_symlink_that_leads_outside(
 def test_export_of_an_unknown_project_says_so(redis_store: RedisStore, tmp_path: Path) -> None:
     with pytest.raises(ProjectNotImported, match="nope"):
         redis_store.export("nope", tmp_path)
+
+
+@pytest.mark.parametrize("plant", ["file link", "dir link", "fifo"])
+def test_export_writes_nothing_through_a_link_or_onto_a_fifo_in_the_project(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path, plant: str
+) -> None:
+    imported(redis_store, todo_project)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "server.js").write_text("host file\n")
+    dest = tmp_path / "dest"
+    (dest / "units/todo-be/code").mkdir(parents=True)
+    target = dest / "units/todo-be/code/server.js"
+    if plant == "file link":
+        target.symlink_to(outside / "server.js")
+    elif plant == "dir link":
+        (dest / "agent-state").symlink_to(outside)
+    else:
+        os.mkfifo(target)
+    before = sorted(dest.rglob("*"))
+    with pytest.raises(UnsafePath, match="remove"):
+        redis_store.export(PID, dest)
+    assert sorted(p.name for p in outside.iterdir()) == ["server.js"]
+    assert (outside / "server.js").read_text() == "host file\n"
+    assert sorted(dest.rglob("*")) == before  # refused before any write
