@@ -23,7 +23,13 @@ from devloop.jsonfile import read_json
 from devloop.redis_server import connect
 from devloop.store import RedisStore
 from workers.live import print_status
-from workers.procs import QUEUE_LIST, worker_command
+from workers.procs import (
+    QUEUE_LIST,
+    flower_auth_problem,
+    flower_command,
+    flower_env,
+    worker_command,
+)
 from workers.run import RunOptions, run_project
 
 Llm = Literal["anthropic", "stub"]
@@ -37,7 +43,10 @@ def run(
     script: Annotated[
         Path | None, typer.Option(help="Stub script (default: DIR/stub.yaml).")
     ] = None,
-    flower: Annotated[bool, typer.Option(help="Start Flower on the same broker.")] = False,
+    flower: Annotated[
+        bool,
+        typer.Option(help="Start Flower on the same broker (DEVLOOP_FLOWER_ADDRESS, basic auth)."),
+    ] = False,
     flower_port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
 ) -> None:
     """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input."""
@@ -183,6 +192,23 @@ def worker(
         )
     command = worker_command(queues, concurrency, name, loglevel="INFO")
     os.execv(command[0], command)
+
+
+@app.command("flower")
+def flower_service(
+    port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
+) -> None:
+    """Flower on DEVLOOP_REDIS_URL, on DEVLOOP_FLOWER_ADDRESS, behind DEVLOOP_FLOWER_AUTH."""
+    settings = load_settings()
+    if not settings.redis_url:
+        fail([Problem("DEVLOOP_REDIS_URL", "environment", "not set", "point it at the broker")])
+    auth = settings.flower_auth.get_secret_value() if settings.flower_auth else ""
+    why = flower_auth_problem(auth) if auth else "not set"
+    if why:
+        fail([Problem("DEVLOOP_FLOWER_AUTH", "environment", why,
+                      "set it to user:password; Flower's pages and API ask for it")])
+    command = flower_command(port, settings.flower_address)
+    os.execve(command[0], command, flower_env(os.environ, auth))
 
 
 @app.command()
