@@ -76,7 +76,11 @@ def private_state_dir(project_dir: Path) -> Path:
             f"{project}: any user may write here, so {STATE_DIR}/ could be swapped under "
             "DevLoop; fix: chmod o-w it, or set DEVLOOP_REDIS_URL"
         )
-    return make_private_dir(project / STATE_DIR)
+    state = make_private_dir(project / STATE_DIR)
+    if not os.path.lexists(state / ".gitignore"):
+        # The AOF holds the whole project state: keep it out of the project's repository.
+        write_private(state / ".gitignore", b"*\n")
+    return state
 
 
 def _live(url: str) -> bool:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import socket
 import stat
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,10 +19,14 @@ from redis.retry import Retry
 from devloop.config import Settings
 from devloop.embedded import MARKER, TOKEN, redis_endpoint
 from devloop.private import NotPrivate
+from devloop.project import load_project
 from devloop.redis_server import MAX_SOCKET_PATH, RedisServer, connect
+from devloop.store import RedisStore
+from tests.proctree import run_bounded
 
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
 NO_URL = Settings(redis_url=None)
+DEVLOOP = str(Path(sys.executable).parent / "devloop")
 
 
 @pytest.fixture
@@ -179,7 +185,8 @@ def test_the_state_dir_and_its_files_are_this_users_alone(project: Path) -> None
         connect(endpoint.url).set("k", "v")
         assert stat.S_IMODE(state.stat().st_mode) == 0o700
         modes = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in state.iterdir()}
-        expected = {"redis.conf", "redis.log", "appendonly.aof", "redis.sock", MARKER, TOKEN}
+        expected = {"redis.conf", "redis.log", "appendonly.aof", "redis.sock", MARKER, TOKEN,
+                    ".gitignore"}
         assert expected <= set(modes)
         assert all(mode & 0o077 == 0 for mode in modes.values()), modes
         assert endpoint.address.startswith("unix://:***@") and "***" not in endpoint.url
@@ -202,3 +209,18 @@ def test_links_planted_in_the_state_dir_are_never_written_through(
         client.bgrewriteaof()
     assert not any(target.exists() for target in targets.values())
     assert not any(p.is_symlink() for p in state.iterdir())
+
+
+def test_devloop_status_reuses_the_server_of_a_running_command(todo_project: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVLOOP_REDIS")}
+    with redis_endpoint(todo_project, NO_URL) as endpoint:  # as `devloop run` holds it
+        store = RedisStore(connect(endpoint.url))
+        store.import_project(load_project(todo_project))
+        done = run_bounded([DEVLOOP, "status", str(todo_project), "--json"], env=env,
+                           timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert {u["unit_id"] for u in json.loads(done.stdout)["units"]} == {"todo-be", "todo-fe"}
+        password = endpoint.url.split("@")[0].rpartition(":")[2]
+        assert password not in done.stdout + done.stderr
+        assert connect(endpoint.url).ping()  # still up: status did not stop it
+        store.close()
