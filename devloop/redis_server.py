@@ -24,14 +24,14 @@ import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import redis
-from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from devloop.errors import DevLoopError
 from devloop.private import make_private_dir, open_private_log, socket_problem, write_private
+from devloop.redis_urls import celery_form, connect, redact, with_password
 
 # sun_path holds 108 bytes on Linux; stay well under it so a suffix never truncates.
 MAX_SOCKET_PATH = 100
@@ -68,43 +68,6 @@ def redis_executable() -> str:
     return path
 
 
-def connect(url: str, **kwargs: Any) -> redis.Redis:
-    """A redis-py client for a redis://, rediss://, unix:// or redis+socket:// URL.
-
-    Commands retry on connection errors for about ten seconds, so a Redis restart (AOF
-    on) is a pause for the fleet, not a failed session.
-    """
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme in ("redis+socket", "socket"):
-        # Celery/kombu's unix-socket form; redis-py spells the same thing unix://.
-        url = "unix://" + rest
-    kwargs.setdefault("retry", Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=12))
-    kwargs.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError, OSError])
-    return redis.Redis.from_url(url, **kwargs)
-
-
-def redact(url: str) -> str:
-    """The URL with its password replaced by ***: the only form a message or log may show."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        userinfo, _, host = netloc.rpartition("@")
-        user, colon, _ = userinfo.partition(":")
-        # Without a colon some clients read the whole userinfo as the password.
-        netloc = f"{user}:***@{host}" if colon else f"***@{host}"
-    query = "&".join(
-        "password=***" if pair.partition("=")[0] == "password" else pair
-        for pair in parts.query.split("&")
-    ) if parts.query else ""
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
-
-
-def with_password(url: str, password: str) -> str:
-    """`scheme://:password@rest` for a URL that has no credentials yet."""
-    scheme, sep, rest = url.partition("://")
-    return f"{scheme}{sep}:{quote(password, safe='')}@{rest}"
-
-
 def socket_belongs_to(path: Path, server_dir: Path) -> bool:
     """Whether `path` is where a server with its files in `server_dir` puts its socket.
 
@@ -120,11 +83,6 @@ def socket_belongs_to(path: Path, server_dir: Path) -> bool:
         and path.parent.name.startswith(SHORT_DIR_PREFIX)
         and os.path.normpath(path) == str(path)
     )
-
-
-def celery_form(url: str) -> str:
-    """Celery's spelling of a Redis URL: a unix socket as redis+socket:// (broker and backend)."""
-    return "redis+socket://" + url.removeprefix("unix://") if url.startswith("unix://") else url
 
 
 def _quote(value: str) -> str:
