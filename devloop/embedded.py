@@ -24,6 +24,7 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from devloop.config import Settings
+from devloop.errors import Problem
 from devloop.private import (
     NotPrivate,
     make_private_dir,
@@ -72,10 +73,9 @@ def private_state_dir(project_dir: Path) -> Path:
     project = Path(project_dir).resolve()
     st = os.stat(project)
     if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
-        raise NotPrivate(
-            f"{project}: any user may write here, so {STATE_DIR}/ could be swapped under "
-            "DevLoop; fix: chmod o-w it, or set DEVLOOP_REDIS_URL"
-        )
+        raise NotPrivate(str(Problem(
+            str(project), "mode", f"any user may write here, so {STATE_DIR}/ could be "
+            "swapped under DevLoop", "chmod o-w it, or set DEVLOOP_REDIS_URL")))
     state = make_private_dir(project / STATE_DIR)
     if not os.path.lexists(state / ".gitignore"):
         # The AOF holds the whole project state: keep it out of the project's repository.

@@ -15,7 +15,7 @@ import secrets
 import stat
 from pathlib import Path
 
-from devloop.errors import DevLoopError
+from devloop.errors import DevLoopError, Problem
 
 OTHERS = 0o077  # any permission for the group or the world
 
@@ -69,17 +69,16 @@ def make_private_dir(path: Path) -> Path:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        raise NotPrivate(
-            f"{path}: {exc.strerror} (a link or not a directory); fix: remove it, "
-            "DevLoop recreates it"
-        ) from exc
+        why = "is a symbolic link" if path.is_symlink() else f"is not a directory ({exc.strerror})"
+        raise NotPrivate(str(Problem(str(path), "type", why, "remove it; DevLoop recreates it"))
+                         ) from exc
     try:
         st = os.fstat(fd)
         if st.st_uid != os.geteuid():
-            raise NotPrivate(
-                f"{path}: belongs to uid {st.st_uid}, not to you (uid {os.geteuid()}); fix: "
-                "remove it (DevLoop recreates it), or work on a copy of the project you own"
-            )
+            raise NotPrivate(str(Problem(
+                str(path), "owner", f"belongs to uid {st.st_uid}, not to you (uid "
+                f"{os.geteuid()})", "remove it (DevLoop recreates it), or work on a copy "
+                "of the project you own")))
         if st.st_mode & OTHERS:
             os.fchmod(fd, 0o700)
     finally:

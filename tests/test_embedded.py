@@ -224,3 +224,16 @@ def test_devloop_status_reuses_the_server_of_a_running_command(todo_project: Pat
         assert password not in done.stdout + done.stderr
         assert connect(endpoint.url).ping()  # still up: status did not stop it
         store.close()
+
+
+def test_a_state_dir_that_is_not_the_users_is_an_input_error(
+    todo_project: Path, tmp_path: Path
+) -> None:
+    (todo_project / ".devloop").symlink_to(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVLOOP_REDIS")}
+    done = run_bounded([DEVLOOP, "status", str(todo_project)], env=env, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"{todo_project.resolve() / '.devloop'}: type: is a symbolic link; "
+        "fix: remove it; DevLoop recreates it"
+    )

@@ -20,6 +20,7 @@ from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
 from devloop.fleet.records import export_steps
 from devloop.fleet.status import project_status
 from devloop.jsonfile import read_json
+from devloop.private import NotPrivate
 from devloop.redis_server import connect
 from devloop.store import RedisStore
 from workers.live import print_status
@@ -228,7 +229,11 @@ def demo(
 
 def main() -> None:
     """Console-script entry point."""
-    app(prog_name="devloop")
+    try:
+        app(prog_name="devloop")
+    except NotPrivate as exc:  # a .devloop/ that is not this user's alone: the user's to fix
+        err.print(str(exc), markup=False)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":
