@@ -237,3 +237,19 @@ def test_a_state_dir_that_is_not_the_users_is_an_input_error(
         f"{todo_project.resolve() / '.devloop'}: type: is a symbolic link; "
         "fix: remove it; DevLoop recreates it"
     )
+
+
+def test_another_projects_server_of_the_same_user_is_not_taken_for_this_ones(
+    deep_project: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / ("o" * 60) / "other"
+    other.mkdir(parents=True)
+    with redis_endpoint(other, NO_URL) as theirs:
+        connect(theirs.url).set("owner", "other")
+        marker = (other / ".devloop" / MARKER).read_text().strip()
+        # Its socket is this user's, in a private dir: only the token tells them apart.
+        plant(deep_project / ".devloop", marker, "0" * 48)
+        with redis_endpoint(deep_project, NO_URL) as ours:
+            assert marker.removeprefix("unix://") not in ours.url
+            assert connect(ours.url).get("owner") is None
+        assert connect(theirs.url).get("owner") == b"other"
