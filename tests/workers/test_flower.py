@@ -220,3 +220,21 @@ def test_devloop_flower_refuses_to_start_without_credentials(redis_server: Redis
                       timeout=60)
     assert bad.returncode == 2 and "not user:password" in bad.stderr
     assert "hunter2" not in bad.stdout + bad.stderr
+
+
+def test_devloop_flower_serves_behind_the_configured_credentials(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    port, auth = free_port(), "ops:correct-horse"
+    env = {**os.environ, "DEVLOOP_REDIS_URL": redis_server.celery_url,
+           "DEVLOOP_FLOWER_AUTH": auth, "FLOWER_UNAUTHENTICATED_API": "true"}
+    log = tmp_path / "flower.log"
+    proc = spawn([DEVLOOP, "flower", "--port", str(port)], env, log)
+    try:
+        wait_listening(port, log)
+        assert http(f"http://127.0.0.1:{port}/api/workers")[0] == 401
+        assert http(f"http://127.0.0.1:{port}/api/workers", auth)[0] == 200
+        assert listen_addresses(port) == {"0100007F"}
+        assert "correct-horse" not in Path(f"/proc/{proc.pid}/cmdline").read_text()
+    finally:
+        stop([proc])
