@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -15,7 +15,19 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DEVLOOP_", extra="ignore")
 
     redis_url: str | None = Field(
-        default=None, description="Broker, result backend and state store; embedded when unset."
+        default=None,
+        description="Broker, result backend and state store; embedded when unset. With a "
+        "password: `redis://:PASSWORD@host:6379/0`; TLS: `rediss://...` (see Scaling across "
+        "servers).",
+    )
+    flower_address: str = Field(
+        default="127.0.0.1",
+        description="Address Flower listens on (`devloop run --flower`, `devloop flower`).",
+    )
+    flower_auth: SecretStr | None = Field(
+        default=None,
+        description="Flower's `user:password` for its pages and API; `devloop run --flower` "
+        "makes a random one when unset and prints it once.",
     )
     model: str = Field(default="claude-sonnet-4-6", description="Model id for every role.")
     sandbox: Literal["bwrap", "none"] = Field(

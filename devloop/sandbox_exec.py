@@ -78,4 +78,4 @@ def sandbox_exec(
                 ws.cleanup()
         finally:
             store.close()
-    return ExecReport(obs, outcome, endpoint.url)
+    return ExecReport(obs, outcome, endpoint.address)  # never the password

@@ -20,10 +20,17 @@ from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
 from devloop.fleet.records import export_steps
 from devloop.fleet.status import project_status
 from devloop.jsonfile import read_json
+from devloop.private import NotPrivate
 from devloop.redis_server import connect
 from devloop.store import RedisStore
 from workers.live import print_status
-from workers.procs import QUEUE_LIST, worker_command
+from workers.procs import (
+    QUEUE_LIST,
+    flower_auth_problem,
+    flower_command,
+    flower_env,
+    worker_command,
+)
 from workers.run import RunOptions, run_project
 
 Llm = Literal["anthropic", "stub"]
@@ -37,7 +44,10 @@ def run(
     script: Annotated[
         Path | None, typer.Option(help="Stub script (default: DIR/stub.yaml).")
     ] = None,
-    flower: Annotated[bool, typer.Option(help="Start Flower on the same broker.")] = False,
+    flower: Annotated[
+        bool,
+        typer.Option(help="Start Flower on the same broker (DEVLOOP_FLOWER_ADDRESS, basic auth)."),
+    ] = False,
     flower_port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
 ) -> None:
     """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input."""
@@ -185,6 +195,23 @@ def worker(
     os.execv(command[0], command)
 
 
+@app.command("flower")
+def flower_service(
+    port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
+) -> None:
+    """Flower on DEVLOOP_REDIS_URL, on DEVLOOP_FLOWER_ADDRESS, behind DEVLOOP_FLOWER_AUTH."""
+    settings = load_settings()
+    if not settings.redis_url:
+        fail([Problem("DEVLOOP_REDIS_URL", "environment", "not set", "point it at the broker")])
+    auth = settings.flower_auth.get_secret_value() if settings.flower_auth else ""
+    why = flower_auth_problem(auth) if auth else "not set"
+    if why:
+        fail([Problem("DEVLOOP_FLOWER_AUTH", "environment", why,
+                      "set it to user:password; Flower's pages and API ask for it")])
+    command = flower_command(port, settings.flower_address)
+    os.execve(command[0], command, flower_env(os.environ, auth))
+
+
 @app.command()
 def demo(
     example: Annotated[str, typer.Option(help="todo (node) or inventory (python).")] = "todo",
@@ -202,7 +229,11 @@ def demo(
 
 def main() -> None:
     """Console-script entry point."""
-    app(prog_name="devloop")
+    try:
+        app(prog_name="devloop")
+    except NotPrivate as exc:  # a .devloop/ that is not this user's alone: the user's to fix
+        err.print(str(exc), markup=False)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

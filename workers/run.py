@@ -13,7 +13,7 @@ from rich.console import Console
 from rich.live import Live
 
 from devloop.config import Settings, load_settings
-from devloop.embedded import redis_endpoint
+from devloop.embedded import private_state_dir, redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project, reconcile
 from devloop.fleet.records import export_steps
@@ -24,7 +24,15 @@ from devloop.store import RedisStore
 from workers.app import configure
 from workers.dispatch import send
 from workers.live import live_view
-from workers.procs import flower_command, spawn, stop, worker_command
+from workers.procs import (
+    flower_auth_problem,
+    flower_command,
+    flower_credentials,
+    flower_env,
+    spawn,
+    stop,
+    worker_command,
+)
 
 EXIT_OK, EXIT_BLOCKED, EXIT_INVALID, EXIT_FAILED = 0, 1, 2, 3
 
@@ -43,12 +51,15 @@ class RunOptions:
     timeout_s: float | None = None  # give up (exit 3) after this long; tests set it
 
 
-def _problems(options: RunOptions) -> list[Problem]:
+def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
     """Input errors to report before anything starts."""
     try:
         load_project(options.project_dir)
     except ProjectInvalid as exc:
         return exc.problems
+    auth = settings.flower_auth.get_secret_value() if settings.flower_auth else ""
+    if options.flower and auth and (why := flower_auth_problem(auth)):
+        return [Problem("DEVLOOP_FLOWER_AUTH", "environment", why, "set it to user:password")]
     if options.llm == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
         return [
             Problem(
@@ -81,14 +92,14 @@ def _problems(options: RunOptions) -> list[Problem]:
 def run_project(options: RunOptions, settings: Settings, console: Console | None = None) -> int:
     """Run the project to the end (or resume it); return the exit code."""
     console = console or Console()
-    problems = _problems(options)
+    problems = _problems(options, settings)
     if problems:
         err = Console(stderr=True, highlight=False, soft_wrap=True)
         for problem in problems:
             err.print(str(problem), markup=False)
         return EXIT_INVALID
     project_dir = options.project_dir.resolve()
-    state_dir = project_dir / ".devloop"
+    state_dir = private_state_dir(project_dir)  # 0700: logs, and the embedded Redis
     with ExitStack() as stack:
         endpoint = stack.enter_context(redis_endpoint(project_dir, settings))
         env = {**os.environ, "DEVLOOP_REDIS_URL": endpoint.celery_url}
@@ -102,14 +113,20 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
             for i in range(options.workers)
         ]
         if options.flower:
+            configured = settings.flower_auth.get_secret_value() if settings.flower_auth else None
+            auth, fresh = flower_credentials(configured)
             procs.append(
                 spawn(
-                    flower_command(options.flower_port),
-                    {**env, "FLOWER_UNAUTHENTICATED_API": "true"},
+                    flower_command(options.flower_port, settings.flower_address),
+                    flower_env(env, auth),
                     state_dir / "flower.log",
                 )
             )
-            console.print(f"Flower: http://127.0.0.1:{options.flower_port}")
+            user, _, password = auth.partition(",")[0].partition(":")
+            # Printed here once, and nowhere else: Flower gets it by env, its log never shows it.
+            secret = f"password {password}" if fresh else "password from DEVLOOP_FLOWER_AUTH"
+            console.print(f"Flower: http://{settings.flower_address}:{options.flower_port} "
+                          f"(user {user}, {secret})", markup=False, highlight=False)
         stack.callback(stop, procs)
         configure(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
