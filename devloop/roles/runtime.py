@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession
+from devloop.agent.loop import AgentSession, identity
 from devloop.agent.reassess import make_reassess
 from devloop.agent.result import SessionResult
 from devloop.agent.spec import Budgets, SessionSpec
@@ -46,7 +46,8 @@ class RoleRequest:
     mode: str
     attempt: int
     run_id: str | None = None  # the tester's run (and write set)
-    reflect_hint: str | None = None
+    reflect_hint: str | None = None  # coder: the loop's hint; tester: why it tries again
+    tester_try: int = 1  # the tester's try within the attempt (a session of its own)
 
 
 @dataclass
@@ -119,7 +120,11 @@ def prepare(
         run_id=request.run_id,
     )
     root = ws.materialize(source)
-    sandbox, mounts = stack_sandbox(stack, settings)
+    try:
+        sandbox, mounts = stack_sandbox(stack, settings)
+    except BaseException:
+        ws.cleanup()  # the sandbox cannot start (SandboxUnavailable): leave no view behind
+        raise
     runner: TestRunner | None = None
     if request.role == "tester":
         ro = mounts.ro_binds[0][0]
@@ -142,7 +147,9 @@ def prepare(
     )
     checkpoint = source.checkpoint
     resuming = bool(
-        checkpoint and checkpoint["attempt"] == request.attempt and not checkpoint["finished"]
+        checkpoint
+        and identity(checkpoint) == (request.attempt, request.tester_try)
+        and (not checkpoint["finished"] or checkpoint["result"]["status"] == "recovery_required")
     )
     saved = store.agent_state_file(pid, services.todo_path) if resuming else None
     if saved:
@@ -246,14 +253,16 @@ def run_session(
             settings.session_max_usd,
             settings.session_max_wall_s,
         ),
+        try_no=r.tester_try,
     )
     tools = all_tools()
+    label = f"{r.attempt}" if r.tester_try == 1 else f"{r.attempt}.{r.tester_try}"
     reassess = make_reassess(
         spec,
         provider,
         tools,
         p.ctx,
-        lambda n: StoreCheckpointer(store, r.pid, f"reassess.{r.role}.{r.attempt}.{n}", r.unit_id),
+        lambda n: StoreCheckpointer(store, r.pid, f"reassess.{r.role}.{label}.{n}", r.unit_id),
     )
     if r.role == "coder":
 
