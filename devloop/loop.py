@@ -142,7 +142,7 @@ def wait_for_model(
     delay = max(0.0, min(base_s * 2 ** (waits - 1), max_s, since + total_s - now))
     extra = {**state.extra, "waiting_since": since, "model_waits": waits, "resume_at": now + delay}
     waiting = _with(state, "waiting_model", last_error=error, extra=extra)
-    return Decision("wait", waiting, f"model unavailable ({error}); resume in {delay:.0f} s",
+    return Decision("wait", waiting, f"model unavailable ({error}); resume in {delay:.3g} s",
                     delay_s=delay)
 
 
@@ -161,7 +161,7 @@ def after_step_error(
     delay = min(base_s * 2 ** (failures - 1), max_s)
     extra = {**state.extra, "step_failures": failures}
     again = _with(state, state.status, last_error=error, extra=extra)
-    return Decision("retry_step", again, f"step failed ({error}); again in {delay:.0f} s",
+    return Decision("retry_step", again, f"step failed ({error}); again in {delay:.3g} s",
                     delay_s=delay)
 
 

@@ -118,6 +118,7 @@ def prepare(
         request.attempt,
         settings=settings,
         run_id=request.run_id,
+        try_no=request.tester_try,
     )
     root = ws.materialize(source)
     try:
