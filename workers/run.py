@@ -101,9 +101,11 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
     try:
         final = _run(options, settings, console)
     except GaveUp as gave_up:
+        console.print()  # the live table's last line
         err.print(f"devloop run: gave up: {gave_up}", markup=False)
         return EXIT_FAILED
     except (redis.RedisError, OperationalError) as lost:
+        console.print()
         err.print(
             f"devloop run: gave up: Redis went away ({one_line(lost)}); "
             "run `devloop run` again to resume",
