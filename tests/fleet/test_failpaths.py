@@ -8,7 +8,7 @@ from pathlib import Path
 from devloop.config import Settings
 from devloop.fleet.dispatch import resume_blocked
 from devloop.fleet.records import steps_of
-from devloop.ledgers import BugLedger, parse_coder_log
+from devloop.ledgers import BugLedger, Timeline, parse_coder_log
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.chain import chains
@@ -20,8 +20,6 @@ def coder_log(store: RedisStore, pid: str, unit: str) -> list[int]:
 
 
 def timeline_kinds(store: RedisStore, pid: str, unit: str) -> list[str]:
-    from devloop.ledgers import Timeline
-
     return [e.kind for e in Timeline(store.sink(pid, "timeline")).events() if e.unit_id == unit]
 
 
@@ -66,7 +64,8 @@ def test_a_model_outage_waits_as_waiting_model_then_resumes_with_a_real_call(
         c.run()
     [(why, waiting)] = c.waits
     assert waiting.status == "waiting_model" and waiting.attempt == 1
-    assert "HTTP 529" in (waiting.last_error or "") and "Overloaded" in why and "resume in 0.5 s" in why
+    assert "HTTP 529" in (waiting.last_error or "")
+    assert "Overloaded" in why and "resume in 0.5 s" in why
     assert waiting.extra["model_waits"] == 1
     assert [status for turn, status in c.requests("coder.") if turn == 1] == [529] * 5 + [200]
     state = redis_store.get_state(c.pid, "u")

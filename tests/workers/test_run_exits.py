@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -66,7 +67,7 @@ def test_redis_going_away_mid_run_ends_with_a_named_exit_3(tmp_path: Path) -> No
     with RedisServer(tmp_path / "redis") as server:
         store = RedisStore(server.client())
         env = {"DEVLOOP_REDIS_URL": server.url, "COLUMNS": "200"}
-        clean = {k: v for k, v in __import__("os").environ.items()
+        clean = {k: v for k, v in os.environ.items()
                  if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
         proc = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub"],
                                 env={**clean, **env}, stdout=subprocess.PIPE,
