@@ -105,13 +105,14 @@ def _carried(task: Task, call: Callable[[], T]) -> T:
     try:
         return call()
     except (StepBusy, StepWaiting) as later:
-        raise task.retry(countdown=later.retry_in_s, max_retries=None) from later
+        # The tasks' max_retries is None: DevLoop bounds waits and retries itself.
+        raise task.retry(countdown=later.retry_in_s) from later
     except StepStopped as stop:
         log.warning("%s", stop)
         raise Ignore() from stop  # no callbacks: the chain stops here
     except redis.ConnectionError as lost:
         # Redis went away for longer than the client's retries: run again from the checkpoint.
-        raise task.retry(countdown=5, max_retries=None) from lost
+        raise task.retry(countdown=5) from lost
 
 
 def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
@@ -120,19 +121,19 @@ def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
     return _carried(task, lambda: run_step(role, env, msg).model_dump(mode="json"))
 
 
-@app.task(name="devloop.coder", bind=True)
+@app.task(name="devloop.coder", bind=True, max_retries=None)
 def coder(self: Task, msg: dict[str, Any]) -> dict[str, Any]:
     """Write or fix a unit's code."""
     return _step(self, "coder", msg)
 
 
-@app.task(name="devloop.tester", bind=True)
+@app.task(name="devloop.tester", bind=True, max_retries=None)
 def tester(self: Task, msg: dict[str, Any]) -> dict[str, Any]:
     """Write and run (or re-run) a unit's tests."""
     return _step(self, "tester", msg)
 
 
-@app.task(name="devloop.decide", bind=True)
+@app.task(name="devloop.decide", bind=True, max_retries=None)
 def decide(self: Task, msg: dict[str, Any]) -> list[str]:
     """Decide the unit's next step, send the chains it needs, and reconcile now and then.
 
