@@ -55,10 +55,11 @@ def _why(row: UnitRow) -> str:
 def live_view(state: ProjectStatus) -> Group:
     """The table with a progress bar of finished units under it."""
     done = sum(u.status in ("passed", "blocked", "blocked_upstream") for u in state.units)
-    total = len(state.units)
+    total, waiting = len(state.units), state.count("waiting_model")
     caption = Text(
         f"{done}/{total} units finished, {state.count('passed')} passed, "
         f"{state.count('blocked') + state.count('blocked_upstream')} blocked"
+        + (f", {waiting} waiting for the model" if waiting else "")
     )
     # A grid row keeps the bar and its caption on one line (a bare bar ends no line).
     progress = Table.grid(padding=(0, 1))
