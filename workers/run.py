@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import traceback
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -115,11 +116,24 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
     except (DevLoopError, OSError) as broken:
         err.print(f"devloop run: gave up: {one_line(broken)}", markup=False)
         return EXIT_FAILED
+    except Exception as bug:  # a bug of ours: the reason here, the traceback in a file
+        log = _write_traceback(options.project_dir)
+        err.print(f"devloop run: gave up: unexpected {one_line(bug)} (traceback in {log})",
+                  markup=False)
+        return EXIT_FAILED
     for row in final.units:
         if row.status == "blocked":
             console.print(f"{row.unit_id}: blocked: {row.blocked_reason or 'see devloop status'}",
                           markup=False, highlight=False)
     return EXIT_OK if final.all_passed else EXIT_BLOCKED
+
+
+def _write_traceback(project_dir: Path) -> Path:
+    """The current exception's traceback in PROJECT/.devloop/run-error.log."""
+    log = project_dir.resolve() / ".devloop" / "run-error.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text(traceback.format_exc(), encoding="utf-8")
+    return log
 
 
 def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectStatus:

@@ -84,3 +84,13 @@ def test_redis_going_away_mid_run_ends_with_a_named_exit_3(tmp_path: Path) -> No
     assert proc.returncode == 3, out + err
     assert "Traceback" not in out + err
     assert "devloop run: gave up: Redis went away" in err
+
+
+def test_a_run_past_its_timeout_gives_up_with_exit_3_and_says_so(tmp_path: Path) -> None:
+    plans = [UnitPlan("slow", coder_latency_ms={1: 60_000})]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    done = devloop("run", str(project), "--llm", "stub", "--timeout", "3", timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "devloop run: gave up: timed out after 3 s; run again to resume" in done.stderr
