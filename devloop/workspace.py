@@ -78,10 +78,13 @@ class Workspace:
         *,
         settings: Settings,
         run_id: str | None = None,
+        try_no: int = 1,
     ) -> None:
         self.store, self.pid, self.unit, self.role, self.attempt = store, pid, unit, role, attempt
         check_id(unit, "unit id")  # it names the view dir and units/{unit} inside it
         self.run_id = run_id
+        # A tester's second try in the same attempt commits once more, under its own name.
+        self.committer = role if try_no == 1 else f"{role}.{try_no}"
         self.patterns = write_set(role, run_id)
         self.settings = settings
         self.file_cap_bytes = settings.file_cap_bytes
@@ -266,7 +269,7 @@ class Workspace:
         result = self.store.commit_files(
             self.pid,
             self.unit,
-            role=self.role,
+            role=self.committer,
             attempt=self.attempt,
             base_version=self.base_version,
             changes=changes.files,

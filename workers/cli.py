@@ -49,9 +49,16 @@ def run(
         typer.Option(help="Start Flower on the same broker (DEVLOOP_FLOWER_ADDRESS, basic auth)."),
     ] = False,
     flower_port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
+    timeout: Annotated[
+        float | None, typer.Option(min=1, help="Give up (exit 3) after this many seconds.")
+    ] = None,
 ) -> None:
-    """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input."""
-    options = RunOptions(project_dir, workers, llm, script, flower, flower_port)
+    """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input,
+    3 gave up (every worker died, --timeout, the environment cannot run sessions, Redis
+    went away)."""
+    options = RunOptions(
+        project_dir, workers, llm, script, flower, flower_port, timeout_s=timeout
+    )
     raise typer.Exit(run_project(options, load_settings()))
 
 
@@ -162,9 +169,14 @@ def pull(
 def unblock(
     project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
     unit: Annotated[str, typer.Argument(help="The blocked unit.")],
-    hint: Annotated[str, typer.Option(help="What the coder should know this time.")],
+    hint: Annotated[
+        str | None,
+        typer.Option(help="What the coder should know this time (a fresh attempt); optional "
+                     "for a unit blocked by the model or the infrastructure, which resumes."),
+    ] = None,
 ) -> None:
-    """Re-queue a blocked unit with a human's hint."""
+    """Re-queue a blocked unit: with a human's hint, or resume one the model or the
+    infrastructure blocked."""
     from workers.app import configure
     from workers.dispatch import send
 
@@ -177,7 +189,8 @@ def unblock(
         except ValueError as exc:
             fail([Problem(str(project), unit, str(exc), "check `devloop status`")])
         send(dispatches)
-    out.print(f"{unit}: re-queued as attempt {dispatches[0].msg.attempt} with your hint")
+    how = "with your hint" if hint else "where it stopped"
+    out.print(f"{unit}: re-queued as attempt {dispatches[0].msg.attempt} {how}")
 
 
 @app.command()

