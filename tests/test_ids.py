@@ -85,6 +85,23 @@ def test_devloop_run_refuses_a_climbing_unit_id_before_starting_anything(
     assert not (project / ".devloop").exists()  # no embedded Redis, no workers
 
 
+@pytest.mark.parametrize("command", ["status", "pull", "unblock"])
+def test_commands_on_a_folder_or_id_that_is_not_a_valid_project_id_exit_2(
+    todo_project: Path, redis_server: RedisServer, command: str, tmp_path: Path
+) -> None:
+    units = json.loads((todo_project / "units.json").read_text())
+    units["project_id"] = "../x"
+    (todo_project / "units.json").write_text(json.dumps(units))
+    extra = {"pull": [str(tmp_path / "out")], "unblock": ["todo-be", "--hint", "h"]}
+    env = {**os.environ, "DEVLOOP_REDIS_URL": redis_server.celery_url}
+    for target in (str(todo_project), "../x"):
+        argv = [str(DEVLOOP), command, target, *extra.get(command, [])]
+        done = run_bounded(argv, timeout=120, env=env)
+        assert done.returncode == 2, done.stdout + done.stderr
+        [line] = done.stderr.splitlines()
+        assert '"../x" is not a valid project id; fix: letters, digits, - and _ only' in line
+
+
 # --- the second line: joining an id to a path or a key checks it again ---------------
 
 

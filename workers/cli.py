@@ -19,6 +19,7 @@ from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
 from devloop.fleet.records import export_steps
 from devloop.fleet.status import project_status
+from devloop.ids import id_fault
 from devloop.jsonfile import read_json
 from devloop.private import NotPrivate
 from devloop.redis_server import connect
@@ -68,6 +69,9 @@ def _store_for(project: Path) -> tuple[str, Path | None]:
         data, problems = read_json(project / "units.json", "units.json")
         if problems or not isinstance(data, dict) or "project_id" not in data:
             fail(problems or [Problem("units.json", "project_id", "missing", "add it")])
+        fault = id_fault(str(data["project_id"]), "project id")
+        if fault is not None:
+            fail([Problem("units.json", "project_id", *fault)])
         return str(data["project_id"]), project
     if not load_settings().redis_url:
         fail(
@@ -80,6 +84,9 @@ def _store_for(project: Path) -> tuple[str, Path | None]:
                 )
             ]
         )
+    fault = id_fault(str(project), "project id")
+    if fault is not None:
+        fail([Problem(str(project), "PROJECT", *fault)])
     return str(project), None
 
 

@@ -15,6 +15,7 @@ import pytest
 from devloop.config import Settings
 from devloop.fleet.dispatch import decide_after
 from devloop.fleet.messages import StepMsg
+from devloop.fleet.records import StepOutcome, StepRecord, save_step
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
 from devloop.project import load_project
@@ -102,8 +103,14 @@ def test_a_note_and_a_contract_reach_another_unit_only_fenced_and_the_note_only_
         assert all(PLANTED not in text for text in later)
 
     # A passes: the loop promotes its notes, naming their author unit.
+    # decide believes only the step records the workers stored: these are what A's coder
+    # and a green tester step would have left.
     store.put_state(PID, A, UnitState(status="testing", attempt=1))
-    passed = StepMsg(pid=PID, unit_id=A, attempt=1, coder_status="completed", tests_ok=True)
+    passed = StepMsg(pid=PID, unit_id=A, attempt=1)
+    for role, outcome in (("coder", StepOutcome()), ("tester", StepOutcome(tester_ran=True,
+                                                                           tests_ok=True))):
+        save_step(store, PID, A, StepRecord(role=role, attempt=1, msg=passed, worker="test",
+                                            started_at=0, ended_at=0, outcome=outcome))
     assert [d.msg.unit_id for d in decide_after(store, passed, budget=5)] == [B]
     assert list(store.memory_notes(PID, "coder")) == [f"{A}--maintenance.md"]
 
