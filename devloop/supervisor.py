@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 PR_SET_PDEATHSIG = 1
 # Loaded here, not in the child: a forked child of a threaded process must not dlopen.
@@ -69,7 +69,7 @@ def interrupt_on(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> 
             signal.signal(sig, signal.SIG_IGN)
         raise Interrupted(signum)
 
-    previous = {signal.SIGINT: signal.getsignal(signal.SIGINT)}
+    previous: dict[int, Any] = {signal.SIGINT: signal.getsignal(signal.SIGINT)}
     previous |= {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield

@@ -156,7 +156,7 @@ def _watch(
                 return None
             time.sleep(options.poll_s)
     console.print()
-    store.export(pid, project_dir)
+    store.export(pid, project_dir, as_source=True)
     export_steps(store, pid, project_dir)
     return state
 
@@ -167,6 +167,6 @@ def _export_changes(
     """Export the project when any unit's files changed since the last look."""
     now = store.unit_versions(pid, [u.id for u in store.project_record(pid).units.units])
     if now != seen:
-        store.export(pid, project_dir)
+        store.export(pid, project_dir, as_source=True)
         export_steps(store, pid, project_dir)
     return now
