@@ -99,12 +99,14 @@ class RedisServer:
         unix_socket: bool = True,
         port: int = 0,
         appendonly: bool = False,
+        appendfsync: str = "everysec",
         startup_timeout_s: float = 10.0,
     ) -> None:
         self.dir = Path(dir).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
         self.unix_socket = unix_socket
         self.appendonly = appendonly
+        self.appendfsync = appendfsync  # always | everysec | no (redis.conf)
         self.startup_timeout_s = startup_timeout_s
         self.executable = redis_executable()
         self._fixed_port = port
@@ -214,7 +216,7 @@ class RedisServer:
             'save ""',
             f"appendonly {'yes' if self.appendonly else 'no'}",
             'appendfilename "appendonly.aof"',
-            "appendfsync everysec",
+            f"appendfsync {self.appendfsync}",
             "maxmemory-policy noeviction",
             'logfile ""',
         ]
