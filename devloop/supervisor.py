@@ -45,6 +45,15 @@ def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
     return apply
 
 
+def follow_parent(sig: int = signal.SIGKILL) -> None:
+    """Called in a child already running (a Celery pool process): get `sig` when the
+    parent dies."""
+    parent = os.getppid()
+    _LIBC.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
+    if os.getppid() != parent:  # it died while we asked
+        os.kill(os.getpid(), sig)
+
+
 class Interrupted(KeyboardInterrupt):
     """SIGTERM or SIGHUP, raised in the main thread so clean-up runs as for Ctrl-C."""
 
