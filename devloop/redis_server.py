@@ -115,12 +115,14 @@ class RedisServer:
         port: int = 0,
         appendonly: bool = False,
         password: str | None = None,
+        appendfsync: str = "everysec",
         startup_timeout_s: float = 10.0,
     ) -> None:
         self.dir = make_private_dir(Path(dir).resolve())
         self.password = password or secrets.token_hex(24)
         self.unix_socket = unix_socket
         self.appendonly = appendonly
+        self.appendfsync = appendfsync  # always | everysec | no (redis.conf)
         self.startup_timeout_s = startup_timeout_s
         self.executable = redis_executable()
         self._fixed_port = port
@@ -240,7 +242,7 @@ class RedisServer:
             'save ""',
             f"appendonly {'yes' if self.appendonly else 'no'}",
             'appendfilename "appendonly.aof"',
-            "appendfsync everysec",
+            f"appendfsync {self.appendfsync}",
             "maxmemory-policy noeviction",
             'logfile ""',
             f"requirepass {_quote(self.password)}",

@@ -223,7 +223,7 @@ def _watch(
                 raise GaveUp(f"timed out after {options.timeout_s:.0f} s; run again to resume")
             time.sleep(options.poll_s)
     console.print()
-    store.export(pid, project_dir)
+    store.export(pid, project_dir, as_source=True)
     export_steps(store, pid, project_dir)
     return state
 
@@ -234,6 +234,6 @@ def _export_changes(
     """Export the project when any unit's files changed since the last look."""
     now = store.unit_versions(pid, [u.id for u in store.project_record(pid).units.units])
     if now != seen:
-        store.export(pid, project_dir)
+        store.export(pid, project_dir, as_source=True)
         export_steps(store, pid, project_dir)
     return now

@@ -11,7 +11,7 @@ import pytest
 from devloop.project import load_project
 from devloop.safedir import Dir
 from devloop.store import ProjectNotImported, RedisStore, UnsafePath
-from devloop.store.export import write_atomic
+from devloop.store.export import MARK_IMPORTED, write_atomic
 
 PID = "p-todo"
 
@@ -150,3 +150,67 @@ def test_export_writes_nothing_through_a_link_or_onto_a_fifo_in_the_project(
     assert sorted(p.name for p in outside.iterdir()) == ["server.js"]
     assert (outside / "server.js").read_text() == "host file\n"
     assert sorted(dest.rglob("*")) == before  # refused before any write
+
+
+def commit(store: RedisStore, attempt: int, changes: dict[str, bytes | None]) -> None:
+    version = store.unit_files(PID, "todo-be").version
+    result = store.commit_files(PID, "todo-be", role="coder", attempt=attempt,
+                                base_version=version, changes=changes)
+    assert result.applied
+
+
+def test_a_resumed_run_keeps_commits_made_after_an_export_and_a_no_op_import(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    # The path of a `devloop run` resumed after Ctrl-C: export, import (nothing new on
+    # disk), a commit, then the next import must not put the older folder back.
+    imported(redis_store, todo_project)
+    commit(redis_store, 1, {"code/server.js": b"v2\n"})
+    redis_store.export(PID, todo_project, as_source=True)
+    assert not redis_store.import_project(load_project(todo_project)).changed
+    commit(redis_store, 2, {"code/later.js": b"committed after the export\n"})
+    again = redis_store.import_project(load_project(todo_project))
+    files = redis_store.unit_files(PID, "todo-be").files
+    assert not again.changed
+    assert files["code/later.js"] == b"committed after the export\n"
+    assert files["code/server.js"] == b"v2\n"
+
+
+def test_a_folder_that_caught_up_by_hand_is_known_as_imported(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path
+) -> None:
+    imported(redis_store, todo_project)
+    commit(redis_store, 1, {"code/server.js": b"v2\n"})
+    redis_store.export(PID, tmp_path / "copy")  # a pull elsewhere, not the source folder
+    (todo_project / "units/todo-be/code/server.js").write_text("v2\n")  # copied by hand
+    assert not redis_store.import_project(load_project(todo_project)).changed
+    commit(redis_store, 2, {"code/later.js": b"x\n"})
+    redis_store.import_project(load_project(todo_project))
+    assert redis_store.unit_files(PID, "todo-be").files["code/later.js"] == b"x\n"
+
+
+def test_an_export_to_the_source_folder_mirrors_deletions_and_a_pull_does_not(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path
+) -> None:
+    imported(redis_store, todo_project)
+    commit(redis_store, 1, {"code/keep.js": None})
+    pulled = tmp_path / "pulled"
+    shutil.copytree(todo_project, pulled)
+    redis_store.export(PID, pulled)
+    assert (pulled / "units/todo-be/code/keep.js").exists()
+    redis_store.export(PID, todo_project, as_source=True)
+    assert not (todo_project / "units/todo-be/code/keep.js").exists()
+    assert (todo_project / "units/todo-be/code/server.js").read_text() == "v1\n"
+
+
+def test_a_commit_racing_an_export_keeps_the_import_digest_behind_it(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    imported(redis_store, todo_project)
+    meta = redis_store.keys(PID).meta("todo-be")
+    before = redis_store.client.hget(meta, "imported")
+    # What the export read is version 1; a commit lands before it marks the folder.
+    _, units = redis_store._export_contents(PID)
+    commit(redis_store, 1, {"code/server.js": b"v2\n"})
+    assert redis_store.client.eval(MARK_IMPORTED, 1, meta, units["todo-be"].version, "x") == 0
+    assert redis_store.client.hget(meta, "imported") == before
