@@ -93,6 +93,12 @@ class Settings(BaseSettings):
     lease_ttl_s: float = Field(
         default=60.0, description="Lease of a running step; renewed every quarter of it."
     )
+    redis_wait_s: float = Field(
+        default=300.0,
+        gt=0,
+        description="How long `devloop run` waits for an unreachable Redis before it gives up "
+        "(exit 3); an embedded one it started is restarted at once.",
+    )
     model_retry_base_s: float = Field(
         default=15.0,
         gt=0,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import secrets
 import stat
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from devloop.private import (
 )
 from devloop.redis_server import (
     RedisServer,
+    RedisServerError,
     celery_form,
     connect,
     redact,
@@ -57,6 +59,8 @@ class RedisEndpoint:
     url: str = field(repr=False)
     celery_url: str = field(repr=False)
     embedded: bool
+    # The server this command started (and may restart); None when reused or configured.
+    server: RedisServer | None = field(default=None, repr=False, compare=False)
 
     @property
     def address(self) -> str:
@@ -137,8 +141,57 @@ def redis_endpoint(project_dir: Path, settings: Settings) -> Iterator[RedisEndpo
         write_private(state / TOKEN, server.password.encode())
         # The socket may live in /tmp when the project path is deep, so record where it is.
         write_private(state / MARKER, (server.bare_url + "\n").encode())
-        yield RedisEndpoint(server.url, server.celery_url, embedded=True)
+        yield RedisEndpoint(server.url, server.celery_url, embedded=True, server=server)
     finally:
         for name in (MARKER, TOKEN):
             (state / name).unlink(missing_ok=True)
         server.close()
+
+
+class RedisKeeper:
+    """Keeps the embedded server a command started running: a dead one is started again on
+    its socket, with its password and its AOF, after a growing backoff.
+
+    `devloop run` calls check() on every look at the project; workers and the run's own
+    client reconnect by themselves (their retries outlast a restart).
+    """
+
+    def __init__(
+        self,
+        server: RedisServer | None,
+        *,
+        backoff_s: float = 0.5,
+        backoff_cap_s: float = 10.0,
+        max_failures: int = 5,
+    ) -> None:
+        self.server = server
+        self.backoff_s, self.backoff_cap_s = backoff_s, backoff_cap_s
+        self.max_failures = max_failures
+        self.restarts = 0
+        self.failures = 0
+        self._next_try: float | None = None
+
+    def check(self) -> str | None:
+        """Restart the server if it died; what happened, for the live view (None: all well).
+
+        RedisServerError once it failed to start `max_failures` times in a row.
+        """
+        server = self.server
+        if server is None or server.running:
+            return None
+        now = time.monotonic()
+        if self._next_try is None:
+            self._next_try = now  # it just died: try at once
+        if now < self._next_try:
+            return "Redis is down; restarting it"
+        try:
+            server.start()
+        except RedisServerError:
+            self.failures += 1
+            if self.failures >= self.max_failures:
+                raise
+            self._next_try = now + min(self.backoff_cap_s, self.backoff_s * 2**self.failures)
+            return f"Redis is down; restart {self.failures} failed, trying again"
+        self.restarts += 1
+        self.failures, self._next_try = 0, None
+        return f"Redis died and was restarted from its AOF (restart {self.restarts})"

@@ -17,6 +17,7 @@ import contextlib
 import os
 import secrets
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -32,6 +33,7 @@ from redis.retry import Retry
 from devloop.errors import DevLoopError
 from devloop.private import make_private_dir, open_private_log, socket_problem, write_private
 from devloop.redis_urls import celery_form, connect, redact, with_password
+from devloop.supervisor import die_with_parent
 
 # sun_path holds 108 bytes on Linux; stay well under it so a suffix never truncates.
 MAX_SOCKET_PATH = 100
@@ -273,6 +275,7 @@ class RedisServer:
         try:
             # Own session: a Ctrl-C meant for the CLI must not kill Redis before the
             # CLI has stopped its workers. Umask 077: the AOF and its rewrites are 0600.
+            # SIGTERM when its starter dies, even by SIGKILL: it flushes the AOF and exits.
             self._proc = subprocess.Popen(
                 [self.executable, str(config)],
                 stdin=subprocess.DEVNULL,
@@ -280,6 +283,7 @@ class RedisServer:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 umask=0o077,
+                preexec_fn=die_with_parent(signal.SIGTERM),
             )
         finally:
             os.close(log)

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from devloop.private import open_private_log
+
 PR_SET_PDEATHSIG = 1
 # Loaded here, not in the child: a forked child of a threaded process must not dlopen.
 _LIBC = ctypes.CDLL(None, use_errno=True)
@@ -55,7 +57,7 @@ def follow_parent(sig: int = signal.SIGKILL) -> None:
 
 
 class Interrupted(KeyboardInterrupt):
-    """SIGTERM or SIGHUP, raised in the main thread so clean-up runs as for Ctrl-C."""
+    """SIGINT, SIGTERM or SIGHUP, raised in the main thread so clean-up runs."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
@@ -68,18 +70,19 @@ class Interrupted(KeyboardInterrupt):
 
 
 @contextmanager
-def interrupt_on(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+def interrupt_on(
+    signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP),
+) -> Iterator[None]:
     """Turn `signals` into Interrupted while the block runs (Python's default handler for
     SIGTERM exits without running finally blocks, leaving children behind). After the first
-    one, further signals are ignored so the clean-up they started can finish."""
+    one, further signals are ignored so the clean-up it started can finish."""
 
     def handler(signum: int, frame: object) -> None:
-        for sig in (*signals, signal.SIGINT):
+        for sig in signals:
             signal.signal(sig, signal.SIG_IGN)
         raise Interrupted(signum)
 
-    previous: dict[int, Any] = {signal.SIGINT: signal.getsignal(signal.SIGINT)}
-    previous |= {sig: signal.signal(sig, handler) for sig in signals}
+    previous: dict[int, Any] = {sig: signal.signal(sig, handler) for sig in signals}
     try:
         yield
     finally:
@@ -94,7 +97,7 @@ class ChildSpec:
     name: str
     command: list[str]
     env: dict[str, str]
-    log: Path
+    log: Path | None  # None: the child writes to this process's stdout and stderr
     # What the child gets when this process dies: SIGTERM lets Redis flush its AOF.
     death_signal: int = signal.SIGKILL
 
@@ -121,6 +124,8 @@ class Child:
 
     def log_tail(self, lines: int = 20) -> str:
         """The last lines of the child's log."""
+        if self.spec.log is None:
+            return "(its output went to the terminal)"
         try:
             text = self.spec.log.read_text(errors="replace")
         except OSError:
@@ -163,18 +168,24 @@ class Supervisor:
 
     def _start(self, child: Child) -> None:
         spec = child.spec
-        spec.log.parent.mkdir(parents=True, exist_ok=True)
-        with open(spec.log, "ab") as log:  # the child keeps its own copy of the fd
+        log = None
+        if spec.log is not None:
+            spec.log.parent.mkdir(parents=True, exist_ok=True)
+            log = open_private_log(spec.log)  # 0600, never through a link
+        try:
             child.proc = subprocess.Popen(
                 spec.command,
                 env=spec.env,
                 stdin=subprocess.DEVNULL,
                 stdout=log,
-                stderr=subprocess.STDOUT,
+                stderr=subprocess.STDOUT if log is not None else None,
                 # Its own session: a Ctrl-C meant for us reaches it only through stop().
                 start_new_session=True,
                 preexec_fn=die_with_parent(spec.death_signal),
             )
+        finally:
+            if log is not None:
+                os.close(log)  # the child has its own copy
         child.restart_at = None
 
     def delay(self, child: Child) -> float:

@@ -24,6 +24,7 @@ from devloop.jsonfile import read_json
 from devloop.private import NotPrivate
 from devloop.redis_server import connect
 from devloop.store import RedisStore
+from workers.children import serve_worker
 from workers.live import print_status
 from workers.procs import (
     QUEUE_LIST,
@@ -206,13 +207,14 @@ def worker(
     concurrency: Annotated[int, typer.Option("-c", "--concurrency", help="Processes.")] = 1,
     name: Annotated[str, typer.Option("-n", "--name", help="Worker name.")] = "devloop@%h",
 ) -> None:
-    """`celery worker` with DevLoop's defaults; needs DEVLOOP_REDIS_URL and ANTHROPIC_API_KEY."""
+    """A Celery worker with DevLoop's defaults, restarted when it dies, stopped warm then hard
+    on Ctrl-C, SIGTERM or SIGHUP; needs DEVLOOP_REDIS_URL and ANTHROPIC_API_KEY."""
     if not load_settings().redis_url:
         fail(
             [Problem("DEVLOOP_REDIS_URL", "environment", "not set", "point it at the shared Redis")]
         )
     command = worker_command(queues, concurrency, name, loglevel="INFO")
-    os.execv(command[0], command)
+    raise typer.Exit(serve_worker(command, dict(os.environ), err))
 
 
 @app.command("flower")

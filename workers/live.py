@@ -52,8 +52,9 @@ def _why(row: UnitRow) -> str:
     return (row.blocked_reason or row.last_error or "")[:160]
 
 
-def live_view(state: ProjectStatus) -> Group:
-    """The table with a progress bar of finished units under it."""
+def live_view(state: ProjectStatus, footer: str | None = None) -> Group:
+    """The table with a progress bar of finished units under it (and `footer`: the run's
+    workers and Redis, when a run shows it)."""
     done = sum(u.status in ("passed", "blocked", "blocked_upstream") for u in state.units)
     total, waiting = len(state.units), state.count("waiting_model")
     caption = Text(
@@ -64,10 +65,12 @@ def live_view(state: ProjectStatus) -> Group:
     # A grid row keeps the bar and its caption on one line (a bare bar ends no line).
     progress = Table.grid(padding=(0, 1))
     progress.add_row(ProgressBar(total=total, completed=done, width=30), caption)
+    parts: list[Table | Text] = [status_table(state), progress]
+    if footer:
+        parts.append(Text(footer, style="dim"))
     if state.environment_error:
-        problem = Text(f"environment: {state.environment_error}", style="red")
-        return Group(status_table(state), progress, problem)
-    return Group(status_table(state), progress)
+        parts.append(Text(f"environment: {state.environment_error}", style="red"))
+    return Group(*parts)
 
 
 def print_status(console: Console, state: ProjectStatus) -> None:

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import traceback
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from subprocess import Popen
 
 import redis
 from kombu.exceptions import OperationalError
@@ -23,22 +23,17 @@ from devloop.fleet.failures import one_line
 from devloop.fleet.records import export_steps
 from devloop.fleet.status import ProjectStatus, project_status
 from devloop.project import load_project
-from devloop.redis_server import connect
+from devloop.redis_server import RedisServerError, connect
 from devloop.store import RedisStore
+from devloop.supervisor import Interrupted, interrupt_on
 from workers.app import configure
+from workers.children import CrashLoop, RunChildren, start_children
 from workers.dispatch import send
 from workers.live import live_view
-from workers.procs import (
-    flower_auth_problem,
-    flower_command,
-    flower_credentials,
-    flower_env,
-    spawn,
-    stop,
-    worker_command,
-)
+from workers.procs import flower_auth_problem
 
 EXIT_OK, EXIT_BLOCKED, EXIT_INVALID, EXIT_FAILED = 0, 1, 2, 3
+EXIT_INTERRUPTED = 130  # Ctrl-C (143 for SIGTERM, 129 for SIGHUP: 128 + the signal)
 
 
 @dataclass(frozen=True)
@@ -111,7 +106,15 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
             err.print(str(problem), markup=False)
         return EXIT_INVALID
     try:
-        final = _run(options, settings, console)
+        with interrupt_on():  # Ctrl-C, SIGTERM and SIGHUP unwind: children stopped, in order
+            final = _run(options, settings, console)
+    except KeyboardInterrupt as stopped:
+        console.print()
+        notes = getattr(stopped, "__notes__", None) or [
+            f"interrupted; run `devloop run {options.project_dir}` again to resume"
+        ]
+        err.print(notes[-1], markup=False)
+        return stopped.exit_code if isinstance(stopped, Interrupted) else EXIT_INTERRUPTED
     except GaveUp as gave_up:
         console.print()  # the live table's last line
         err.print(f"devloop run: gave up: {gave_up}", markup=False)
@@ -139,6 +142,15 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
     return EXIT_OK if final.all_passed else EXIT_BLOCKED
 
 
+def _mid_flight(store: RedisStore, pid: str, project_dir: Path) -> str:
+    """What an interrupted run says: the units it leaves mid-flight, and how to go on."""
+    state = project_status(store, pid)
+    moving = sum(u.status not in ("passed", "blocked", "blocked_upstream", "pending")
+                 for u in state.units)
+    return (f"interrupted: {moving} unit(s) mid-flight, {state.count('passed')} of "
+            f"{len(state.units)} passed; run `devloop run {project_dir}` again to resume")
+
+
 def _write_traceback(project_dir: Path) -> Path:
     """The current exception's traceback in PROJECT/.devloop/run-error.log."""
     log = project_dir.resolve() / ".devloop" / "run-error.log"
@@ -151,6 +163,7 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
     """Start what the run needs, enqueue (or resume), watch to the end, stop what it started."""
     project_dir = options.project_dir.resolve()
     state_dir = private_state_dir(project_dir)  # 0700: logs, and the embedded Redis
+    console.print(f"starting Redis and {options.workers} worker(s)...", highlight=False)
     with ExitStack() as stack:
         endpoint = stack.enter_context(redis_endpoint(project_dir, settings))
         env = {**os.environ, "DEVLOOP_REDIS_URL": endpoint.celery_url}
@@ -159,34 +172,34 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
 
             stub = stack.enter_context(StubServer(options.script or project_dir / "stub.yaml"))
             env.update(ANTHROPIC_BASE_URL=stub.base_url, ANTHROPIC_API_KEY="stub")
-        procs = [
-            spawn(worker_command(name=f"w{i}@%h"), env, state_dir / f"worker-{i}.log")
-            for i in range(options.workers)
-        ]
-        if options.flower:
-            configured = settings.flower_auth.get_secret_value() if settings.flower_auth else None
-            auth, fresh = flower_credentials(configured)
-            procs.append(
-                spawn(
-                    flower_command(options.flower_port, settings.flower_address),
-                    flower_env(env, auth),
-                    state_dir / "flower.log",
-                )
-            )
-            user, _, password = auth.partition(",")[0].partition(":")
-            # Printed here once, and nowhere else: Flower gets it by env, its log never shows it.
-            secret = f"password {password}" if fresh else "password from DEVLOOP_FLOWER_AUTH"
-            console.print(f"Flower: http://{settings.flower_address}:{options.flower_port} "
-                          f"(user {user}, {secret})", markup=False, highlight=False)
-        stack.callback(stop, procs)
         configure(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
         stack.callback(store.close)
         report, dispatches = enqueue_project(store, project_dir)
-        # Units an earlier, interrupted run left mid-flight have no live task now, and units
-        # it blocked for the model or the infrastructure (not their code) resume.
-        send(dispatches + resume_blocked(store, report.pid) + reconcile(store, report.pid, 0))
-        return _watch(store, report.pid, project_dir, options, console, procs)
+        try:
+            if endpoint.server is not None:
+                # This run started the Redis: no worker of it lives yet, so every lease there
+                # is a dead worker's (a run killed mid-step) and must not hold its unit back.
+                store.drop_leases(report.pid)
+            children = start_children(
+                options.workers, env, endpoint, state_dir, settings, console,
+                flower_port=options.flower_port if options.flower else None,
+            )
+            stack.callback(children.stop)
+            # Units an earlier, interrupted run left mid-flight have no live task now, and
+            # units it blocked for the model or the infrastructure (not their code) resume.
+            send(dispatches + resume_blocked(store, report.pid) + reconcile(store, report.pid, 0))
+            return _watch(store, report.pid, project_dir, options, console, children)
+        except KeyboardInterrupt as stopped:
+            # Said while Redis is still up, through a client of its own: the signal may have
+            # cut the store's connection off in the middle of a reply.
+            with contextlib.suppress(Exception):
+                fresh = RedisStore.from_url(endpoint.url)
+                try:
+                    stopped.add_note(_mid_flight(fresh, report.pid, options.project_dir))
+                finally:
+                    fresh.close()
+            raise
 
 
 def _watch(
@@ -195,30 +208,47 @@ def _watch(
     project_dir: Path,
     options: RunOptions,
     console: Console,
-    procs: list[Popen[bytes]],
+    children: RunChildren,
 ) -> ProjectStatus:
-    """Show the live table, export as results land, return the final status (GaveUp: not)."""
+    """Show the live table, export as results land, keep the children running, return the
+    final status (GaveUp: not)."""
+    settings = load_settings()
     started = last_reconcile = time.monotonic()
     versions: dict[str, int] = {}
-    grace = load_settings().reconcile_grace_s
+    grace = settings.reconcile_grace_s
     state = project_status(store, pid)
+    unreachable_since: float | None = None
     with Live(live_view(state), console=console, refresh_per_second=4, transient=False,
               vertical_overflow="visible") as live:
         while True:
-            state = project_status(store, pid)
-            live.update(live_view(state))
-            versions = _export_changes(store, pid, project_dir, versions)
-            if state.finished:
-                break
-            if state.environment_error:
-                store.export(pid, project_dir)
-                raise GaveUp(f"the environment cannot run sessions: {state.environment_error}")
-            if time.monotonic() - last_reconcile > max(5.0, grace / 2):
-                # Tasks lost to a dead worker or a broker restart come back here.
-                send(reconcile(store, pid, grace))
-                last_reconcile = time.monotonic()
-            if all(p.poll() is not None for p in procs):
-                raise GaveUp("every worker exited; see .devloop/worker-*.log")
+            try:
+                children.check()
+            except (CrashLoop, RedisServerError) as broken:
+                raise GaveUp(str(broken)) from None
+            try:
+                state = project_status(store, pid)
+                versions = _export_changes(store, pid, project_dir, versions)
+                live.update(live_view(state, footer=children.summary()))
+                if state.finished:
+                    break
+                if state.environment_error:
+                    store.export(pid, project_dir, as_source=True)
+                    raise GaveUp(
+                        f"the environment cannot run sessions: {state.environment_error}"
+                    )
+                if time.monotonic() - last_reconcile > max(5.0, grace / 2):
+                    # Tasks lost to a dead worker or a broker restart come back here.
+                    send(reconcile(store, pid, grace))
+                    last_reconcile = time.monotonic()
+                unreachable_since = None
+            except (redis.ConnectionError, OperationalError) as lost:
+                # A Redis restart, or a shared one that went away: wait for it a while.
+                unreachable_since = unreachable_since or time.monotonic()
+                if time.monotonic() - unreachable_since > settings.redis_wait_s:
+                    raise GaveUp(f"Redis unreachable for {settings.redis_wait_s:.0f} s "
+                                 f"({one_line(lost)}); run again to resume") from None
+                children.note = f"Redis unreachable: {one_line(lost)}; waiting"
+                live.update(live_view(state, footer=children.summary()))
             if options.timeout_s and time.monotonic() - started > options.timeout_s:
                 raise GaveUp(f"timed out after {options.timeout_s:.0f} s; run again to resume")
             time.sleep(options.poll_s)

@@ -90,6 +90,11 @@ class Keys:
         """String with a TTL: the owner of one (unit, attempt, role) run."""
         return f"{self.prefix}lease:{check_id(unit, 'unit id')}:{attempt}:{role}"
 
+    @property
+    def lease_pattern(self) -> str:
+        """A SCAN pattern matching every lease of the project."""
+        return _escape_glob(f"{self.prefix}lease:") + "*"
+
 
 def _escape_glob(text: str) -> str:
     """Text with Redis glob metacharacters escaped, for a literal prefix match."""

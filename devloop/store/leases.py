@@ -48,6 +48,12 @@ class LeasesMixin(StoreBase):
         # a round trip of its own.
         pipe.eval(scripts.RELEASE_LEASE, 1, key, owner)
 
+    def drop_leases(self, pid: str) -> int:
+        """Remove every lease of pid (only when no worker of the project can be alive);
+        how many were removed."""
+        keys = list(self.client.scan_iter(match=self.keys(pid).lease_pattern, count=500))
+        return int(self.client.unlink(*keys)) if keys else 0
+
     def lease_owner(self, pid: str, unit: str, attempt: int, role: str) -> str | None:
         """Who holds the lease now, or None."""
         return text(self.client.get(self.keys(pid).lease(unit, attempt, role)))

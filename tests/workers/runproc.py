@@ -1,0 +1,118 @@
+"""`devloop run` as a user starts it, in a process of its own that a test can signal and kill."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.proctree import Proc, descendants, kill_tree
+
+DEVLOOP = str(Path(sys.executable).parent / "devloop")
+SLACK_S = 30.0  # for waits a loaded machine may stretch
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The test's environment without Redis or model settings, plus extra."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
+    return {**env, "COLUMNS": "200", **extra}
+
+
+@dataclass
+class RunProcess:
+    """One `devloop run DIR --llm stub` and its output files."""
+
+    project: Path
+    workers: int = 2
+    env: dict[str, str] = field(default_factory=clean_env)
+    proc: subprocess.Popen[bytes] | None = None
+    runs: int = 0
+
+    @property
+    def out(self) -> Path:
+        return self.project.parent / f"{self.project.name}-run{self.runs}.out"
+
+    @property
+    def err(self) -> Path:
+        return self.project.parent / f"{self.project.name}-run{self.runs}.err"
+
+    def start(self) -> RunProcess:
+        """Start (or start again) the run."""
+        self.runs += 1
+        with open(self.out, "wb") as out, open(self.err, "wb") as err:
+            self.proc = subprocess.Popen(
+                [DEVLOOP, "run", str(self.project), "--llm", "stub", "--workers",
+                 str(self.workers)],
+                stdout=out, stderr=err, env=self.env,
+            )
+        return self
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def wait(self, timeout_s: float) -> int:
+        """The exit code, once it ends within timeout_s (AssertionError with its output if not)."""
+        assert self.proc is not None
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"devloop run still running after {timeout_s} s:\n"
+                                 + self.output()) from None
+
+    def output(self) -> str:
+        return self.out.read_text(errors="replace") + self.err.read_text(errors="replace")
+
+    def children(self) -> list[Proc]:
+        """Everything below the run, alive now."""
+        return descendants(self.pid) if self.proc and self.proc.poll() is None else []
+
+    def workers_now(self) -> list[Proc]:
+        """The run's Celery worker main processes (not their pool processes)."""
+        return [p for p in self.children() if p.ppid == self.pid and "celery" in p.cmdline
+                and " worker " in p.cmdline]
+
+    def redis_now(self) -> Proc | None:
+        return next((p for p in self.children() if "redis-server" in p.cmdline), None)
+
+    def wait_for(self, what: str, check: object, timeout_s: float = 120) -> None:
+        """Poll check() until it is true; AssertionError naming `what` (and the output)."""
+        deadline = time.monotonic() + timeout_s
+        while not check():  # type: ignore[operator]
+            if self.proc is not None and self.proc.poll() is not None:
+                raise AssertionError(f"the run ended before {what}:\n{self.output()}")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"no {what} within {timeout_s} s:\n{self.output()}")
+            time.sleep(0.1)
+
+    def signal(self, sig: int) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(sig)
+
+    def close(self) -> None:
+        """Kill whatever is left of the run (a failed test must not leave it behind)."""
+        if self.proc is not None and self.proc.poll() is None:
+            kill_tree(self.proc.pid)
+            self.proc.wait(timeout=30)
+
+
+def alive(pid: int) -> bool:
+    """Whether pid is a live process (a zombie is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def kill_worker(proc: Proc) -> None:
+    """SIGKILL a worker's main process and its pool processes, as the OOM killer might."""
+    for child in [proc, *descendants(proc.pid)]:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(child.pid, signal.SIGKILL)
