@@ -2,6 +2,7 @@
 
     ready -> coding -> testing -> passed
                  \\        |-> failed  -> coding (retry with failures and hints)
+                  \\       |-> starved -> testing (re-run after a backoff; not a failure)
                   \\       |-> crashed -> testing (tester once more) -> coding
                    \\-> validation_failed -> coding (retry)
     the same failure signature 3 times, or the retry budget spent -> blocked
@@ -22,6 +23,11 @@ Action = Literal["pass", "retry_coder", "retry_tester", "resume", "block"]
 RETRY_BUDGET = 5
 SAME_FAILURE_LIMIT = 3
 TESTER_CRASH_RETRIES = 1
+# A run starved of CPU (a busy machine) is re-run, not judged: this many times, each
+# after a longer wait, and then the unit is blocked as an infrastructure problem.
+STARVED_RERUNS = 6
+STARVED_BACKOFF_S = 15.0
+STARVED_BACKOFF_CAP_S = 240.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class AttemptOutcome:
     crash_reason: str | None = None
     failures: tuple[tuple[str, str], ...] = ()  # (test name, what it got)
     hint: str | None = None
+    starved: bool = False  # the test run got too little CPU to judge the code
 
 
 @dataclass(frozen=True)
@@ -46,6 +53,7 @@ class Decision:
     state: UnitState
     reason: str
     dependents_blocked: bool = field(default=False)
+    delay_s: float = 0.0  # wait this long before the next step (a starved run's backoff)
 
 
 def failure_signature(outcome: AttemptOutcome) -> str:
@@ -72,6 +80,8 @@ def decide(
     if outcome.tester_ran and outcome.coder_status == "completed" and outcome.tests_ok:
         passed = _with(state, "passed", failure_signature=None, signature_repeats=0)
         return Decision("pass", passed, "tests green")
+    if outcome.starved and outcome.tester_ran and outcome.coder_status == "completed":
+        return _starved(state)
     crash_retries = int(state.extra.get("tester_crash_retries", 0))
     if outcome.crashed and outcome.coder_status == "completed" and (
         crash_retries < TESTER_CRASH_RETRIES
@@ -95,9 +105,35 @@ def decide(
     retry = _with(
         state, "coding", attempt=state.attempt + 1, failure_signature=signature,
         signature_repeats=repeats, last_hint=outcome.hint,
-        extra={**state.extra, "tester_crash_retries": 0, "last_outcome": status},
+        extra={**state.extra, "tester_crash_retries": 0, "starved_reruns": 0,
+               "last_outcome": status},
     )
     return Decision("retry_coder", retry, f"{status}; coder retries as attempt {retry.attempt}")
+
+
+def _starved(state: UnitState) -> Decision:
+    """A starved run is infrastructure: re-run the tests later, never count it as a failure."""
+    reruns = int(state.extra.get("starved_reruns", 0))
+    if reruns >= STARVED_RERUNS:
+        extra = {**state.extra, "blocked_reason": "infrastructure"}
+        return Decision(
+            "block", _with(state, "blocked", extra=extra),
+            f"infrastructure: {reruns + 1} test runs in a row starved of CPU (the machine is "
+            "overloaded); free some CPU, then `devloop unblock`", True,
+        )
+    delay = min(STARVED_BACKOFF_S * 2**reruns, STARVED_BACKOFF_CAP_S)
+    extra = {**state.extra, "starved_reruns": reruns + 1}
+    return Decision(
+        "retry_tester", _with(state, "testing", extra=extra),
+        f"test run starved of CPU (a busy machine, not a failure); re-run in {delay:g} s",
+        delay_s=delay,
+    )
+
+
+def tester_try(state: UnitState) -> int:
+    """The tester try the loop waits for in the current attempt (crash and starved re-runs)."""
+    extra = state.extra
+    return int(extra.get("tester_crash_retries", 0)) + int(extra.get("starved_reruns", 0)) + 1
 
 
 def _failed_status(outcome: AttemptOutcome) -> UnitStatus:
@@ -115,5 +151,6 @@ def unblock(state: UnitState, hint: str) -> UnitState:
     return state.model_copy(update={
         "status": "coding", "attempt": state.attempt + 1, "failure_signature": None,
         "signature_repeats": 0, "last_hint": hint,
-        "extra": {**state.extra, "human_hint": hint, "tester_crash_retries": 0},
+        "extra": {**state.extra, "human_hint": hint, "tester_crash_retries": 0,
+                  "starved_reruns": 0},
     })

@@ -16,7 +16,7 @@ from devloop.fleet.records import (
     save_step,
 )
 from devloop.ledgers import Timeline
-from devloop.loop import AttemptOutcome, decide, unblock
+from devloop.loop import AttemptOutcome, decide, tester_try, unblock
 from devloop.project import load_project
 from devloop.store import ImportReport, RedisStore, UnitState
 
@@ -87,6 +87,7 @@ def decide_after(
         crash_reason=msg.crash_reason,
         failures=tuple(msg.failures),
         hint=msg.hint,
+        starved=bool(msg.starved),
     )
     started = time.time()
     decision = decide(state, outcome, budget=budget)
@@ -129,10 +130,11 @@ def decide_after(
                 "skip_coder": True,
                 "tests_ok": None,
                 "crashed": None,
+                "starved": None,
                 "failures": [],
             }
         )
-        return [Dispatch(msg=nxt)]
+        return [Dispatch(msg=nxt, countdown_s=decision.delay_s)]
     if decision.action == "resume":
         return [Dispatch(msg=msg.model_copy(update={"mode": "resume"}), countdown_s=30)]
     block_downstream(store, pid, unit)
@@ -199,10 +201,9 @@ def reconcile(
 
 
 def _leased(store: RedisStore, pid: str, unit: str, attempt: int) -> bool:
-    owners = [
-        store.lease_owner(pid, unit, attempt, role) for role in ("coder", "tester.1", "tester.2")
-    ]
-    return any(owners)
+    tries = tester_try(store.get_state(pid, unit))
+    roles = ("coder", *(f"tester.{n}" for n in range(1, max(tries, 2) + 1)))
+    return any(store.lease_owner(pid, unit, attempt, role) for role in roles)
 
 
 def _resend(store: RedisStore, pid: str, unit: str, state: UnitState) -> Dispatch:
@@ -222,7 +223,7 @@ def _resend(store: RedisStore, pid: str, unit: str, state: UnitState) -> Dispatc
 
 def _try(state: UnitState) -> int:
     """The tester try the loop waits for in the current attempt."""
-    return int(state.extra.get("tester_crash_retries", 0)) + 1
+    return tester_try(state)
 
 
 def _graph(store: RedisStore, pid: str) -> dict[str, list[str]]:

@@ -24,6 +24,7 @@ class StepMsg(BaseModel):
     tests_ok: bool | None = None
     crashed: bool | None = None
     crash_reason: str | None = None
+    starved: bool | None = None  # the test run got too little CPU to judge the code
     failures: list[tuple[str, str]] = []
     hint: str | None = None
     skip_coder: bool = False  # a tester-only chain (retry after a crash)

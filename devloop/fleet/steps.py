@@ -157,6 +157,7 @@ def _run(
                 "tests_ok": tester.ok,
                 "crashed": tester.crashed,
                 "crash_reason": _crash_reason(env, msg) if tester.crashed else None,
+                "starved": tester.starved,
                 "failures": [(f.test, str(f.got)) for f in tester.failures],
                 "hint": first.hint if first else None,
             }

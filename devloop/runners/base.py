@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from devloop.config import load_settings
 from devloop.models import Failure, RunResult, RunSummary
+from devloop.runners import timing
+from devloop.runners.verdict import DISAGREE
 from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
 
@@ -144,24 +147,32 @@ class Parsed:
     summary: RunSummary = field(default_factory=RunSummary)
     failures: list[Failure] = field(default_factory=list)
     crash_reason: str | None = None
+    # The names of the tests the report file says passed and failed, to check against
+    # the channel (the file is the tests' to rewrite: detail, never the verdict).
+    passed: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
 
 
 def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOutcome:
     """Turn a parsed report and the observation into the verdict, and write the run files."""
-    reason = parsed.crash_reason
+    reason, starved = parsed.crash_reason, None
     if obs.timed_out:
         tail = [ln.strip() for ln in obs.stdout.splitlines() if ln.strip()][-3:]
         last = decisive_lines(obs.stderr) or " | ".join(tail)
-        reason = (
-            f"{tool} passed the {spec.timeout_s:g} s limit and was killed: a test never finished "
-            "(an unresolved promise, a server or handle left open, an endless loop)"
-            + (f"; last output: {last}" if last else "")
-        )
+        reason, was_starved = timing.killed_reason(obs, tool, spec.timeout_s, last)
+        if was_starved:
+            starved, reason = reason, None
     elif reason is None and parsed.summary.total == 0:
         found = decisive_lines(obs.stderr + "\n" + obs.stdout)
         reason = f"{tool} ran no tests" + (f": {found}" if found else "")
+    elif reason is None:
+        starved = timing.starved_timeouts(obs, parsed.failures)
+    green = reason is None and not starved and parsed.summary.failed == 0
+    if green and parsed.summary.total > 0 and obs.exit_code != 0:
+        # Whatever the reports say, a runner that exited non-zero never passes a unit.
+        reason = f"{DISAGREE}: the tests passed, yet {tool} exited with status {obs.exit_code}"
     crashed = reason is not None
-    ok = not crashed and parsed.summary.failed == 0 and parsed.summary.total > 0
+    ok = not crashed and not starved and parsed.summary.failed == 0 and parsed.summary.total > 0
     result = RunResult(
         run_id=spec.run_id,
         unit_id=spec.unit_id,
@@ -170,11 +181,16 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
         crashed=crashed,
         crash_reason=reason,
         summary=parsed.summary,
-        failures=[] if crashed else parsed.failures,
-        next_action="none" if ok else "retry_tester" if crashed else "retry_coder",
+        failures=[] if crashed or starved else _excused(parsed.failures, obs),
+        next_action="none" if ok else "retry_tester" if crashed or starved else "retry_coder",
         retry_budget_left=spec.retry_budget_left,
         duration_ms=obs.duration_ms,
-        stdout_tail=output_tail(obs) if crashed else None,
+        stdout_tail=output_tail(obs) if crashed or starved else None,
+        wall_s=round(obs.duration_ms / 1000, 3),
+        cpu_s=obs.cpu_s,
+        wait_s=obs.wait_s,
+        starved=starved is not None,
+        starved_reason=starved,
     )
     write_run_file(spec.run_dir / "stdout.txt", obs.stdout)
     write_run_file(spec.run_dir / "stderr.txt", obs.stderr)
@@ -187,6 +203,29 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
         exit_code=obs.exit_code,
         timed_out=obs.timed_out,
     )
+
+
+def _excused(failures: list[Failure], obs: Observation) -> list[Failure]:
+    """Timeouts of a red run that waited for a CPU say so: the code may not be slow."""
+    share = timing.wait_share(obs)
+    if share < timing.STARVED_SHARE / 2:
+        return failures
+    note = (
+        f" Note: this run spent {share:.0%} of its time waiting for a CPU (a busy machine), "
+        "so this timeout may not be the code's fault."
+    )
+    return [
+        f.model_copy(update={"hint": f.hint + note}) if timing.is_timeout(f) else f
+        for f in failures
+    ]
+
+
+def cache_dir_of(toolchain: Path) -> Path:
+    """The cache dir a toolchain was installed into (`<cache>/toolchains/<name>/...`)."""
+    for parent in toolchain.parents:
+        if parent.name == "toolchains":
+            return parent.parent
+    return load_settings().cache_dir
 
 
 def read_report(path: Path, cap: int = REPORT_CAP) -> str | None:

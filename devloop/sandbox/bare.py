@@ -50,6 +50,7 @@ class BareSandbox:
         timeout_s: float | None = None,
         ro_binds: Sequence[tuple[Path, str]] = (),
         tmpfs: Sequence[str] = (),
+        pass_fds: Sequence[int] = (),
     ) -> Observation:
         """Run `command` with `/bin/sh -c` in `view/cwd`, unsandboxed; see `Sandbox.run`."""
         refused = check_command(command)
@@ -77,6 +78,7 @@ class BareSandbox:
             # RLIMIT_NPROC would count every process of the worker's own uid.
             preexec=limit_setter(self.limits, processes=False),
             nice=self.limits.nice,
+            pass_fds=pass_fds,
         )
 
 

@@ -78,6 +78,7 @@ class BwrapSandbox:
         timeout_s: float | None = None,
         ro_binds: Sequence[tuple[Path, str]] = (),
         tmpfs: Sequence[str] = (),
+        pass_fds: Sequence[int] = (),
     ) -> Observation:
         """Run `command` with `/bin/sh -c` in /project/`cwd`; see `Sandbox.run`."""
         refused = check_command(command)
@@ -97,6 +98,7 @@ class BwrapSandbox:
             output_cap=self.settings.output_cap_bytes,
             preexec=limit_setter(self.limits, processes=self._root),
             nice=self.limits.nice,
+            pass_fds=pass_fds,
             user=self._user,
             group=self.gid if self._root else None,
         )
