@@ -130,7 +130,7 @@ def _starved(state: UnitState) -> Decision:
     )
 
 
-def tester_try(state: UnitState) -> int:
+def awaited_tester_try(state: UnitState) -> int:
     """The tester try the loop waits for in the current attempt (crash and starved re-runs)."""
     extra = state.extra
     return int(extra.get("tester_crash_retries", 0)) + int(extra.get("starved_reruns", 0)) + 1

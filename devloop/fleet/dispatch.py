@@ -16,7 +16,7 @@ from devloop.fleet.records import (
     save_step,
 )
 from devloop.ledgers import Timeline
-from devloop.loop import AttemptOutcome, decide, tester_try, unblock
+from devloop.loop import AttemptOutcome, awaited_tester_try, decide, unblock
 from devloop.project import load_project
 from devloop.store import ImportReport, RedisStore, UnitState
 
@@ -201,7 +201,7 @@ def reconcile(
 
 
 def _leased(store: RedisStore, pid: str, unit: str, attempt: int) -> bool:
-    tries = tester_try(store.get_state(pid, unit))
+    tries = awaited_tester_try(store.get_state(pid, unit))
     roles = ("coder", *(f"tester.{n}" for n in range(1, max(tries, 2) + 1)))
     return any(store.lease_owner(pid, unit, attempt, role) for role in roles)
 
@@ -223,7 +223,7 @@ def _resend(store: RedisStore, pid: str, unit: str, state: UnitState) -> Dispatc
 
 def _try(state: UnitState) -> int:
     """The tester try the loop waits for in the current attempt."""
-    return tester_try(state)
+    return awaited_tester_try(state)
 
 
 def _graph(store: RedisStore, pid: str) -> dict[str, list[str]]:

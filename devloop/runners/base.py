@@ -32,6 +32,8 @@ from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
 
 TIMEOUT_S = 60.0  # the seed's limit for one test run (tester rule 9)
+# A test run waits at most this long for a host-wide CPU slot, then runs without one.
+SLOT_WAIT_S = 600.0
 REPORT_CAP = 16 * 1024 * 1024
 STACK_CAP = 4000
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -26,6 +26,7 @@ from typing import Any
 
 from devloop.models import Failure
 from devloop.runners.base import (
+    SLOT_WAIT_S,
     TIMEOUT_S,
     Parsed,
     RunOutcome,
@@ -41,6 +42,7 @@ from devloop.runners.channel import PYTEST_PLUGIN, Channel, Records, plugin_dir
 from devloop.runners.hints import build_hint
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_pytest
 from devloop.sandbox import Sandbox
+from devloop.sandbox.slots import run_slot
 
 # pytest's exit codes that mean the tests did not run as written.
 CRASH_EXITS = {2: "was interrupted", 3: "hit an internal error", 4: "could not start (usage error)"}
@@ -57,7 +59,8 @@ class PytestRunner:
     def __init__(self, sandbox: Sandbox, venv: Path, plugins: Path | None = None) -> None:
         self.sandbox = sandbox
         self.venv = venv
-        self.plugins = plugins or plugin_dir(cache_dir_of(venv))
+        self.cache_dir = cache_dir_of(venv)
+        self.plugins = plugins or plugin_dir(self.cache_dir)
 
     def run(
         self,
@@ -73,7 +76,7 @@ class PytestRunner:
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         run_dir = spec.prepare()
         python = shlex.quote(str(self.venv / "bin" / "python"))
-        with Channel() as channel:
+        with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel() as channel:
             command = (
                 f"PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 VERDICT_FD={channel.fd} "
                 f"PYTHONPATH={shlex.quote(str(self.plugins))} {python} -m pytest -q "

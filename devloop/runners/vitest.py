@@ -25,6 +25,7 @@ from typing import Any
 
 from devloop.models import Failure, RunSummary
 from devloop.runners.base import (
+    SLOT_WAIT_S,
     TIMEOUT_S,
     Parsed,
     RunOutcome,
@@ -40,6 +41,7 @@ from devloop.runners.channel import VITEST_REPORTER, Channel, Records, plugin_di
 from devloop.runners.hints import build_hint
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_vitest
 from devloop.sandbox import Observation, Sandbox
+from devloop.sandbox.slots import run_slot
 
 COMMAND = (
     "NO_COLOR=1 VERDICT_FD={fd} node ../../node_modules/vitest/vitest.mjs run"
@@ -121,7 +123,8 @@ class VitestRunner:
     def __init__(self, sandbox: Sandbox, node_modules: Path, plugins: Path | None = None) -> None:
         self.sandbox = sandbox
         self.node_modules = node_modules
-        self.plugins = plugins or plugin_dir(cache_dir_of(node_modules))
+        self.cache_dir = cache_dir_of(node_modules)
+        self.plugins = plugins or plugin_dir(self.cache_dir)
 
     def run(
         self,
@@ -140,17 +143,18 @@ class VitestRunner:
         (run_dir / "devloop-setup.mjs").write_text(SETUP)
         (run_dir / "devloop-syntax.cjs").write_text(SYNTAX_CHECK)
         reporter = shlex.quote(str(self.plugins / VITEST_REPORTER))
-        with Channel() as channel:
-            command = COMMAND.format(run=spec.run_rel, fd=channel.fd, reporter=reporter)
-            obs = self._run(spec, command, timeout_s, channel.fd)
-            stream = channel.close()
-        parsed = Parsed()
-        if not obs.timed_out:
-            parsed = parse_report(read_report(run_dir / "report.json"), obs.stderr, spec)
-            if parsed.crash_reason and _SYNTAXISH.search(parsed.crash_reason):
-                parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
-            if parsed.crash_reason is None:
-                parsed.crash_reason = check(parsed, stream, obs.exit_code, spec)
+        with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S):
+            with Channel() as channel:
+                command = COMMAND.format(run=spec.run_rel, fd=channel.fd, reporter=reporter)
+                obs = self._run(spec, command, timeout_s, channel.fd)
+                stream = channel.close()
+            parsed = Parsed()
+            if not obs.timed_out:
+                parsed = parse_report(read_report(run_dir / "report.json"), obs.stderr, spec)
+                if parsed.crash_reason and _SYNTAXISH.search(parsed.crash_reason):
+                    parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
+                if parsed.crash_reason is None:
+                    parsed.crash_reason = check(parsed, stream, obs.exit_code, spec)
         return finish(spec, parsed, obs, "vitest")
 
     def _run(
