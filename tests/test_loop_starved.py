@@ -16,12 +16,12 @@ RED = AttemptOutcome("completed", tester_ran=True, failures=(("POST 400", "500")
 CRASH = AttemptOutcome("completed", tester_ran=True, crashed=True, crash_reason="SyntaxError")
 
 
-def testing(**changes: object) -> UnitState:
+def under_test(**changes: object) -> UnitState:
     return UnitState(status="testing", attempt=2).model_copy(update=changes)
 
 
 def test_a_starved_run_re_runs_the_tester_after_a_growing_backoff_without_counting() -> None:
-    state = testing(failure_signature="abc", signature_repeats=2)
+    state = under_test(failure_signature="abc", signature_repeats=2)
     delays = []
     for n in range(1, STARVED_RERUNS + 1):
         d = decide(state, STARVED)
@@ -36,7 +36,7 @@ def test_a_starved_run_re_runs_the_tester_after_a_growing_backoff_without_counti
 
 
 def test_a_machine_that_stays_overloaded_blocks_the_unit_as_infrastructure() -> None:
-    state = testing(extra={"starved_reruns": STARVED_RERUNS})
+    state = under_test(extra={"starved_reruns": STARVED_RERUNS})
     d = decide(state, STARVED)
     assert d.action == "block" and d.state.status == "blocked" and d.dependents_blocked
     assert d.state.extra["blocked_reason"] == "infrastructure"
@@ -44,14 +44,14 @@ def test_a_machine_that_stays_overloaded_blocks_the_unit_as_infrastructure() -> 
 
 
 def test_starved_re_runs_do_not_use_up_the_crash_retry_or_the_retry_budget() -> None:
-    state = decide(testing(attempt=5), STARVED).state  # the last attempt of the budget
+    state = decide(under_test(attempt=5), STARVED).state  # the last attempt of the budget
     crash = decide(state, CRASH)
     assert crash.action == "retry_tester"  # the tester's one crash retry is still there
     assert awaited_tester_try(crash.state) == 3
 
 
 def test_a_red_run_after_starved_ones_retries_the_coder_from_the_first_tester_try() -> None:
-    state = decide(decide(testing(), STARVED).state, STARVED).state
+    state = decide(decide(under_test(), STARVED).state, STARVED).state
     d = decide(state, RED)
     assert d.action == "retry_coder" and d.state.attempt == 3
     assert awaited_tester_try(d.state) == 1 and d.state.signature_repeats == 1
