@@ -22,12 +22,19 @@ class Settings(BaseSettings):
         default="bwrap", description="`none` runs commands unsandboxed (warns every session)."
     )
     sandbox_uid: int = Field(default=65534, description="Unprivileged uid the sandbox runs as.")
+    sandbox_cpu_shares: int = Field(
+        default=1024,
+        ge=0,
+        le=262144,
+        description="CPU weight of all sandboxes of a host together, as one cgroup (1024 = one "
+        "nice-0 session), where the worker may create one (root); 0 = off.",
+    )
     sandbox_nice: int = Field(
-        default=19,
+        default=5,
         ge=0,
         le=19,
-        description="CPU priority (nice) of sandboxed commands: tests yield to task pick-up, "
-        "leases and Redis.",
+        description="CPU priority (nice) of each sandbox's session where no cgroup weight "
+        "applies.",
     )
     cache_dir: Path = Field(
         default=Path("/var/tmp/devloop"),

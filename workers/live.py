@@ -30,6 +30,7 @@ def status_table(state: ProjectStatus) -> Table:
         ("tokens", "right"),
         ("cost $", "right"),
         ("elapsed", "right"),
+        ("note", "left"),
     ]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in state.units:
@@ -40,6 +41,7 @@ def status_table(state: ProjectStatus) -> Table:
             f"{row.tokens:,}",
             f"{row.cost_usd:.4f}",
             f"{row.elapsed_s:.1f}s",
+            Text(row.note or "", style="magenta"),
         )
     return table
 

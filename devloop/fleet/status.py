@@ -7,7 +7,7 @@ import time
 from pydantic import BaseModel
 
 from devloop.fleet.records import steps_of
-from devloop.store import RedisStore
+from devloop.store import RedisStore, UnitState
 
 DONE = ("passed", "blocked", "blocked_upstream")
 
@@ -22,6 +22,7 @@ class UnitRow(BaseModel):
     cost_usd: float
     elapsed_s: float
     last_hint: str | None = None
+    note: str | None = None  # why the unit waits that is not its code's fault (a busy machine)
 
 
 class ProjectStatus(BaseModel):
@@ -42,6 +43,16 @@ class ProjectStatus(BaseModel):
         return sum(u.status == status for u in self.units)
 
 
+def load_note(state: UnitState) -> str | None:
+    """A unit held up by a busy machine says so: starved test runs, re-run or blocked."""
+    starved = int(state.extra.get("starved_reruns", 0))
+    if state.status == "blocked" and state.extra.get("blocked_reason") == "infrastructure":
+        return "infrastructure: test runs starved of CPU"
+    if starved and state.status == "testing":
+        return f"test run starved of CPU {starved}x: re-run after a backoff"
+    return None
+
+
 def project_status(store: RedisStore, pid: str, now: float | None = None) -> ProjectStatus:
     """Rows in units.json order, tokens and cost summed over every finished step."""
     now = now or time.time()
@@ -60,6 +71,7 @@ def project_status(store: RedisStore, pid: str, now: float | None = None) -> Pro
                 cost_usd=round(sum(s.cost_usd for s in steps), 4),
                 elapsed_s=round(end - state.started_at, 1) if state.started_at else 0.0,
                 last_hint=state.last_hint,
+                note=load_note(state),
             )
         )
     return ProjectStatus(pid=pid, units=rows)

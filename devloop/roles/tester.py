@@ -43,7 +43,7 @@ def rerun(p: Prepared) -> RunResult:
     """Re-run the existing tests with no model at all: the zero-token retry."""
     s = p.services
     result = run_and_record(s, p.ctx.view)
-    verdict = "test_passed" if result.ok else "test_failed"
+    verdict = "test_passed" if result.ok else "test_starved" if result.starved else "test_failed"
     for kind in ("unit_tested", verdict):
         s.timeline.append(
             kind,

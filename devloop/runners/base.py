@@ -1,13 +1,14 @@
 """What every test runner shares: the protocol, the outcome, crash verdicts, run files.
 
     TestRunner (protocol)   run(view=, unit_id=, run_id=, attempt=, ...) -> RunOutcome
-    +-- VitestRunner        node units: vitest's JSON reporter
-    +-- PytestRunner        python units: pytest's JUnit XML
+    +-- VitestRunner        node units: a reporter on the channel, details from report.json
+    +-- PytestRunner        python units: a plugin on the channel, details from junit.xml
 
 A runner runs `units/{unit}/tests/**` against `units/{unit}/code/**` in its sandbox, with
-cwd `units/{unit}` and only `units/{unit}/runs/{run}` writable, parses the report into a
-`RunResult`, and writes result.json, stdout.txt and stderr.txt into that run dir from the
-host. Red tests, crashes and timeouts are results, never exceptions.
+cwd `units/{unit}` and only `units/{unit}/runs/{run}` writable, takes the verdict from the
+channel once it agrees with the exit status and the report, and writes result.json,
+stdout.txt and stderr.txt into that run dir from the host. Red tests, crashes, timeouts
+and starved runs are results, never exceptions.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 
-from devloop.models import Failure
+from devloop.models import Failure, RunResult
 from devloop.sandbox import Observation
 
 # A run whose wait for a CPU is at least this share of its wall time was starved.
@@ -69,6 +69,16 @@ def killed_reason(obs: Observation, tool: str, limit_s: float, last: str) -> tup
         f"on something that never comes; {use}){tail}",
         False,
     )
+
+
+def load_note(result: RunResult) -> str:
+    """What a run says about the machine's load, for the people watching ("" when idle)."""
+    if result.starved:
+        return "starved: the machine gives the test runs too little CPU; re-running later"
+    wall, wait = result.wall_s or 0.0, result.wait_s or 0.0
+    if wall > 0 and wait / wall >= STARVED_SHARE:
+        return f"busy machine: the last test run waited {wait:.0f} s of {wall:.0f} s for a CPU"
+    return ""
 
 
 def is_timeout(failure: Failure) -> bool:

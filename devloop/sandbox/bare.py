@@ -19,6 +19,7 @@ from devloop.sandbox.base import (
     view_relative,
 )
 from devloop.sandbox.process import limit_setter, run_process
+from devloop.sandbox.weight import sandbox_group
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,7 @@ class BareSandbox:
             preexec=limit_setter(self.limits, processes=False),
             nice=self.limits.nice,
             pass_fds=pass_fds,
+            cpu_group=sandbox_group(self.settings.sandbox_cpu_shares),
         )
 
 

@@ -30,6 +30,7 @@ from devloop.sandbox.base import (
 )
 from devloop.sandbox.etc import HOSTNAME, sandbox_etc
 from devloop.sandbox.process import limit_setter, run_process
+from devloop.sandbox.weight import sandbox_group
 
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 FIX = (
@@ -99,6 +100,7 @@ class BwrapSandbox:
             preexec=limit_setter(self.limits, processes=self._root),
             nice=self.limits.nice,
             pass_fds=pass_fds,
+            cpu_group=sandbox_group(self.settings.sandbox_cpu_shares),
             user=self._user,
             group=self.gid if self._root else None,
         )

@@ -251,7 +251,7 @@ def _session(pid: str) -> int:
 
 def make_meter() -> Meter:
     """A cgroup meter when this process may create groups, else the /proc sampler."""
-    root = _group_parent()
+    root = group_parent()
     if root is not None:
         with contextlib.suppress(OSError):
             return CgroupMeter(root / f"run-{os.getpid()}-{next(_counter)}")
@@ -261,7 +261,7 @@ def make_meter() -> Meter:
 _parent: list[Path | None] = []
 
 
-def _group_parent() -> Path | None:
+def group_parent() -> Path | None:
     """`<own cgroup>/devloop`, created once per process, or None where that is not allowed."""
     if not _parent:
         found = None

@@ -17,6 +17,7 @@ from typing import IO
 
 from devloop.sandbox.base import Limit, Limits, Observation
 from devloop.sandbox.meter import Meter, make_meter
+from devloop.sandbox.weight import join
 
 _CHUNK = 64 * 1024
 # How long to wait for the output pipes to close once the process group is dead; only a
@@ -103,13 +104,15 @@ def run_process(
     group: int | None = None,
     nice: int = 0,
     pass_fds: Sequence[int] = (),
+    cpu_group: str | None = None,
 ) -> Observation:
     """Run argv in a new session at `nice`; on a limit, and after it exits, kill its group.
 
     The limit is on the time the command was given, not on the wall clock: time its
     processes spent runnable but waiting for a CPU (a loaded machine) does not count,
     up to `STARVED_FACTOR` times the limit of wall time. All its processes together may
-    use `timeout_s` seconds of CPU. `pass_fds` stay open in the child at the same numbers.
+    use `timeout_s` seconds of CPU. `pass_fds` stay open in the child at the same numbers;
+    `cpu_group` is the cgroup.procs file of the sandboxes' shared CPU weight, if any.
     """
     meter = make_meter()
     started = time.monotonic()
@@ -121,7 +124,7 @@ def run_process(
         env=env,
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=_child_setup(meter, preexec, user, group),
+        preexec_fn=_child_setup(meter, cpu_group, preexec, user, group),
         close_fds=True,
         pass_fds=tuple(pass_fds),
     )
@@ -161,12 +164,17 @@ def run_process(
 
 
 def _child_setup(
-    meter: Meter, preexec: Callable[[], None], user: int | None, group: int | None
+    meter: Meter,
+    cpu_group: str | None,
+    preexec: Callable[[], None],
+    user: int | None,
+    group: int | None,
 ) -> Callable[[], None]:
-    """Join the meter's cgroup (while still privileged), drop to user:group, then `preexec`."""
+    """Join the cgroups (while still privileged), drop to user:group, then `preexec`."""
 
     def setup() -> None:
         meter.join()
+        join(cpu_group)
         if user is not None:
             # Dropping to another uid must drop root's supplementary groups (gid 0) too.
             os.setgroups([])

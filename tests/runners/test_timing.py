@@ -1,8 +1,8 @@
 """Why a run took long: a hang, an endless loop, or a machine that gave it no CPU.
 
 Real pytest in the real sandbox. Starvation is made real: busy neighbours, one per CPU,
-each in a session of its own at nice 0, beside a sandbox at nice 19 (its whole session
-weighs 15 against each neighbour's 1024).
+each in a session of its own at nice 0, beside a sandbox at nice 19 without the shared
+cgroup weight (its whole session weighs 15 against each neighbour's 1024).
 """
 
 from __future__ import annotations
@@ -49,6 +49,12 @@ def neighbours() -> Iterator[list[subprocess.Popen[bytes]]]:
             proc.wait()
 
 
+SPIN_1S = (
+    "    import time\n    end = time.thread_time() + 1\n"
+    "    while time.thread_time() < end:\n        pass"
+)
+
+
 def suite(view: Path, body: str) -> None:
     (view / f"units/{UNIT}/tests/test_todo.py").write_text(f"def test_it():\n{body}\n")
 
@@ -62,6 +68,16 @@ def run(runner: PytestRunner, view: Path, timeout_s: float) -> tuple[RunResult, 
     written = view / f"units/{UNIT}/runs/run-1/result.json"
     assert RunResult.model_validate_json(written.read_text()) == out.result
     return out.result, time.monotonic() - started
+
+
+def test_the_spinning_suite_passes_in_its_limit_on_a_free_machine(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/todo-py")
+    suite(view, SPIN_1S)
+    result, _ = run(runner, view, 3)
+    assert result.ok and not result.starved
+    assert result.cpu_s is not None and result.cpu_s >= 1.0
 
 
 def test_a_sleeping_test_is_killed_at_its_limit_and_called_a_hang(
@@ -99,13 +115,14 @@ def test_a_run_starved_of_cpu_is_starved_not_red_and_not_blamed_on_the_code(
     make_view: MakeView,
     neighbours: list[subprocess.Popen[bytes]],
 ) -> None:
-    humble = PytestRunner(
-        BwrapSandbox(settings.model_copy(update={"sandbox_nice": 19})), python_toolchain_dir
-    )
+    # No shared cgroup weight (which would give the sandbox its share): nice 19 alone.
+    starving = settings.model_copy(update={"sandbox_nice": 19, "sandbox_cpu_shares": 0})
+    humble = PytestRunner(BwrapSandbox(starving), python_toolchain_dir)
     view = make_view("python/todo-py")
-    suite(view, "    assert 1 == 1")
-    result, took = run(humble, view, 2)
-    assert took < 2 * STARVED_FACTOR + SLACK_S
+    # One second of CPU in a 3 s limit: on a free machine it passes at once.
+    suite(view, SPIN_1S)
+    result, took = run(humble, view, 3)
+    assert took < 3 * STARVED_FACTOR + SLACK_S
     assert result.starved and not result.ok and not result.crashed
     assert result.next_action == "retry_tester" and result.failures == []
     assert result.starved_reason is not None
