@@ -51,7 +51,11 @@ class Settings(BaseSettings):
     output_cap_bytes: int = Field(
         default=64 * 1024, description="Cap on a sandboxed command's stdout and stderr, each."
     )
-    command_timeout_s: float = Field(default=600.0, description="Wall-clock limit per command.")
+    command_timeout_s: float = Field(
+        default=600.0,
+        description="Time limit per command (time spent waiting for a CPU does not count, up "
+        "to 3x the limit in wall time); all its processes together get as much CPU time.",
+    )
     retry_budget: int = Field(default=5, description="Attempts per unit before it is blocked.")
     task_time_limit_s: int = Field(
         default=2400, description="Hard time limit of a Celery task (a session plus its tests)."
