@@ -116,18 +116,22 @@ def run_process(
     """
     meter = make_meter()
     started = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-        preexec_fn=_child_setup(meter, cpu_group, preexec, user, group),
-        close_fds=True,
-        pass_fds=tuple(pass_fds),
-    )
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_child_setup(meter, cpu_group, preexec, user, group),
+            close_fds=True,
+            pass_fds=tuple(pass_fds),
+        )
+    except BaseException:
+        meter.close()  # its cgroup, if it made one
+        raise
     assert proc.stdout is not None and proc.stderr is not None
     meter.start(proc.pid)
     lower_autogroup(proc.pid, nice)
