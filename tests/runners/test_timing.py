@@ -19,7 +19,7 @@ import pytest
 from devloop.config import Settings
 from devloop.models import Failure, RunResult
 from devloop.runners import PytestRunner
-from devloop.runners.timing import starved_timeouts
+from devloop.runners.timing import load_note, starved_timeouts
 from devloop.sandbox import BwrapSandbox, Observation
 from devloop.sandbox.process import STARVED_FACTOR
 from devloop.sandbox.slots import cpu_count
@@ -146,3 +146,13 @@ def test_tests_that_time_out_while_the_run_waits_for_a_cpu_are_starved() -> None
     assert starved_timeouts(obs(20, 1), [TIMED_OUT]) is None  # a real slow test
     assert starved_timeouts(obs(20, 12), [TIMED_OUT, ASSERTED]) is None  # a real failure too
     assert starved_timeouts(obs(20, 12), []) is None
+
+
+def test_the_load_note_says_starved_busy_or_nothing() -> None:
+    def result(**fields: object) -> RunResult:
+        return RunResult(run_id="r", unit_id="u", attempt=1, ok=False).model_copy(update=fields)
+
+    assert load_note(result(starved=True)).startswith("starved: ")
+    busy = load_note(result(wall_s=20.0, wait_s=12.0))
+    assert busy == "busy machine: the last test run waited 12 s of 20 s for a CPU"
+    assert load_note(result(wall_s=20.0, wait_s=1.0)) == ""
