@@ -159,6 +159,53 @@ def test_a_symlink_planted_at_result_json_is_replaced_not_followed(
     assert not (view / "units/todo-py/runs/run-1/result.json").is_symlink()
 
 
+VARIED_SUITE = """\
+import pytest
+
+@pytest.mark.parametrize("n", [1, 2, "a.b"])
+def test_param(n):
+    assert n
+
+@pytest.mark.skip(reason="no")
+def test_skipped():
+    assert False
+
+@pytest.mark.xfail(reason="known")
+def test_xfail():
+    assert False
+
+@pytest.mark.xfail(reason="lucky")
+def test_xpass():
+    assert True
+
+class TestGroup:
+    class TestInner:
+        def test_deep(self):
+            assert True
+
+    def test_method(self):
+        assert True
+"""
+
+
+def test_a_varied_passing_suite_is_green_on_every_account(
+    runner: PytestRunner, make_view: MakeView, fixtures: Path
+) -> None:
+    # Parameters, nested classes, skips, xfail, xpass and a module skipped whole: the
+    # channel, the exit status and junit.xml must agree on all of them.
+    view = make_view("python/todo-py")
+    shutil.copy(fixtures / "fixes/todo.py", view / "units/todo-py/code/todo.py")
+    (view / "units/todo-py/tests/test_varied.py").write_text(VARIED_SUITE)
+    (view / "units/todo-py/tests/test_skipped_module.py").write_text(
+        "import pytest\npytest.skip('not here', allow_module_level=True)\n"
+    )
+    out = run(runner, view)
+    assert out.exit_code == 0 and out.result.ok, out.result.crash_reason
+    assert out.result.summary.model_dump() == {
+        "total": 13, "passed": 10, "failed": 0, "skipped": 3
+    }
+
+
 # --- the verdict nobody can forge ----------------------------------------------------
 
 GREEN_JUNIT = (

@@ -179,6 +179,29 @@ def test_a_symlink_planted_at_result_json_is_replaced_not_followed(
     assert not (view / "units/todo-be/runs/run-1/result.json").is_symlink()
 
 
+def test_a_varied_passing_suite_is_green_on_every_account(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    # Skips, todos, each, skipped suites and two tests of one name: the channel, the exit
+    # status and report.json must agree on all of them.
+    view = make_view("node/todo-be")
+    (view / "units/todo-be/tests/todo-be.spec.js").write_text(
+        "import { describe, it, expect } from 'vitest';\n"
+        "it('passes', () => expect(1).toBe(1));\n"
+        "it.skip('is skipped', () => expect(1).toBe(2));\n"
+        "it.todo('is to do');\n"
+        "describe('a suite', () => {\n"
+        "  it.each([1, 2])('case %i', (n) => expect(n).toBeGreaterThan(0));\n"
+        "  it('twice', () => expect(2).toBe(2));\n"
+        "  it('twice', () => expect(2).toBe(2));\n"
+        "});\n"
+        "describe.skip('skipped suite', () => { it('never', () => expect(1).toBe(2)); });\n"
+    )
+    out = run(runner, view, "todo-be")
+    assert out.exit_code == 0 and out.result.ok, out.result.crash_reason
+    assert out.result.summary.model_dump() == {"total": 8, "passed": 5, "failed": 0, "skipped": 3}
+
+
 # --- the verdict nobody can forge ----------------------------------------------------
 
 GREEN_REPORT = {

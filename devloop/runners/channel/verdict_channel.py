@@ -6,11 +6,15 @@ finishes, so nothing the tests do afterwards can change what was already sent.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from typing import Any
 
 _FD = int(os.environ.get("VERDICT_FD", "-1") or -1)
+if _FD >= 3:
+    with contextlib.suppress(OSError):  # processes the tests start do not inherit it
+        os.set_inheritable(_FD, False)
 
 
 def _send(record: dict[str, Any]) -> None:
