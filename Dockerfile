@@ -7,9 +7,17 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY . /app
+# Editable: DevLoop reads prompts/, toolchains/ and examples/ from beside its package.
 RUN python3 -m venv /opt/devloop \
- && /opt/devloop/bin/pip install --no-cache-dir . \
- && /opt/devloop/bin/devloop toolchain install node \
- && /opt/devloop/bin/devloop toolchain install python
+ && /opt/devloop/bin/pip install --no-cache-dir -e /app
+# Every process runs as `devloop` (uid 10001), not root, and owns the cache it writes
+# (toolchains, session views, the sandbox's /etc). Not being root, the sandbox runs
+# commands as this same uid inside their own user namespace, which needs the
+# seccomp/AppArmor settings in docker-compose.yml.
+RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/devloop devloop \
+ && install -d -o devloop -g devloop /var/tmp/devloop
 ENV PATH=/opt/devloop/bin:$PATH DEVLOOP_CACHE_DIR=/var/tmp/devloop
+USER devloop
+WORKDIR /home/devloop
+RUN devloop toolchain install node && devloop toolchain install python
 CMD ["devloop", "--help"]

@@ -122,7 +122,23 @@ def main() -> int:
             ctx,
             StoreCheckpointer(store, "p-todo", "coder", "todo-be"),
         )
-        result = session.run("Implement todo-be.")
+        # The first user turn as the runtime builds it: model-written data fenced, then the task.
+        note = {
+            "topic": "json bodies",
+            "relevance": 0.8,
+            "content": "Parse request bodies with express.json() before the routes.",
+            "source": "memory note by the coder of unit todo-fe",
+        }
+        first = render(
+            "first_turn",
+            memory=[note],
+            upstream=[],
+            history=[],
+            regressions=[],
+            reflect_hint="",
+            task="Implement todo-be.",
+        )
+        result = session.run(first)
         ws.cleanup()
     shutil.rmtree(work, ignore_errors=True)
     u = result.usage

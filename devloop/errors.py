@@ -6,6 +6,8 @@
     +-- SandboxUnavailable       bubblewrap cannot create its namespaces on this host
     +-- ToolchainError           a stack toolchain could not be installed (toolchain.py)
     +-- BugTransitionError       a bug state change the state machine forbids (ledgers/bugs.py)
+    +-- BugNotOwned              a session moving another unit's bug (ledgers/bugs.py)
+    +-- InvalidId                an id that breaks the id rule, or would leave its root (ids.py)
     +-- DecisionInvalid          a coder.log decision missing required fields (ledgers/coderlog.py)
 """
 

@@ -67,6 +67,9 @@ def _fix_for(error: ErrorDetails) -> str:
     """What to do about one pydantic error, in words."""
     kind = error["type"]
     name = error["loc"][-1] if error["loc"] else "value"
+    fix = error.get("ctx", {}).get("fix")
+    if isinstance(fix, str):
+        return fix  # our own validators (the id rule) say what to do
     if kind == "missing":
         return f'add "{name}"'
     if kind == "literal_error":

@@ -4,8 +4,11 @@
                  \\        |-> failed  -> coding (retry with failures and hints)
                   \\       |-> starved -> testing (re-run after a backoff; not a failure)
                   \\       |-> crashed -> testing (tester once more) -> coding
-                   \\-> validation_failed -> coding (retry)
+                   \\      |-> the tester's own failure -> testing (twice at most) -> blocked
+                    \\-> validation_failed -> coding (retry)
     the same failure signature 3 times, or the retry budget spent -> blocked
+    model unavailable -> waiting_model (growing backoff) -> the same step, or blocked
+    a step raised -> the same step after a backoff (bounded) -> blocked
 
 Workers carry the decision out; nothing here touches Redis, Celery or the clock.
 """
@@ -18,11 +21,14 @@ from typing import Literal
 
 from devloop.store.records import UnitState, UnitStatus
 
-Action = Literal["pass", "retry_coder", "retry_tester", "resume", "block"]
+Action = Literal["pass", "retry_coder", "retry_tester", "block", "wait", "retry_step"]
 
 RETRY_BUDGET = 5
 SAME_FAILURE_LIMIT = 3
-TESTER_CRASH_RETRIES = 1
+TESTER_RETRIES = 2  # the tester's own failure: the tester tries again, twice at most
+CRASH_RETRIES = 1  # a crashed run: the tester once more, then the coder gets the crash
+# Unit-state extras the waits and step retries keep; a step that ends normally clears them.
+RECOVERY_KEYS = ("waiting_since", "model_waits", "resume_at", "step_failures")
 # A run starved of CPU (a busy machine) is re-run, not judged: this many times, each
 # after a longer wait, and then the unit is blocked as an infrastructure problem.
 STARVED_RERUNS = 6
@@ -43,6 +49,8 @@ class AttemptOutcome:
     failures: tuple[tuple[str, str], ...] = ()  # (test name, what it got)
     hint: str | None = None
     starved: bool = False  # the test run got too little CPU to judge the code
+    tester_status: str = "completed"  # the tester session's status ("completed": a re-run)
+    tester_reason: str = ""  # its terminal_reason, or what its self-check found
 
 
 @dataclass(frozen=True)
@@ -53,7 +61,7 @@ class Decision:
     state: UnitState
     reason: str
     dependents_blocked: bool = field(default=False)
-    delay_s: float = 0.0  # wait this long before the next step (a starved run's backoff)
+    delay_s: float = 0.0  # wait, retry_step, a starved re-run: how long before the next step
 
 
 def failure_signature(outcome: AttemptOutcome) -> str:
@@ -74,38 +82,46 @@ def decide(
     same_limit: int = SAME_FAILURE_LIMIT,
 ) -> Decision:
     """The next step of a unit after an attempt, with its new state."""
-    if outcome.coder_status == "recovery_required":
-        # The model was unreachable: the same attempt resumes from its checkpoint.
-        return Decision("resume", _with(state, "coding"), "model unavailable; resume the attempt")
-    if outcome.tester_ran and outcome.coder_status == "completed" and outcome.tests_ok:
-        passed = _with(state, "passed", failure_signature=None, signature_repeats=0)
-        return Decision("pass", passed, "tests green")
-    if outcome.starved and outcome.tester_ran and outcome.coder_status == "completed":
-        return _starved(state)
-    crash_retries = int(state.extra.get("tester_crash_retries", 0))
-    if outcome.crashed and outcome.coder_status == "completed" and (
-        crash_retries < TESTER_CRASH_RETRIES
-    ):
-        extra = {**state.extra, "tester_crash_retries": crash_retries + 1}
-        return Decision(
-            "retry_tester", _with(state, "testing", extra=extra),
-            f"test run crashed ({(outcome.crash_reason or '')[:120]}); tester once more",
-        )
+    tester_retries = int(state.extra.get("tester_retries", 0))
+    if outcome.tester_ran and outcome.coder_status == "completed":
+        if outcome.starved and outcome.tester_status == "completed":
+            return _starved(state)
+        own = _tester_fault(outcome)
+        if own is None and outcome.tests_ok:
+            passed = _with(state, "passed", failure_signature=None, signature_repeats=0)
+            return Decision("pass", passed, "tests green")
+        if own is not None or outcome.crashed:
+            why = own or f"test run crashed ({(outcome.crash_reason or '')[:120]})"
+            limit = TESTER_RETRIES if own is not None else CRASH_RETRIES
+            if tester_retries < limit:
+                extra = {**state.extra, "tester_retries": tester_retries + 1,
+                         "tester_retry_reason": why}
+                return Decision(
+                    "retry_tester", _with(state, "testing", extra=extra),
+                    f"{why}; the tester tries again ({tester_retries + 1} of {limit})",
+                )
+            if own is not None:
+                # Nothing here is the coder's to fix: a human looks at the tests.
+                blocked = _with(state, "blocked", blocked_reason=f"the tester failed: {why}",
+                                extra={**state.extra, "block_kind": "tester"})
+                return Decision("block", blocked, f"the tester failed {tester_retries + 1} "
+                                f"times: {why}", True)
     signature = failure_signature(outcome)
     repeats = state.signature_repeats + 1 if signature == state.failure_signature else 1
     status: UnitStatus = _failed_status(outcome)
     if repeats >= same_limit:
         blocked = _with(state, "blocked", failure_signature=signature, signature_repeats=repeats,
-                        last_hint=outcome.hint)
+                        last_hint=outcome.hint, blocked_reason=f"the same failure {repeats} times")
         return Decision("block", blocked, f"the same failure {repeats} times", True)
     if state.attempt >= budget:
         blocked = _with(state, "blocked", failure_signature=signature, signature_repeats=repeats,
-                        last_hint=outcome.hint)
+                        last_hint=outcome.hint,
+                        blocked_reason=f"retry budget of {budget} attempts spent")
         return Decision("block", blocked, f"retry budget of {budget} attempts spent", True)
     retry = _with(
         state, "coding", attempt=state.attempt + 1, failure_signature=signature,
         signature_repeats=repeats, last_hint=outcome.hint,
-        extra={**state.extra, "tester_crash_retries": 0, "starved_reruns": 0,
+        extra={**state.extra, "tester_retries": 0, "starved_reruns": 0,
                "last_outcome": status},
     )
     return Decision("retry_coder", retry, f"{status}; coder retries as attempt {retry.attempt}")
@@ -115,12 +131,11 @@ def _starved(state: UnitState) -> Decision:
     """A starved run is infrastructure: re-run the tests later, never count it as a failure."""
     reruns = int(state.extra.get("starved_reruns", 0))
     if reruns >= STARVED_RERUNS:
-        extra = {**state.extra, "blocked_reason": "infrastructure"}
-        return Decision(
-            "block", _with(state, "blocked", extra=extra),
-            f"infrastructure: {reruns + 1} test runs in a row starved of CPU (the machine is "
-            "overloaded); free some CPU, then `devloop unblock`", True,
-        )
+        why = f"infrastructure: {reruns + 1} test runs in a row starved of CPU"
+        blocked = _with(state, "blocked", blocked_reason=why,
+                        extra={**state.extra, "block_kind": "infrastructure"})
+        return Decision("block", blocked, f"{why} (the machine is overloaded); free some CPU, "
+                        "then `devloop unblock`", True)
     delay = min(STARVED_BACKOFF_S * 2**reruns, STARVED_BACKOFF_CAP_S)
     extra = {**state.extra, "starved_reruns": reruns + 1}
     return Decision(
@@ -131,9 +146,68 @@ def _starved(state: UnitState) -> Decision:
 
 
 def awaited_tester_try(state: UnitState) -> int:
-    """The tester try the loop waits for in the current attempt (crash and starved re-runs)."""
+    """The tester try the loop waits for in the current attempt (tester and starved re-runs)."""
     extra = state.extra
-    return int(extra.get("tester_crash_retries", 0)) + int(extra.get("starved_reruns", 0)) + 1
+    return int(extra.get("tester_retries", 0)) + int(extra.get("starved_reruns", 0)) + 1
+
+
+def _tester_fault(outcome: AttemptOutcome) -> str | None:
+    """Why the tester itself failed (not the code), or None when its run stands."""
+    if outcome.tester_status != "completed":
+        return f"tester session {outcome.tester_status} ({outcome.tester_reason or 'no reason'})"
+    if not outcome.tests_ok and not outcome.crashed and not outcome.failures:
+        return "the test run was red without a failing test"
+    return None
+
+
+def wait_for_model(
+    state: UnitState, error: str, now: float, base_s: float, max_s: float, total_s: float
+) -> Decision:
+    """The model is unavailable (its retries ran out): wait longer each time, then block."""
+    since = float(state.extra.get("waiting_since", now))
+    waits = int(state.extra.get("model_waits", 0)) + 1
+    if now - since >= total_s:
+        blocked = _with(
+            state, "blocked", last_error=error, blocked_reason=f"model unavailable: {error}",
+            extra={**_cleared(state), "block_kind": "model"},
+        )
+        return Decision("block", blocked, f"model unavailable for {now - since:.0f} s: {error}",
+                        True)
+    delay = max(0.0, min(base_s * 2 ** (waits - 1), max_s, since + total_s - now))
+    extra = {**state.extra, "waiting_since": since, "model_waits": waits, "resume_at": now + delay}
+    waiting = _with(state, "waiting_model", last_error=error, extra=extra)
+    return Decision("wait", waiting, f"model unavailable ({error}); resume in {delay:.3g} s",
+                    delay_s=delay)
+
+
+def after_step_error(
+    state: UnitState, error: str, retries: int, base_s: float, max_s: float
+) -> Decision:
+    """A step raised: run it again after a growing backoff, `retries` times, then block."""
+    failures = int(state.extra.get("step_failures", 0)) + 1
+    if failures > retries:
+        blocked = _with(
+            state, "blocked", last_error=error, blocked_reason=f"infrastructure: {error}",
+            extra={**_cleared(state), "block_kind": "infrastructure"},
+        )
+        return Decision("block", blocked, f"infrastructure: a step failed {failures} times: "
+                        f"{error}", True)
+    delay = min(base_s * 2 ** (failures - 1), max_s)
+    extra = {**state.extra, "step_failures": failures}
+    again = _with(state, state.status, last_error=error, extra=extra)
+    return Decision("retry_step", again, f"step failed ({error}); again in {delay:.3g} s",
+                    delay_s=delay)
+
+
+def recovered(state: UnitState) -> UnitState | None:
+    """The state without an outage's or a failed step's marks, or None when it has none."""
+    if not any(k in state.extra for k in RECOVERY_KEYS) and state.last_error is None:
+        return None
+    return state.model_copy(update={"last_error": None, "extra": _cleared(state)})
+
+
+def _cleared(state: UnitState) -> dict[str, object]:
+    return {k: v for k, v in state.extra.items() if k not in RECOVERY_KEYS}
 
 
 def _failed_status(outcome: AttemptOutcome) -> UnitStatus:
@@ -150,7 +224,7 @@ def unblock(state: UnitState, hint: str) -> UnitState:
     """A human's way out of `blocked`: a fresh attempt that carries the human's hint."""
     return state.model_copy(update={
         "status": "coding", "attempt": state.attempt + 1, "failure_signature": None,
-        "signature_repeats": 0, "last_hint": hint,
-        "extra": {**state.extra, "human_hint": hint, "tester_crash_retries": 0,
+        "signature_repeats": 0, "last_hint": hint, "last_error": None, "blocked_reason": None,
+        "extra": {**_cleared(state), "human_hint": hint, "tester_retries": 0,
                   "starved_reruns": 0},
     })

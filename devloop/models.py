@@ -11,6 +11,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from devloop.ids import CompanyId, ProjectId, UnitId
+
 UnitKind = Literal["be", "fe", "db", "mw", "lib"]
 Stack = Literal["node", "python"]
 BugStatus = Literal["open", "fixing", "fixed"]
@@ -49,9 +51,9 @@ class Payload(BaseModel):
 class UnitEntry(Record):
     """One unit in units.json."""
 
-    id: str
+    id: UnitId
     kind: UnitKind
-    depends_on: list[str] = Field(default_factory=list)
+    depends_on: list[UnitId] = Field(default_factory=list)
     contract_hash: str
     stack: Stack | None = None
 
@@ -59,8 +61,8 @@ class UnitEntry(Record):
 class UnitsFile(Record):
     """units.json: the project's unit registry."""
 
-    company_id: str
-    project_id: str
+    company_id: CompanyId
+    project_id: ProjectId
     stack: Stack = "node"
     units: list[UnitEntry]
 
@@ -72,9 +74,9 @@ class UnitsFile(Record):
 class UnitSpec(Record):
     """units/{id}/spec.json: the architect's metadata for one unit."""
 
-    unit_id: str
+    unit_id: UnitId
     kind: UnitKind
-    depends_on: list[str] = Field(default_factory=list)
+    depends_on: list[UnitId] = Field(default_factory=list)
     acceptance_criteria: list[str] = Field(default_factory=list)
     stack: Stack | None = None
 
@@ -82,7 +84,7 @@ class UnitSpec(Record):
 class Contract(Record):
     """units/{id}/contract.json: what a unit exposes, with its self-declared hash."""
 
-    unit_id: str
+    unit_id: UnitId
     version: str
     exports: dict[str, Any]
     consumes: list[Any] = Field(default_factory=list)
@@ -239,14 +241,14 @@ class HistoryEntry(Payload):
 class CoderInput(Payload):
     """What the loop hands a coder session."""
 
-    pid: str
-    unit_id: str
+    pid: ProjectId
+    unit_id: UnitId
     mode: CoderMode
     history: list[HistoryEntry] | None = None
     reflect_hint: str | None = None
     resume_token: str | None = None
     call_id: str
-    company_id: str
+    company_id: CompanyId
 
 
 class DecisionSummary(Payload):
@@ -277,12 +279,12 @@ class CoderOutput(Payload):
 class TesterInput(Payload):
     """What the loop hands a tester session."""
 
-    pid: str
-    unit_id: str
+    pid: ProjectId
+    unit_id: UnitId
     mode: TesterMode
     resume_token: str | None = None
     call_id: str
-    company_id: str
+    company_id: CompanyId
 
 
 class BugMove(Payload):
@@ -312,4 +314,5 @@ class TesterOutput(Payload):
     crashed: bool
     duration_ms: int
     tokens_used: int
+    sandbox_violations: list[str] = Field(default_factory=list)
     starved: bool = False  # the last run got too little CPU to judge the code

@@ -10,6 +10,7 @@ from typing import Any
 from devloop import dag
 from devloop.contracts import hash_contract
 from devloop.errors import Problem, ProjectInvalid
+from devloop.ids import id_dir
 from devloop.jsonfile import parse_json, read_json, read_text, validate_model
 from devloop.models import Stack, UnitsFile, UnitSpec
 from devloop.sdd import SddSection, parse_sections
@@ -44,8 +45,8 @@ class Project:
         return (spec and spec.stack) or (entry and entry.stack) or self.units.stack
 
     def unit_dir(self, unit_id: str) -> Path:
-        """units/{id} under the project root."""
-        return self.root / "units" / unit_id
+        """units/{id} under the project root (an id never climbs out of it)."""
+        return id_dir(self.root / "units", unit_id)
 
 
 def load_project(root: Path) -> Project:
@@ -87,7 +88,7 @@ def load_project(root: Path) -> Project:
                 )
             )
         spec = _load_spec(root, entry.id, problems)
-        if spec is None and not (root / "units" / entry.id / "spec.json").exists():
+        if spec is None and not (id_dir(root / "units", entry.id) / "spec.json").exists():
             spec = UnitSpec(
                 unit_id=entry.id,
                 kind=entry.kind,
@@ -214,7 +215,7 @@ def _section_contract(section: SddSection, problems: list[Problem]) -> dict[str,
 
 def _load_spec(root: Path, unit_id: str, problems: list[Problem]) -> UnitSpec | None:
     """units/{id}/spec.json when present, checked against its unit id."""
-    path = root / "units" / unit_id / "spec.json"
+    path = id_dir(root / "units", unit_id) / "spec.json"
     if not path.exists():
         return None
     rel = f"units/{unit_id}/spec.json"

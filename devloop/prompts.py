@@ -8,17 +8,22 @@ from typing import Any
 
 import jinja2
 
+from devloop.agent.untrusted import wrap_untrusted
+
 PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
 
 
 @cache
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(PROMPTS_DIR),
         undefined=jinja2.StrictUndefined,
         keep_trailing_newline=True,
         autoescape=False,  # prompts are markdown for a model, not HTML
     )
+    # `{{ text | untrusted(label) }}`: text a model or code under test wrote, fenced as data.
+    env.filters["untrusted"] = lambda text, label: wrap_untrusted(label, str(text).rstrip("\n"))
+    return env
 
 
 def render(name: str, **context: Any) -> str:

@@ -3,11 +3,19 @@
 The server listens on a unix socket under its directory (or on a free loopback TCP
 port), never saves RDB snapshots, optionally keeps an AOF in the same directory so a
 restart resumes, and refuses writes rather than evicting keys when memory runs out.
+
+It is private: its directory is 0700, its files 0600 (the child runs with umask 077),
+its socket 0700, and it answers only to a password (`requirepass`, in the 0600 config
+file, never on a command line). The commands that reach outside the data (CONFIG,
+DEBUG, MODULE, REPLICAOF/SLAVEOF) are disabled, so an AOF planted in its directory
+cannot turn the server against the host when it is replayed.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import secrets
 import shutil
 import socket
 import subprocess
@@ -18,16 +26,24 @@ from types import TracebackType
 from typing import Any
 
 import redis
-from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from devloop.errors import DevLoopError
+from devloop.private import make_private_dir, open_private_log, socket_problem, write_private
+from devloop.redis_urls import celery_form, connect, redact, with_password
 
 # sun_path holds 108 bytes on Linux; stay well under it so a suffix never truncates.
 MAX_SOCKET_PATH = 100
 SOCKET_NAME = "redis.sock"
 CONFIG_NAME = "redis.conf"
 LOG_NAME = "redis.log"
+# Where the socket goes when the server's own dir is too deep for sun_path.
+SHORT_DIR_ROOT = Path("/tmp")
+SHORT_DIR_PREFIX = "devloop-redis-"
+# Off in every server DevLoop starts: nothing it does needs them, and replayed from a
+# planted AOF they would reach outside the data (load a module, follow another master).
+DISABLED_COMMANDS = ("CONFIG", "DEBUG", "MODULE", "REPLICAOF", "SLAVEOF")
 
 
 class RedisServerError(DevLoopError):
@@ -52,24 +68,21 @@ def redis_executable() -> str:
     return path
 
 
-def connect(url: str, **kwargs: Any) -> redis.Redis:
-    """A redis-py client for a redis://, rediss://, unix:// or redis+socket:// URL.
+def socket_belongs_to(path: Path, server_dir: Path) -> bool:
+    """Whether `path` is where a server with its files in `server_dir` puts its socket.
 
-    Commands retry on connection errors for about ten seconds, so a Redis restart (AOF
-    on) is a pause for the fleet, not a failed session.
+    That is `server_dir/redis.sock`, or, when that path is too long, `redis.sock` in a
+    dir of DevLoop's own under /tmp; whose it is, `socket_problem` says.
     """
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme in ("redis+socket", "socket"):
-        # Celery/kombu's unix-socket form; redis-py spells the same thing unix://.
-        url = "unix://" + rest
-    kwargs.setdefault("retry", Retry(ExponentialBackoff(cap=2.0, base=0.05), retries=12))
-    kwargs.setdefault("retry_on_error", [redis.ConnectionError, redis.TimeoutError, OSError])
-    return redis.Redis.from_url(url, **kwargs)
-
-
-def celery_form(url: str) -> str:
-    """Celery's spelling of a Redis URL: a unix socket as redis+socket:// (broker and backend)."""
-    return "redis+socket://" + url.removeprefix("unix://") if url.startswith("unix://") else url
+    own = server_dir / SOCKET_NAME
+    if len(str(own)) < MAX_SOCKET_PATH:
+        return path == own
+    return (
+        path.name == SOCKET_NAME
+        and path.parent.parent == SHORT_DIR_ROOT
+        and path.parent.name.startswith(SHORT_DIR_PREFIX)
+        and os.path.normpath(path) == str(path)
+    )
 
 
 def _quote(value: str) -> str:
@@ -89,7 +102,9 @@ class RedisServer:
     """One redis-server child process with its config, data and log under `dir`.
 
     It starts on construction. With `unix_socket` it listens only on `dir/redis.sock`
-    (TCP off); otherwise on 127.0.0.1:`port`, a free port when `port` is 0.
+    (TCP off); otherwise on 127.0.0.1:`port`, a free port when `port` is 0. It requires
+    `password` (a random one when None); `url` and `celery_url` carry it, so show them
+    only through `redact` (`address` is that form).
     """
 
     def __init__(
@@ -99,12 +114,15 @@ class RedisServer:
         unix_socket: bool = True,
         port: int = 0,
         appendonly: bool = False,
+        password: str | None = None,
+        appendfsync: str = "everysec",
         startup_timeout_s: float = 10.0,
     ) -> None:
-        self.dir = Path(dir).resolve()
-        self.dir.mkdir(parents=True, exist_ok=True)
+        self.dir = make_private_dir(Path(dir).resolve())
+        self.password = password or secrets.token_hex(24)
         self.unix_socket = unix_socket
         self.appendonly = appendonly
+        self.appendfsync = appendfsync  # always | everysec | no (redis.conf)
         self.startup_timeout_s = startup_timeout_s
         self.executable = redis_executable()
         self._fixed_port = port
@@ -115,7 +133,9 @@ class RedisServer:
             self.socket_path = self.dir / SOCKET_NAME
             if len(str(self.socket_path)) >= MAX_SOCKET_PATH:
                 # A deep project dir would overflow sun_path: keep the socket in /tmp.
-                self._short_dir = Path(tempfile.mkdtemp(prefix="devloop-redis-", dir="/tmp"))
+                self._short_dir = Path(
+                    tempfile.mkdtemp(prefix=SHORT_DIR_PREFIX, dir=SHORT_DIR_ROOT)
+                )
                 self.socket_path = self._short_dir / SOCKET_NAME
         self._proc: subprocess.Popen[bytes] | None = None
         self.start()
@@ -124,17 +144,25 @@ class RedisServer:
 
     @property
     def url(self) -> str:
-        """The URL for redis-py: unix:///path or redis://127.0.0.1:port."""
-        if self.socket_path is not None:
-            return f"unix://{self.socket_path}"
-        return f"redis://127.0.0.1:{self.port}"
+        """The URL for redis-py, password included: unix://:pw@/path or redis://:pw@127.0.0.1:port."""
+        return with_password(self.bare_url, self.password)
 
     @property
     def celery_url(self) -> str:
-        """The URL for Celery's broker and result backend (redis+socket:///path on unix)."""
+        """The URL for Celery's broker and result backend (redis+socket://:pw@/path on unix)."""
+        return celery_form(self.url)
+
+    @property
+    def address(self) -> str:
+        """The URL without its password, for messages."""
+        return redact(self.url)
+
+    @property
+    def bare_url(self) -> str:
+        """The URL with no credentials at all (it does not get past the password)."""
         if self.socket_path is not None:
-            return f"redis+socket://{self.socket_path}"
-        return self.url
+            return f"unix://{self.socket_path}"
+        return f"redis://127.0.0.1:{self.port}"
 
     def client(self, **kwargs: Any) -> redis.Redis:
         """A new redis-py client of this server."""
@@ -202,7 +230,7 @@ class RedisServer:
         self.close()
 
     def __repr__(self) -> str:
-        return f"RedisServer({self.url!r}, running={self.running})"
+        return f"RedisServer({self.address!r}, running={self.running})"
 
     # --- internals ---------------------------------------------------------------------
 
@@ -214,9 +242,11 @@ class RedisServer:
             'save ""',
             f"appendonly {'yes' if self.appendonly else 'no'}",
             'appendfilename "appendonly.aof"',
-            "appendfsync everysec",
+            f"appendfsync {self.appendfsync}",
             "maxmemory-policy noeviction",
             'logfile ""',
+            f"requirepass {_quote(self.password)}",
+            *(f'rename-command {name} ""' for name in DISABLED_COMMANDS),
         ]
         if self.socket_path is not None:
             lines += ["port 0", f"unixsocket {_quote(str(self.socket_path))}", "unixsocketperm 700"]
@@ -227,26 +257,32 @@ class RedisServer:
     def _spawn(self) -> None:
         """Write the config, start the process and wait until it answers PING."""
         config = self.dir / CONFIG_NAME
-        config.write_text(self._config())
-        if self.socket_path is not None:
-            if self._answers():
+        write_private(config, self._config().encode())  # it holds the password
+        if self.socket_path is not None and os.path.lexists(self.socket_path):
+            if socket_problem(self.socket_path) is None and _listening(self.socket_path):
                 # Unlinking a live server's socket would put two servers on one AOF.
                 raise RedisServerError(
                     f"a redis-server already listens on {self.socket_path}; "
                     "stop it first (is another devloop run using this project?)"
                 )
-            self.socket_path.unlink(missing_ok=True)  # a stale socket from a killed server
+            # A stale socket from a killed server, or one that is not provably ours
+            # (never connected to): it is in our own dir, so it can go.
+            self.socket_path.unlink()
         log_path = self.dir / LOG_NAME
-        with open(log_path, "ab") as log:
+        log = open_private_log(log_path)
+        try:
             # Own session: a Ctrl-C meant for the CLI must not kill Redis before the
-            # CLI has stopped its workers.
+            # CLI has stopped its workers. Umask 077: the AOF and its rewrites are 0600.
             self._proc = subprocess.Popen(
                 [self.executable, str(config)],
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
+                umask=0o077,
             )
+        finally:
+            os.close(log)
         self._wait_ready(log_path)
 
     def _wait_ready(self, log_path: Path) -> None:
@@ -267,7 +303,7 @@ class RedisServer:
                 self.stop()
                 raise RedisServerError(
                     f"redis-server did not answer PING within {self.startup_timeout_s} s "
-                    f"at {self.url}; see {log_path}"
+                    f"at {self.address}; see {log_path}"
                 )
             time.sleep(delay)
             delay = min(delay * 2, 0.1)
@@ -281,6 +317,17 @@ class RedisServer:
         with contextlib.suppress(redis.RedisError), probe:
             return bool(probe.ping())
         return False
+
+
+def _listening(path: Path) -> bool:
+    """Whether something accepts connections on the unix socket at `path` (nothing is sent)."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        probe.settimeout(0.25)
+        try:
+            probe.connect(str(path))
+        except OSError:
+            return False
+        return True
 
 
 def _tail(path: Path, lines: int = 10) -> str:

@@ -60,9 +60,9 @@ def sandbox_exec(
             stamp = int(time.time() * 1000)
             run_id = f"exec-{stamp}" if role == "tester" else None
             ws = Workspace(store, project.pid, unit, role, stamp, settings=settings, run_id=run_id)
-            ws.materialize()
-            sandbox, mounts = stack_sandbox(project.stack_of(unit), settings)
             try:
+                ws.materialize()
+                sandbox, mounts = stack_sandbox(project.stack_of(unit), settings)
                 assert ws.root is not None
                 obs = sandbox.run(
                     command,
@@ -78,4 +78,4 @@ def sandbox_exec(
                 ws.cleanup()
         finally:
             store.close()
-    return ExecReport(obs, outcome, endpoint.url)
+    return ExecReport(obs, outcome, endpoint.address)  # never the password

@@ -8,17 +8,22 @@ outside the write set are never committed: they come back as violations.
 from __future__ import annotations
 
 import base64
+import contextlib
 import hashlib
-import os
-import shutil
-import stat
+import logging
+import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from devloop.config import Settings
-from devloop.sandbox.base import new_view_dir
+from devloop.ids import check_id, id_dir
+from devloop.safedir import Dir, Refused
+from devloop.safetree import Entry, Limits, TooMany, printable, walk
 from devloop.store import RedisStore, UnitSource
+from devloop.views import make_view, remove_view
 from devloop.writeset import allowed, writable_roots, write_set
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -56,7 +61,12 @@ def _digest(data: bytes) -> str:
 
 
 class Workspace:
-    """The materialized view of (role, unit, attempt) in a fresh scratch dir."""
+    """The materialized view of (role, unit, attempt) in a fresh scratch dir.
+
+    Every access to the view goes through `files`, a handle that follows no link and
+    reads no fifo; what a session may leave there is bounded by the unit limits
+    (DEVLOOP_UNIT_MAX_FILES, _MAX_DEPTH, _MAX_PATH_BYTES): past them, a violation.
+    """
 
     def __init__(
         self,
@@ -68,13 +78,21 @@ class Workspace:
         *,
         settings: Settings,
         run_id: str | None = None,
+        try_no: int = 1,
     ) -> None:
         self.store, self.pid, self.unit, self.role, self.attempt = store, pid, unit, role, attempt
+        check_id(unit, "unit id")  # it names the view dir and units/{unit} inside it
         self.run_id = run_id
+        # A tester's second try in the same attempt commits once more, under its own name.
+        self.committer = role if try_no == 1 else f"{role}.{try_no}"
         self.patterns = write_set(role, run_id)
         self.settings = settings
         self.file_cap_bytes = settings.file_cap_bytes
+        self.limits = Limits(
+            settings.unit_max_files, settings.unit_max_depth, settings.unit_max_path_bytes
+        )
         self.root: Path | None = None
+        self._dir: Dir | None = None
         self.base_version = 0
         self.materialized: dict[str, str] = {}
 
@@ -85,9 +103,15 @@ class Workspace:
 
     @property
     def unit_dir(self) -> Path:
-        """The unit dir on the host."""
+        """The unit dir on the host (for the sandbox's binds; host code uses `files`)."""
         assert self.root is not None, "materialize() first"
         return self.root / self.unit_rel
+
+    @property
+    def files(self) -> Dir:
+        """The handle on the view: the only way host code reaches its files."""
+        assert self._dir is not None, "materialize() first"
+        return self._dir
 
     def writable(self) -> list[str]:
         """View-relative paths to bind writable in the sandbox."""
@@ -100,57 +124,79 @@ class Workspace:
         """
         source = source or self.store.unit_source(self.pid, self.unit)
         # Under the cache dir, not a 0700 temp dir: the sandbox uid must reach the view.
-        root = new_view_dir(self.settings, prefix=f"{self.role}-{self.unit}-")
-        self.root = root
+        self.root = make_view(self.settings, prefix=f"{self.role}-{self.unit}-")
+        self._dir = Dir.open(self.root)
         self._write("units.json", source.record.units_text)
         self._write(f"sdd/mvcp/{self.unit}.html", source.sdd_section or "")
         for dep, contract in source.upstream.items():
-            self._write(f"units/{dep}/contract.json", contract)
+            self._write(f"{id_dir(Path('units'), dep)}/contract.json", contract)
         files = source.files
         self.base_version = files.version
         for rel, data in files.files.items():
             self._write(f"{self.unit_rel}/{rel}", data, track=True)
-        (root / self.unit_rel).mkdir(parents=True, exist_ok=True)
-        return root
+        self.files.mkdirs(self.unit_rel)
+        return self.root
 
     def _write(self, rel: str, data: bytes | str, track: bool = False) -> None:
         """Write one file of the view, world-readable, remembering unit files' digests."""
-        assert self.root is not None
-        path = self.root / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
         blob = data.encode() if isinstance(data, str) else data
-        path.write_bytes(blob)
-        os.chmod(path, 0o644)
-        for parent in path.relative_to(self.root).parents:
-            os.chmod(self.root / parent, 0o755)
+        self.files.write_atomic(rel, blob, 0o644)
         if track:
             self.materialized[rel.removeprefix(self.unit_rel + "/")] = _digest(blob)
 
+    def _entries(self, changes: Changes) -> list[Entry] | None:
+        """The unit dir's entries, or None (and a violation) past the file cap."""
+        try:
+            return list(walk(self.files, self.unit_rel, self.limits))
+        except TooMany:
+            changes.violations.append(
+                Violation(
+                    self.unit_rel,
+                    f"holds more than {self.limits.entries} files and directories "
+                    "(DEVLOOP_UNIT_MAX_FILES): nothing of it was read or committed",
+                )
+            )
+            return None
+
     def collect(self) -> Changes:
         """Diff the unit dir against what was materialized, judging each change."""
-        assert self.root is not None, "materialize() first"
         changes = Changes()
+        entries = self._entries(changes)
+        if entries is None:
+            return changes
         seen: set[str] = set()
-        unit_dir = self.unit_dir
-        for path in sorted(unit_dir.rglob("*")):
-            rel = path.relative_to(unit_dir).as_posix()
-            mode = path.lstat().st_mode
-            if stat.S_ISDIR(mode):
+        unread: list[str] = []
+        budget = self.file_cap_bytes
+        for entry in entries:
+            path = f"{self.unit_rel}/{entry.rel}"
+            if entry.problem is not None:
+                changes.violations.append(Violation(path, entry.problem))
+                unread.append(entry.rel + "/")
                 continue
-            seen.add(rel)
-            refusal = self._refusal(path, rel, mode)
+            if entry.kind == "dir":
+                continue
+            seen.add(entry.rel)
+            refusal = self._refusal(entry, budget)
             if refusal is None:
-                data = path.read_bytes()
-                if not data and rel not in self.materialized:
-                    continue  # an empty placeholder the sandbox created to bind: not a write
-                if self.materialized.get(rel) == _digest(data):
+                try:
+                    data = self.files.read_bytes(path, cap=self.file_cap_bytes)
+                except OSError as exc:
+                    why = exc.reason if isinstance(exc, Refused) else exc.strerror
+                    changes.violations.append(Violation(path, f"cannot be read ({why})"))
                     continue
-                if allowed(rel, self.patterns):
-                    changes.files[rel] = data
+                budget -= len(data)
+                if not data and entry.rel not in self.materialized:
+                    continue  # an empty placeholder the sandbox created to bind: not a write
+                if self.materialized.get(entry.rel) == _digest(data):
+                    continue
+                if allowed(entry.rel, self.patterns):
+                    changes.files[entry.rel] = data
                     continue
                 refusal = f"outside the {self.role}'s write set"
-            changes.violations.append(Violation(f"{self.unit_rel}/{rel}", refusal))
+            changes.violations.append(Violation(path, refusal))
         for rel in sorted(set(self.materialized) - seen):
+            if any(rel.startswith(prefix) for prefix in unread):
+                continue  # not read, so not known to be deleted
             if allowed(rel, self.patterns):
                 changes.files[rel] = None
             else:
@@ -161,32 +207,33 @@ class Workspace:
                 )
         return changes
 
-    def _refusal(self, path: Path, rel: str, mode: int) -> str | None:
+    def _refusal(self, entry: Entry, budget: int) -> str | None:
         """Why a file in the view can never be committed, or None."""
-        if stat.S_ISLNK(mode):
-            target = os.path.realpath(path)
-            inside = self.root is not None and target.startswith(str(self.root) + os.sep)
-            return (
-                "symlink (commit the file itself)"
-                if inside
-                else (f"symlink points outside the view ({os.readlink(path)})")
-            )
-        if not stat.S_ISREG(mode):
+        if entry.kind == "symlink":
+            path = f"{self.unit_rel}/{entry.rel}"
+            target = self.files.readlink(path)
+            if _lands_inside(path, target):
+                return "symlink (commit the file itself)"
+            return f"symlink points outside the view ({printable(target)})"
+        if entry.kind != "file":
             return "not a regular file (device, fifo or socket)"
-        size = path.lstat().st_size
-        if size > self.file_cap_bytes:
-            return f"file of {size} bytes is over the cap of {self.file_cap_bytes}"
+        if entry.size > self.file_cap_bytes:
+            return f"file of {entry.size} bytes is over the cap of {self.file_cap_bytes}"
+        if entry.size > budget:
+            return f"reading it would pass the unit's cap of {self.file_cap_bytes} bytes"
         return None
 
     # --- what the agent loop needs: change detection and crash-safe snapshots ---------
 
     def fingerprint(self) -> str:
-        """A digest of the unit dir's current files: equal digests mean nothing changed."""
+        """A digest of the unit dir's entries (names, kinds, sizes, mtimes): equal digests
+        mean nothing changed. Bounded by the unit limits, like everything else here."""
         h = hashlib.sha256()
-        for path in sorted(self.unit_dir.rglob("*")):
-            if path.is_file() and not path.is_symlink():
-                h.update(path.relative_to(self.unit_dir).as_posix().encode() + b"\0")
-                h.update(_digest(path.read_bytes()).encode())
+        try:
+            for e in walk(self.files, self.unit_rel, self.limits):
+                h.update(f"{e.rel}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.problem}\n".encode())
+        except TooMany:
+            h.update(b"over the file cap")
         return h.hexdigest()
 
     def snapshot(self) -> dict[str, str | None]:
@@ -199,13 +246,12 @@ class Workspace:
     def restore(self, snapshot: dict[str, str | None]) -> None:
         """Re-apply a checkpoint's changes to a freshly materialized view."""
         for rel, encoded in snapshot.items():
-            path = self.unit_dir / rel
+            path = f"{self.unit_rel}/{rel}"
             if encoded is None:
-                path.unlink(missing_ok=True)
+                with contextlib.suppress(FileNotFoundError):
+                    self.files.remove(path)
             else:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(base64.b64decode(encoded))
-                os.chmod(path, 0o644)
+                self.files.write_atomic(path, base64.b64decode(encoded), 0o644)
 
     def describe_changes(self) -> str:
         """One line per changed or refused path since materialize, for a reassess turn."""
@@ -223,7 +269,7 @@ class Workspace:
         result = self.store.commit_files(
             self.pid,
             self.unit,
-            role=self.role,
+            role=self.committer,
             attempt=self.attempt,
             base_version=self.base_version,
             changes=changes.files,
@@ -237,7 +283,22 @@ class Workspace:
         )
 
     def cleanup(self) -> None:
-        """Remove the scratch dir."""
+        """Remove the view, whatever the session left in it (deep trees, unwritable dirs)."""
+        if self._dir is not None:
+            self._dir.close()
+            self._dir = None
         if self.root is not None:
-            shutil.rmtree(self.root, ignore_errors=True)
-            self.root = None
+            root, self.root = self.root, None
+            try:
+                remove_view(root)
+            except OSError:
+                # Its lock is released all the same: a later sweep removes it.
+                log.exception("could not remove the view %s", root)
+
+
+def _lands_inside(link: str, target: str) -> bool:
+    """Whether a link's target names a path inside the view, read as text (never resolved)."""
+    if target.startswith("/"):
+        return False
+    joined = posixpath.normpath(posixpath.join(posixpath.dirname(link), target))
+    return joined != ".." and not joined.startswith("../")

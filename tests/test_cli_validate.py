@@ -6,6 +6,7 @@ import json
 import re
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from devloop.cli import app
@@ -199,3 +200,74 @@ def test_contract_hash_command_errors(tmp_path: Path) -> None:
     result = runner.invoke(app, ["contract", "hash", str(path)])
     assert result.exit_code == 2
     assert result.stderr.strip() == f'{path}: exports: missing; fix: add an "exports" object'
+
+
+# --- the id rule: ids are names, never paths -----------------------------------------
+
+CHARS_FIX = "fix: letters, digits, - and _ only"
+LONG = "a" * 300
+LONG_LINE = (
+    f'"{"a" * 40}"... is not a valid unit id (300 characters); '
+    "fix: at most 64 characters of letters, digits, - and _"
+)
+
+
+@pytest.mark.parametrize(
+    ("bad", "line"),
+    [
+        ("../../x", f'"../../x" is not a valid unit id; {CHARS_FIX}'),
+        ("a/b", f'"a/b" is not a valid unit id; {CHARS_FIX}'),
+        ("..", f'".." is not a valid unit id; {CHARS_FIX}'),
+        ("/abs/path", f'"/abs/path" is not a valid unit id; {CHARS_FIX}'),
+        ("a\nb", f'"a\\nb" is not a valid unit id; {CHARS_FIX}'),
+        ("", f'"" is not a valid unit id; {CHARS_FIX}'),
+        ("-x", '"-x" is not a valid unit id; fix: start it with a letter or a digit'),
+        (LONG, LONG_LINE),
+    ],
+    ids=["climb", "slash", "dotdot", "absolute", "newline", "empty", "dash-first", "300-chars"],
+)
+def test_a_bad_unit_id_is_refused_with_exit_2_and_one_line(
+    todo_project: Path, bad: str, line: str
+) -> None:
+    edit_units(todo_project, lambda d: d["units"][0].update(id=bad))
+    code, out, err = validate(todo_project)
+    assert code == 2 and out == ""
+    assert err.splitlines() == [f"units.json: units[0].id: {line}"]
+
+
+def test_a_bad_id_in_depends_on_is_refused(todo_project: Path) -> None:
+    edit_units(todo_project, lambda d: d["units"][1].update(depends_on=["../todo-be"]))
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        f'units.json: units[1].depends_on[0]: "../todo-be" is not a valid unit id; {CHARS_FIX}'
+    ]
+
+
+def test_bad_company_and_project_ids_are_refused(todo_project: Path) -> None:
+    edit_units(todo_project, lambda d: d.update(company_id="../c", project_id="p:1\n"))
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        f'units.json: company_id: "../c" is not a valid company id; {CHARS_FIX}',
+        f'units.json: project_id: "p:1\\n" is not a valid project id; {CHARS_FIX}',
+    ]
+
+
+def test_a_64_character_id_is_the_longest_accepted(todo_project: Path) -> None:
+    longest = "b" * 64
+    edit_units(todo_project, lambda d: d.update(project_id=longest))
+    assert validate(todo_project)[0] == 0
+    edit_units(todo_project, lambda d: d.update(project_id=longest + "b"))
+    code, _, err = validate(todo_project)
+    assert code == 2 and "(65 characters)" in err
+
+
+def test_a_spec_json_naming_a_bad_unit_id_is_refused(todo_project: Path) -> None:
+    spec = todo_project / "units/todo-be/spec.json"
+    spec.write_text(json.dumps({**json.loads(spec.read_text()), "unit_id": "../todo-fe"}))
+    code, _, err = validate(todo_project)
+    assert code == 2
+    assert err.splitlines() == [
+        f'units/todo-be/spec.json: unit_id: "../todo-fe" is not a valid unit id; {CHARS_FIX}'
+    ]

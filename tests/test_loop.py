@@ -3,7 +3,15 @@
 from __future__ import annotations
 
 from devloop import dag
-from devloop.loop import AttemptOutcome, decide, failure_signature, unblock
+from devloop.loop import (
+    AttemptOutcome,
+    after_step_error,
+    decide,
+    failure_signature,
+    recovered,
+    unblock,
+    wait_for_model,
+)
 from devloop.store.records import UnitState
 
 RED = AttemptOutcome("completed", tester_ran=True, failures=(("POST 400", "500"),), hint="h")
@@ -62,9 +70,71 @@ def test_changing_failures_run_until_the_budget_is_spent() -> None:
     assert state.attempt == 5
 
 
-def test_model_unavailable_resumes_the_same_attempt() -> None:
-    d = decide(coding(2), AttemptOutcome("recovery_required", "llm_unavailable"))
-    assert d.action == "resume" and d.state.attempt == 2
+def test_a_tester_that_fails_its_own_self_check_on_green_tests_is_retried_not_the_coder() -> None:
+    own = AttemptOutcome("completed", tester_ran=True, tester_status="failed",
+                         tester_reason="tests/test_a.py mock the module under test")
+    first = decide(coding(), own)
+    assert first.action == "retry_tester" and first.state.attempt == 1
+    assert "mock the module" in first.state.extra["tester_retry_reason"]
+    second = decide(first.state, own)
+    assert second.action == "retry_tester" and second.state.extra["tester_retries"] == 2
+    third = decide(second.state, own)  # bounded: a human looks at the tests
+    assert third.action == "block" and third.state.attempt == 1
+    assert "the tester failed" in (third.state.blocked_reason or "")
+
+
+def test_a_red_run_without_failures_is_the_testers_problem() -> None:
+    d = decide(coding(), AttemptOutcome("completed", tester_ran=True))
+    assert d.action == "retry_tester"
+
+
+def test_a_coder_retry_always_carries_the_failures_that_caused_it() -> None:
+    d = decide(coding(), RED)
+    assert d.action == "retry_coder" and d.state.last_hint == "h"
+    crash = decide(decide(coding(), CRASH).state, CRASH)
+    assert crash.action == "retry_coder" and crash.state.extra["last_outcome"] == "crashed"
+
+
+def test_a_model_outage_waits_longer_each_time_up_to_the_cap() -> None:
+    state, delays = coding(2), []
+    for now in (100.0, 110.0, 130.0, 170.0, 250.0):
+        d = wait_for_model(state, "529 overloaded", now, base_s=10, max_s=40, total_s=1000)
+        assert d.action == "wait" and d.state.status == "waiting_model"
+        assert d.state.last_error == "529 overloaded" and d.state.attempt == 2
+        delays.append(d.delay_s)
+        state = d.state
+    assert delays == [10, 20, 40, 40, 40]
+    assert state.extra["waiting_since"] == 100.0
+
+
+def test_a_model_outage_blocks_after_the_total_and_never_waits_past_it() -> None:
+    first = wait_for_model(coding(), "529", 0.0, base_s=10, max_s=100, total_s=25)
+    second = wait_for_model(first.state, "529", 10.0, base_s=10, max_s=100, total_s=25)
+    assert second.delay_s == 15  # not 20: the total ends at 25 s
+    last = wait_for_model(second.state, "529", 25.0, base_s=10, max_s=100, total_s=25)
+    assert last.action == "block" and last.dependents_blocked
+    assert last.state.blocked_reason == "model unavailable: 529"
+    assert last.state.extra["block_kind"] == "model" and "waiting_since" not in last.state.extra
+
+
+def test_a_step_error_is_retried_with_backoff_then_blocks_as_infrastructure() -> None:
+    state, actions = coding(), []
+    for _ in range(3):
+        d = after_step_error(state, "OSError: disk full", retries=2, base_s=5, max_s=60)
+        actions.append((d.action, d.delay_s))
+        state = d.state
+    assert actions == [("retry_step", 5), ("retry_step", 10), ("block", 0.0)]
+    assert state.status == "blocked" and state.last_error == "OSError: disk full"
+    assert state.blocked_reason == "infrastructure: OSError: disk full"
+    assert state.signature_repeats == 0 and state.failure_signature is None  # not a model failure
+
+
+def test_a_step_that_ends_normally_drops_the_outage_marks() -> None:
+    waiting = wait_for_model(coding(), "529", 0.0, 10, 100, 1000).state
+    clean = recovered(waiting)
+    assert clean is not None and clean.last_error is None
+    assert not {"waiting_since", "model_waits", "resume_at"} & set(clean.extra)
+    assert recovered(coding()) is None
 
 
 def test_signature_ignores_order_but_not_what_failed() -> None:

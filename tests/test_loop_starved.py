@@ -39,7 +39,8 @@ def test_a_machine_that_stays_overloaded_blocks_the_unit_as_infrastructure() -> 
     state = under_test(extra={"starved_reruns": STARVED_RERUNS})
     d = decide(state, STARVED)
     assert d.action == "block" and d.state.status == "blocked" and d.dependents_blocked
-    assert d.state.extra["blocked_reason"] == "infrastructure"
+    assert d.state.extra["block_kind"] == "infrastructure"
+    assert (d.state.blocked_reason or "").startswith("infrastructure: ")
     assert d.reason.startswith("infrastructure: ")
 
 

@@ -79,9 +79,15 @@ def test_the_file_text_is_what_json_dumps_would_write() -> None:
             "units": [{"id": "a", "kind": "be", "depends_on": [], "contract_hash": "sha256:0"}],
         }
     )
-    for record in (units, RunResult.model_validate(SEED_RESULT)):
-        expected = json.dumps(record.to_json_dict(), indent=2, ensure_ascii=False)
-        assert record.to_json_text() == expected
+    # Written out by hand: two-space indent, non-ASCII kept, unknown fields kept in place,
+    # json.dumps(indent=2, ensure_ascii=False)'s separators.
+    assert units.to_json_text() == (
+        '{\n  "company_id": "c",\n  "project_id": "p",\n  "stack": "node",\n'
+        '  "units": [\n    {\n      "id": "a",\n      "kind": "be",\n'
+        '      "depends_on": [],\n      "contract_hash": "sha256:0"\n    }\n  ],\n'
+        '  "note": "données ✓",\n  "weights": [\n    0.1,\n    2.5,\n    10\n  ]\n}'
+    )
+
 
 
 def test_payloads_crossing_processes_are_strict() -> None:

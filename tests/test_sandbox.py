@@ -196,8 +196,12 @@ def test_other_units_code_and_host_paths_are_not_mounted(
     )
     assert "unit-b-private-code" not in obs.stdout + obs.stderr
     assert obs.stdout.split() == ["/project/units/a/code/x.js"]
-    for path in (secret, "/work", "/root", "/home", "/work/main/pyproject.toml"):
-        assert f"{path}: No such file or directory" in obs.stderr or f"'{path}'" in obs.stderr
+    # Absent, not merely unreadable: "Permission denied" would mean the path is there.
+    assert "Permission denied" not in obs.stderr
+    hidden = (secret, "/work", "/root", "/home", "/var/tmp/devloop", "/work/main/pyproject.toml")
+    for path in hidden:
+        lines = [ln for ln in obs.stderr.splitlines() if f"{path}'" in ln or f"{path}:" in ln]
+        assert lines and all("No such file or directory" in ln for ln in lines), (path, lines)
 
 
 def test_a_planted_symlink_cannot_redirect_a_later_bind(sandbox: BwrapSandbox, view: Path) -> None:
@@ -324,6 +328,33 @@ def test_the_sandbox_has_a_private_loopback(sandbox: BwrapSandbox, view: Path) -
 
 
 # --- resource limits -------------------------------------------------------------------
+
+
+def test_the_default_limits_are_the_documented_ones(sandbox: BwrapSandbox, view: Path) -> None:
+    script = (
+        "import resource as r; print(*[r.getrlimit(getattr(r, 'RLIMIT_' + n))[0] "
+        "for n in ('NPROC', 'DATA', 'FSIZE', 'CPU')])"
+    )
+    obs = run(sandbox, view, f'{PY} -c "{script}"')
+    nproc, data, fsize, cpu = (int(v) for v in obs.stdout.split())
+    if os.geteuid() == 0:  # only a root worker drops to the sandbox uid and caps processes
+        assert nproc == 256
+    assert (data, fsize, cpu) == (4 * 1024**3, 64 * 1024**2, 600)
+
+
+def test_writable_memory_past_the_limit_cannot_be_had(settings: Settings, view: Path) -> None:
+    small = BwrapSandbox(settings, Limits(data_bytes=256 * 1024**2))
+    obs = run(small, view, f"{PY} -c 'bytearray(512 * 1024**2); print(\"got it\")'")
+    assert obs.exit_code != 0 and "MemoryError" in obs.stderr and "got it" not in obs.stdout
+    fits = run(small, view, f"{PY} -c 'bytearray(64 * 1024**2); print(\"got it\")'")
+    assert fits.stdout == "got it\n"
+
+
+def test_an_endless_loop_is_stopped_at_its_cpu_time_limit(settings: Settings, view: Path) -> None:
+    brief = BwrapSandbox(settings, Limits(cpu_s=1))
+    obs = run(brief, view, "while :; do :; done", timeout_s=1 + SLACK_S)
+    # SIGXCPU at the soft limit (152), SIGKILL at the hard one (137): never the wall clock.
+    assert not obs.timed_out and obs.exit_code in (128 + 24, 128 + 9), obs
 
 
 def test_a_fork_bomb_is_contained(settings: Settings, view: Path) -> None:
@@ -479,6 +510,40 @@ def test_bare_sandbox_warns_and_keeps_env_timeout_and_caps(
     assert slow.timed_out and host_pids(token) == []
     assert sum("WITHOUT a sandbox" in r.message for r in caplog.records) == 2
     assert run(bare, view, "curl --json '[1]' x").refused is not None
+
+
+def test_bare_sandbox_runs_a_sessions_commands_one_after_another(
+    settings: Settings,
+    view: Path,
+    scratch: Callable[[str], Path],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    toolchain = scratch("toolchain-")
+    (toolchain / "lib").mkdir()
+    (toolchain / "lib/index.js").write_text("module.exports = 42;\n")
+    bare = BareSandbox(settings)
+    with caplog.at_level(logging.WARNING):
+        runs = [
+            bare.run(
+                f"cat ../../node_modules/lib/index.js && echo {n} > code/n.js",
+                view=view,
+                cwd="units/a",
+                writable=WRITABLE,
+                ro_binds=[(toolchain, "node_modules")],
+                tmpfs=["node_modules/.vite-temp"],
+            )
+            for n in (1, 2)
+        ]
+    assert [(o.exit_code, o.stdout) for o in runs] == [(0, "module.exports = 42;\n")] * 2
+    assert (view / "units/a/code/n.js").read_text() == "2\n"
+    assert sum("WITHOUT a sandbox" in r.message for r in caplog.records) == 2
+    # A link the command itself pointed elsewhere is refused, not followed.
+    (view / "node_modules").unlink()
+    (view / "node_modules").symlink_to("/etc")
+    with pytest.raises(ValueError, match="is a symlink"):
+        bare.run(
+            "true", view=view, cwd="units/a", writable=[], ro_binds=[(toolchain, "node_modules")]
+        )
 
 
 def test_make_sandbox_follows_the_setting(settings: Settings) -> None:

@@ -305,9 +305,30 @@ def test_several_problems_are_reported_together_in_line_order(tmp_path: Path) ->
     lines = problems_of(spec, tmp_path / "out")
     assert [line.split(": ")[0] for line in lines] == [f"{spec}:2", f"{spec}:18", f"{spec}:29"]
     assert lines[0] == (
-        f'{spec}:2: project_id: "p shop" is not a valid id; fix: use letters, digits, "-" and "_", '
-        "starting with a letter or a digit"
+        f'{spec}:2: project_id: "p shop" is not a valid project id; '
+        "fix: letters, digits, - and _ only"
     )
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "line"),
+    [
+        ("  - id: report\n", "  - id: ../report\n", '27: units[3].id: "../report"'),
+        ("  - id: report\n", "  - id: /tmp/x\n", '27: units[3].id: "/tmp/x"'),
+        ("[orders]", "[../orders]", '29: units[3].depends_on[0]: "../orders"'),
+    ],
+    ids=["climbing-id", "absolute-id", "climbing-dependency"],
+)
+def test_a_unit_id_that_is_a_path_is_refused_by_devloop_new(
+    tmp_path: Path, old: str, new: str, line: str
+) -> None:
+    spec, dest = broken(tmp_path, old, new), tmp_path / "out"
+    expected = f"{spec}:{line} is not a valid unit id; fix: letters, digits, - and _ only"
+    assert problems_of(spec, dest) == [expected]
+    result = CliRunner().invoke(app, ["new", str(dest), "--from", str(spec)])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [expected]
+    assert not dest.exists() and not (tmp_path / "report").exists()
 
 
 def test_a_non_empty_folder_is_refused_and_left_as_it_was(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -201,3 +202,77 @@ def test_sandboxed_coder_cannot_reach_tests_or_other_units(
     assert outcome.violations == []  # the sandbox refused the other writes outright
     assert not (ws.unit_dir / "tests/b.js").exists()
     ws.cleanup()
+
+
+# --- names and shapes a session can leave: violations, never exceptions ----------------
+
+
+def sandboxed(ws: Workspace, settings: Settings, command: str) -> None:
+    """Run command as the session's Bash would: in the unit dir, the write set writable."""
+    assert ws.root is not None
+    obs = make_sandbox(settings).run(
+        command, view=ws.root, cwd=ws.unit_rel, writable=ws.writable(), timeout_s=120
+    )
+    assert obs.exit_code == 0, obs.stderr
+
+
+def test_a_name_that_is_not_utf8_is_a_violation_and_the_rest_commits(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-be")
+    sandboxed(ws, settings, "touch \"code/bad-$(printf '\\377')-name.js\" && echo ok > code/ok.js"
+              " && touch \"code/tab$(printf '\\t')name.js\"")
+    assert ws.fingerprint()
+    assert "refused: units/todo-be/code/bad-\\xff-name.js" in ws.describe_changes()
+    outcome = ws.commit()
+    assert outcome.committed == ["code/ok.js"]
+    assert sorted(map(str, outcome.violations)) == [
+        "units/todo-be/code/bad-\\xff-name.js: name is not valid UTF-8",
+        "units/todo-be/code/tab\\tname.js: name contains control characters",
+    ]
+    view = ws.root
+    ws.cleanup()
+    assert view is not None and not view.exists()
+
+
+def test_a_1100_deep_tree_and_locked_dirs_are_violations_and_the_view_is_removed(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-be")
+    deep = "/".join(["d"] * 1100)
+    sandboxed(ws, settings, f"mkdir -p code/{deep} && echo x > code/{deep}/f.js"
+              " && mkdir -p code/locked/in && echo y > code/locked/in/g.js"
+              " && chmod 000 code/locked/in && chmod 500 code/locked")
+    before = ws.fingerprint()
+    assert before == ws.fingerprint()
+    outcome = ws.commit()
+    assert outcome.applied and outcome.committed == ["code/locked/in/g.js"]
+    [violation] = outcome.violations
+    assert violation.path == "units/todo-be/code/" + "/".join(["d"] * 31)
+    assert violation.reason == "is more than 32 levels deep"
+    assert "code/server.js" in store.unit_files("p-todo", "todo-be").files  # not "deleted"
+    view = ws.root
+    ws.cleanup()
+    assert view is not None and not view.exists()
+
+
+def test_100000_files_are_refused_at_the_cap_and_nothing_is_committed(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-be")
+    sandboxed(ws, settings, "echo new > code/server.js && mkdir code/many && cd code/many"
+              " && seq 1 100000 | xargs touch")
+    before = store.unit_files("p-todo", "todo-be")
+    started = time.monotonic()
+    outcome = ws.commit()
+    fingerprint, snapshot = ws.fingerprint(), ws.snapshot()
+    print(f"commit + fingerprint + snapshot of 100,000 files: {time.monotonic() - started:.3f} s")
+    assert outcome.committed == [] and snapshot == {} and fingerprint
+    assert [str(v) for v in outcome.violations] == [
+        "units/todo-be: holds more than 2000 files and directories (DEVLOOP_UNIT_MAX_FILES): "
+        "nothing of it was read or committed"
+    ]
+    assert store.unit_files("p-todo", "todo-be").files == before.files
+    view = ws.root
+    ws.cleanup()
+    assert view is not None and not view.exists()

@@ -5,10 +5,12 @@ from __future__ import annotations
 import logging
 
 from celery import Celery
+from celery.signals import worker_process_init
 from kombu import Exchange, Queue
 
 from devloop.config import Settings, load_settings
 from devloop.redis_server import celery_form
+from devloop.supervisor import follow_parent
 
 log = logging.getLogger(__name__)
 QUEUES = ("coder", "tester", "control")
@@ -67,6 +69,13 @@ def make_app(settings: Settings | None = None) -> Celery:
 
 
 app = make_app()
+
+
+@worker_process_init.connect
+def _die_with_the_worker(**_: object) -> None:
+    """A pool process dies with its worker's main process, even mid-session: billiard's own
+    check runs only between tasks, and a session can last an hour."""
+    follow_parent()
 
 
 def configure(url: str) -> None:

@@ -19,11 +19,19 @@ from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
 from devloop.fleet.records import export_steps
 from devloop.fleet.status import project_status
+from devloop.ids import id_fault
 from devloop.jsonfile import read_json
+from devloop.private import NotPrivate
 from devloop.redis_server import connect
 from devloop.store import RedisStore
 from workers.live import print_status
-from workers.procs import QUEUE_LIST, worker_command
+from workers.procs import (
+    QUEUE_LIST,
+    flower_auth_problem,
+    flower_command,
+    flower_env,
+    worker_command,
+)
 from workers.run import RunOptions, run_project
 
 Llm = Literal["anthropic", "stub"]
@@ -37,11 +45,21 @@ def run(
     script: Annotated[
         Path | None, typer.Option(help="Stub script (default: DIR/stub.yaml).")
     ] = None,
-    flower: Annotated[bool, typer.Option(help="Start Flower on the same broker.")] = False,
+    flower: Annotated[
+        bool,
+        typer.Option(help="Start Flower on the same broker (DEVLOOP_FLOWER_ADDRESS, basic auth)."),
+    ] = False,
     flower_port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
+    timeout: Annotated[
+        float | None, typer.Option(min=1, help="Give up (exit 3) after this many seconds.")
+    ] = None,
 ) -> None:
-    """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input."""
-    options = RunOptions(project_dir, workers, llm, script, flower, flower_port)
+    """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input,
+    3 gave up (every worker died, --timeout, the environment cannot run sessions, Redis
+    went away)."""
+    options = RunOptions(
+        project_dir, workers, llm, script, flower, flower_port, timeout_s=timeout
+    )
     raise typer.Exit(run_project(options, load_settings()))
 
 
@@ -51,6 +69,9 @@ def _store_for(project: Path) -> tuple[str, Path | None]:
         data, problems = read_json(project / "units.json", "units.json")
         if problems or not isinstance(data, dict) or "project_id" not in data:
             fail(problems or [Problem("units.json", "project_id", "missing", "add it")])
+        fault = id_fault(str(data["project_id"]), "project id")
+        if fault is not None:
+            fail([Problem("units.json", "project_id", *fault)])
         return str(data["project_id"]), project
     if not load_settings().redis_url:
         fail(
@@ -63,6 +84,9 @@ def _store_for(project: Path) -> tuple[str, Path | None]:
                 )
             ]
         )
+    fault = id_fault(str(project), "project id")
+    if fault is not None:
+        fail([Problem(str(project), "PROJECT", *fault)])
     return str(project), None
 
 
@@ -152,9 +176,14 @@ def pull(
 def unblock(
     project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
     unit: Annotated[str, typer.Argument(help="The blocked unit.")],
-    hint: Annotated[str, typer.Option(help="What the coder should know this time.")],
+    hint: Annotated[
+        str | None,
+        typer.Option(help="What the coder should know this time (a fresh attempt); optional "
+                     "for a unit blocked by the model or the infrastructure, which resumes."),
+    ] = None,
 ) -> None:
-    """Re-queue a blocked unit with a human's hint."""
+    """Re-queue a blocked unit: with a human's hint, or resume one the model or the
+    infrastructure blocked."""
     from workers.app import configure
     from workers.dispatch import send
 
@@ -167,7 +196,8 @@ def unblock(
         except ValueError as exc:
             fail([Problem(str(project), unit, str(exc), "check `devloop status`")])
         send(dispatches)
-    out.print(f"{unit}: re-queued as attempt {dispatches[0].msg.attempt} with your hint")
+    how = "with your hint" if hint else "where it stopped"
+    out.print(f"{unit}: re-queued as attempt {dispatches[0].msg.attempt} {how}")
 
 
 @app.command()
@@ -183,6 +213,23 @@ def worker(
         )
     command = worker_command(queues, concurrency, name, loglevel="INFO")
     os.execv(command[0], command)
+
+
+@app.command("flower")
+def flower_service(
+    port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
+) -> None:
+    """Flower on DEVLOOP_REDIS_URL, on DEVLOOP_FLOWER_ADDRESS, behind DEVLOOP_FLOWER_AUTH."""
+    settings = load_settings()
+    if not settings.redis_url:
+        fail([Problem("DEVLOOP_REDIS_URL", "environment", "not set", "point it at the broker")])
+    auth = settings.flower_auth.get_secret_value() if settings.flower_auth else ""
+    why = flower_auth_problem(auth) if auth else "not set"
+    if why:
+        fail([Problem("DEVLOOP_FLOWER_AUTH", "environment", why,
+                      "set it to user:password; Flower's pages and API ask for it")])
+    command = flower_command(port, settings.flower_address)
+    os.execve(command[0], command, flower_env(os.environ, auth))
 
 
 @app.command()
@@ -202,7 +249,11 @@ def demo(
 
 def main() -> None:
     """Console-script entry point."""
-    app(prog_name="devloop")
+    try:
+        app(prog_name="devloop")
+    except NotPrivate as exc:  # a .devloop/ that is not this user's alone: the user's to fix
+        err.print(str(exc), markup=False)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

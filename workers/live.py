@@ -7,7 +7,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
-from devloop.fleet.status import ProjectStatus
+from devloop.fleet.status import ProjectStatus, UnitRow
 
 COLORS = {
     "passed": "green",
@@ -15,13 +15,14 @@ COLORS = {
     "blocked_upstream": "red",
     "coding": "yellow",
     "testing": "cyan",
+    "waiting_model": "magenta",
     "pending": "dim",
     "ready": "dim",
 }
 
 
 def status_table(state: ProjectStatus) -> Table:
-    """One row per unit: status, attempt, tokens, cost, elapsed."""
+    """One row per unit: status, attempt, tokens, cost, elapsed, and why it waits or stopped."""
     table = Table(title=f"{state.pid}", title_justify="left")
     for name, justify in [
         ("unit", "left"),
@@ -30,7 +31,7 @@ def status_table(state: ProjectStatus) -> Table:
         ("tokens", "right"),
         ("cost $", "right"),
         ("elapsed", "right"),
-        ("note", "left"),
+        ("why", "left"),
     ]:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for row in state.units:
@@ -41,22 +42,32 @@ def status_table(state: ProjectStatus) -> Table:
             f"{row.tokens:,}",
             f"{row.cost_usd:.4f}",
             f"{row.elapsed_s:.1f}s",
-            Text(row.note or "", style="magenta"),
+            Text(_why(row), overflow="fold"),
         )
     return table
+
+
+def _why(row: UnitRow) -> str:
+    """The blocked reason, else the last error (a waiting model's, a failed step's), else
+    a note (test runs starved by a busy machine)."""
+    return (row.blocked_reason or row.last_error or row.note or "")[:160]
 
 
 def live_view(state: ProjectStatus) -> Group:
     """The table with a progress bar of finished units under it."""
     done = sum(u.status in ("passed", "blocked", "blocked_upstream") for u in state.units)
-    total = len(state.units)
+    total, waiting = len(state.units), state.count("waiting_model")
     caption = Text(
         f"{done}/{total} units finished, {state.count('passed')} passed, "
         f"{state.count('blocked') + state.count('blocked_upstream')} blocked"
+        + (f", {waiting} waiting for the model" if waiting else "")
     )
     # A grid row keeps the bar and its caption on one line (a bare bar ends no line).
     progress = Table.grid(padding=(0, 1))
     progress.add_row(ProgressBar(total=total, completed=done, width=30), caption)
+    if state.environment_error:
+        problem = Text(f"environment: {state.environment_error}", style="red")
+        return Group(status_table(state), progress, problem)
     return Group(status_table(state), progress)
 
 

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import signal
 import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from devloop.private import open_private_log
+
 QUEUE_LIST = "coder,tester,control"
+FLOWER_USER = "devloop"
+# Flower's own switches that would open it up or carry a secret: never inherited.
+FLOWER_ENV_DROPPED = ("FLOWER_UNAUTHENTICATED_API", "FLOWER_BASIC_AUTH", "DEVLOOP_FLOWER_AUTH")
 
 
 def worker_command(
@@ -43,8 +49,8 @@ def worker_command(
     ]
 
 
-def flower_command(port: int) -> list[str]:
-    """Flower on the same broker."""
+def flower_command(port: int, address: str = "127.0.0.1") -> list[str]:
+    """Flower on the same broker, listening on address:port (credentials come by env)."""
     return [
         sys.executable,
         "-m",
@@ -53,17 +59,48 @@ def flower_command(port: int) -> list[str]:
         "workers.app",
         "flower",
         f"--port={port}",
-        "--address=127.0.0.1",
+        f"--address={address}",
     ]
 
 
+def flower_auth_problem(auth: str) -> str | None:
+    """What is wrong with a DEVLOOP_FLOWER_AUTH value (never echoing it), or None."""
+    for pair in auth.split(","):
+        user, colon, password = pair.partition(":")
+        if not colon or not user or not password:
+            return "not user:password (several: user:password,user2:password2)"
+        if any(ch.isspace() for ch in pair):
+            return "holds white space"
+    return None
+
+
+def flower_credentials(configured: str | None) -> tuple[str, bool]:
+    """DEVLOOP_FLOWER_AUTH, else a fresh random `devloop:<password>`; and whether it is fresh."""
+    if configured:
+        return configured, False
+    return f"{FLOWER_USER}:{secrets.token_urlsafe(18)}", True
+
+
+def flower_env(env: Mapping[str, str], auth: str) -> dict[str, str]:
+    """Flower's environment: basic auth for its pages and API through FLOWER_BASIC_AUTH.
+
+    By env, not `--basic-auth`: any user on the host can read a command line.
+    """
+    kept = {k: v for k, v in env.items() if k not in FLOWER_ENV_DROPPED}
+    return {**kept, "FLOWER_BASIC_AUTH": auth}
+
+
 def spawn(command: list[str], env: Mapping[str, str], log: Path) -> subprocess.Popen[bytes]:
-    """Start a child in its own process group, output to a log file."""
+    """Start a child in its own process group, output to a log file (0600, never a link)."""
     log.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(log, "ab")  # noqa: SIM115 - the child owns it for its whole life
-    return subprocess.Popen(
-        command, env=dict(env), stdout=handle, stderr=subprocess.STDOUT, start_new_session=True
-    )
+    handle = open_private_log(log)
+    try:
+        return subprocess.Popen(
+            command, env=dict(env), stdout=handle, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    finally:
+        os.close(handle)
 
 
 def stop(procs: list[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:

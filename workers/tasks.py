@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import socket
+from collections.abc import Callable
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from celery import Task
@@ -14,13 +16,17 @@ from celery.exceptions import Ignore
 
 from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings, load_settings
-from devloop.fleet.dispatch import decide_after, reconcile
+from devloop.fleet.dispatch import reconcile
+from devloop.fleet.failures import StepStopped, StepWaiting
 from devloop.fleet.messages import StepMsg, StepRole
-from devloop.fleet.steps import StepBusy, StepEnv, StepSuperseded, run_step
+from devloop.fleet.steps import StepBusy, StepEnv, decide_step, run_step
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.store import RedisStore
 from workers.app import app
 from workers.dispatch import send
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 @cache
@@ -82,9 +88,8 @@ class Progress:
         )
 
 
-def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
-    msg = StepMsg.model_validate(raw)
-    env = StepEnv(
+def _env(task: Task, msg: StepMsg) -> StepEnv:
+    return StepEnv(
         store(),
         settings(),
         provider,
@@ -93,35 +98,50 @@ def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
         lease_ttl_s=settings().lease_ttl_s,
         heartbeat_s=settings().lease_ttl_s / 4,
     )
+
+
+def _carried(task: Task, call: Callable[[], T]) -> T:
+    """Run a step's library call; map how it could not end to Celery's retry or Ignore."""
     try:
-        return run_step(role, env, msg).model_dump(mode="json")
-    except StepBusy as busy:
-        raise task.retry(countdown=busy.retry_in_s, max_retries=None) from busy
-    except StepSuperseded as gone:
-        raise Ignore() from gone  # no callbacks: the chain stops here
+        return call()
+    except (StepBusy, StepWaiting) as later:
+        # The tasks' max_retries is None: DevLoop bounds waits and retries itself.
+        raise task.retry(countdown=later.retry_in_s) from later
+    except StepStopped as stop:
+        log.warning("%s", stop)
+        raise Ignore() from stop  # no callbacks: the chain stops here
     except redis.ConnectionError as lost:
         # Redis went away for longer than the client's retries: run again from the checkpoint.
-        raise task.retry(countdown=5, max_retries=None) from lost
+        raise task.retry(countdown=5) from lost
 
 
-@app.task(name="devloop.coder", bind=True)
+def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
+    msg = StepMsg.model_validate(raw)
+    env = _env(task, msg)
+    return _carried(task, lambda: run_step(role, env, msg).model_dump(mode="json"))
+
+
+@app.task(name="devloop.coder", bind=True, max_retries=None)
 def coder(self: Task, msg: dict[str, Any]) -> dict[str, Any]:
     """Write or fix a unit's code."""
     return _step(self, "coder", msg)
 
 
-@app.task(name="devloop.tester", bind=True)
+@app.task(name="devloop.tester", bind=True, max_retries=None)
 def tester(self: Task, msg: dict[str, Any]) -> dict[str, Any]:
     """Write and run (or re-run) a unit's tests."""
     return _step(self, "tester", msg)
 
 
-@app.task(name="devloop.decide", bind=True)
+@app.task(name="devloop.decide", bind=True, max_retries=None)
 def decide(self: Task, msg: dict[str, Any]) -> list[str]:
-    """Decide the unit's next step, send the chains it needs, and reconcile now and then."""
+    """Decide the unit's next step, send the chains it needs, and reconcile now and then.
+
+    The message names the unit, attempt and try; the outcome is read from the records
+    the coder and tester steps stored (any outcome field in the message is dropped).
+    """
     step = StepMsg.model_validate(msg)
-    owner = f"{socket.gethostname()}:{os.getpid()}:{self.request.id}"
-    dispatches = decide_after(store(), step, settings().retry_budget, worker=owner)
+    dispatches = _carried(self, lambda: decide_step(_env(self, step), step))
     # At most one reconcile pass per project per grace period, whichever decide gets there.
     lock = f"{store().keys(step.pid).prefix}reconcile-lock"
     if store().client.set(lock, "1", nx=True, ex=max(1, int(settings().reconcile_grace_s))):

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import itertools
 import os
-from pathlib import Path
+import stat
 
 from pydantic import BaseModel, Field
 
 from devloop.agent.tools import Tool, ToolContext, ToolResult
+from devloop.safedir import Refused
+from devloop.safetree import printable
+
+LISTING_CAP = 500
 
 
 class ReadInput(BaseModel):
@@ -31,13 +36,17 @@ class ReadTool(Tool):
         resolved = ctx.resolve(args.path)
         if isinstance(resolved, str):
             return ToolResult(resolved, is_error=True)
-        host, _ = resolved
-        if host.is_dir():
-            entries = sorted(p.name + ("/" if p.is_dir() else "") for p in host.iterdir())
-            return ToolResult(f"{args.path} is a directory: " + " ".join(entries), untrusted=True)
-        if not host.is_file():
-            return ToolResult(f"{args.path}: no such file", is_error=True)
-        data = host.read_bytes()[: ctx.read_cap_bytes]
+        rel, _ = resolved
+        try:
+            st = ctx.files.lstat(rel)
+            if st is not None and stat.S_ISDIR(st.st_mode):
+                listing = _listing(ctx, rel)
+                return ToolResult(f"{args.path} is a directory: {listing}", untrusted=True)
+            if st is None:
+                return ToolResult(f"{args.path}: no such file", is_error=True)
+            data, size = ctx.files.read_head(rel, ctx.read_cap_bytes)
+        except OSError as exc:
+            return ToolResult(_refused(args.path, exc), is_error=True)
         text = data.decode("utf-8", errors="replace")
         lines = text.splitlines()
         chosen = lines[args.offset - 1 : args.offset - 1 + args.limit]
@@ -45,30 +54,40 @@ class ReadTool(Tool):
         more = len(lines) - (args.offset - 1 + len(chosen))
         if more > 0:
             body += f"\n[{more} more lines: read again with offset={args.offset + len(chosen)}]"
-        if host.stat().st_size > ctx.read_cap_bytes:
+        if size > ctx.read_cap_bytes:
             body += f"\n[file is larger than {ctx.read_cap_bytes} bytes: the rest is not shown]"
         return ToolResult(body or "(empty file)", untrusted=True)
 
 
-def _check_writable(ctx: ToolContext, path: str) -> tuple[Path, str] | ToolResult:
-    """The host path to write, or the denial the model sees."""
+def _listing(ctx: ToolContext, rel: str) -> str:
+    """A directory's entries (dirs with a trailing /), at most LISTING_CAP of them."""
+    with ctx.files.opendir(rel) as handle, os.scandir(handle.fd) as entries:
+        found = [
+            printable(e.name) + ("/" if e.is_dir(follow_symlinks=False) else "")
+            for e in itertools.islice(entries, LISTING_CAP + 1)
+        ]
+    more = f" [more than {LISTING_CAP} entries: not all shown]" if len(found) > LISTING_CAP else ""
+    return " ".join(sorted(found[:LISTING_CAP])) + more
+
+
+def _refused(path: str, exc: OSError) -> str:
+    """An access the view's handle refused (a link, a fifo, ...), as the model sees it."""
+    why = exc.reason if isinstance(exc, Refused) else (exc.strerror or str(exc)).lower()
+    return f"{path}: {why}"
+
+
+def _check_writable(ctx: ToolContext, path: str) -> tuple[str, str] | ToolResult:
+    """The view-relative path to write and its unit-relative form, or the denial."""
     resolved = ctx.resolve(path)
     if isinstance(resolved, str):
         return ToolResult(resolved, is_error=True)
-    host, rel = resolved
-    if not ctx.may_write(rel):
+    rel, unit_rel = resolved
+    if not ctx.may_write(unit_rel):
         allowed = ", ".join(ctx.write_patterns) or "nothing"
         return ToolResult(
             f"denied: {path} is outside what the {ctx.role} may write ({allowed})", is_error=True
         )
-    return host, rel
-
-
-def _write_file(host: Path, content: str) -> None:
-    host.parent.mkdir(parents=True, exist_ok=True)
-    tmp = host.with_name(f".{host.name}.tmp")
-    tmp.write_text(content, encoding="utf-8")
-    os.replace(tmp, host)
+    return rel, unit_rel
 
 
 class WriteInput(BaseModel):
@@ -91,9 +110,12 @@ class WriteTool(Tool):
         checked = _check_writable(ctx, args.path)
         if isinstance(checked, ToolResult):
             return checked
-        host, rel = checked
-        existed = host.exists()
-        _write_file(host, args.content)
+        view_rel, rel = checked
+        try:
+            existed = ctx.files.exists(view_rel)
+            ctx.files.write_atomic(view_rel, args.content)
+        except OSError as exc:
+            return ToolResult(_refused(args.path, exc) + "; nothing was written", is_error=True)
         verb = "overwrote" if existed else "created"
         return ToolResult(
             f"{verb} {rel} ({len(args.content.encode())} bytes)", changed_files=(rel,)
@@ -122,10 +144,13 @@ class EditTool(Tool):
         checked = _check_writable(ctx, args.path)
         if isinstance(checked, ToolResult):
             return checked
-        host, rel = checked
-        if not host.is_file():
-            return ToolResult(f"{args.path}: no such file (use Write to create it)", True)
-        text = host.read_text(encoding="utf-8", errors="replace")
+        view_rel, rel = checked
+        try:
+            if not ctx.files.exists(view_rel):
+                return ToolResult(f"{args.path}: no such file (use Write to create it)", True)
+            text = ctx.files.read_text(view_rel)
+        except OSError as exc:
+            return ToolResult(_refused(args.path, exc), is_error=True)
         count = text.count(args.old) if args.old else 0
         if count == 0:
             return ToolResult(
@@ -139,5 +164,8 @@ class EditTool(Tool):
                 "it matches exactly once",
                 is_error=True,
             )
-        _write_file(host, text.replace(args.old, args.new, 1))
+        try:
+            ctx.files.write_atomic(view_rel, text.replace(args.old, args.new, 1))
+        except OSError as exc:
+            return ToolResult(_refused(args.path, exc) + "; nothing was written", is_error=True)
         return ToolResult(f"edited {rel}", changed_files=(rel,))

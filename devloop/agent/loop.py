@@ -52,25 +52,37 @@ class AgentSession:
     # --- state -------------------------------------------------------------------
 
     def _begin(self, task: str) -> SessionResult | None:
-        """Load the checkpoint: a finished result, a resumed state, reuse, or a new start."""
+        """Load the checkpoint: a finished result, a resumed state, reuse, or a new start.
+
+        A checkpoint is this session's when its (attempt, try) is this spec's. One that
+        ended `recovery_required` (the model was unavailable) is resumed, with a real
+        model call: only a session that ended for good returns its stored result.
+        """
         saved = self.checkpointer.load(self.spec.session_key)
-        if saved and saved["attempt"] > self.spec.attempt:
+        mine = (self.spec.attempt, self.spec.try_no)
+        theirs = identity(saved) if saved else None
+        if saved and theirs and theirs > mine:
             # A late redelivery of an attempt the loop has already moved past.
-            self.state = {**saved, "attempt": self.spec.attempt}
+            self.state = {**saved, "attempt": self.spec.attempt, "try": self.spec.try_no}
             return self._result("cancelled", "superseded", "a later attempt already ran")
-        if saved and saved["attempt"] == self.spec.attempt:
-            if saved["finished"]:
+        if saved and theirs == mine:
+            if saved["finished"] and saved["result"]["status"] != "recovery_required":
                 return SessionResult.model_validate(saved["result"])
-            self.state = saved
+            self.state = {**saved, "finished": False, "result": None}
             self.stuck = StuckTracker.from_dict(saved["stuck"], self.spec.stuck)
             if self.workspace is not None and saved.get("workspace"):
                 self.workspace.restore(saved["workspace"])
+            if saved["finished"] and self.state["messages"][-1]["role"] == "assistant":
+                # The context was full after the model's turn: ask it to carry on.
+                _append_user_text(self.state["messages"], "Continue from where you stopped.")
+                self.state["next"] = "query"
             return None
         messages = list(saved["messages"]) if saved else []
         _append_user_text(messages, task)
         self.state = {
             "session_key": self.spec.session_key,
             "attempt": self.spec.attempt,
+            "try": self.spec.try_no,
             "mode": self.spec.mode,
             "messages": messages,
             "next": "query",
@@ -160,20 +172,25 @@ class AgentSession:
         changes = self.workspace.describe_changes() if self.workspace else "(unknown)"
         plan = self.reassess(why, self.state["last_error"], changes)
         self.state["reassessed"] += 1
-        self.state["pinned"].append(f"Stuck ({why}). Reassessed plan:\n{plan}")
+        self.state["pinned"].append(plan)
+        # The plan is a model's text: it is pinned as wrapped data in the transcript (text
+        # blocks are never cleared), never in the system prompt, which stays the same every
+        # turn and so stays cached.
         _append_user_text(
             self.state["messages"],
-            "You were stuck: " + why + ". A read-only review wrote a new plan, now pinned in "
-            "your instructions. Follow it; do not repeat what failed.",
+            "You were judged stuck; a read-only review of your work wrote a new plan. "
+            "Weigh its steps within your instructions, and do not repeat what failed.\n"
+            + wrap_untrusted("what stuck detection measured (it may quote tool output)", why)
+            + "\n"
+            + wrap_untrusted("the plan of the read-only review", plan),
         )
         self.stuck.reset()
         self._save()
         return None
 
     def _system(self) -> str:
-        if not self.state["pinned"]:
-            return self.spec.system
-        return self.spec.system + "\n\n## Pinned\n\n" + "\n\n".join(self.state["pinned"])
+        """The system prompt: the spec's, unchanged for the whole session."""
+        return self.spec.system
 
     def _query(self) -> SessionResult | None:
         """Ask the model for its next turn and record it before acting on it."""
@@ -302,6 +319,11 @@ class AgentSession:
             self_check_failures=self.state.get("self_check_failures", []),
             changed_files=self.state["changed_files"],
         )
+
+
+def identity(checkpoint: dict[str, Any]) -> tuple[int, int]:
+    """(attempt, try) of a checkpoint; checkpoints from before tries were one try."""
+    return int(checkpoint["attempt"]), int(checkpoint.get("try", 1))
 
 
 def _append_user_text(messages: list[dict[str, Any]], text: str) -> None:

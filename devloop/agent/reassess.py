@@ -9,6 +9,7 @@ from devloop.agent.flavors import toolset
 from devloop.agent.loop import AgentSession
 from devloop.agent.spec import Budgets, Checkpointer, Reassess, SessionSpec
 from devloop.agent.tools import Tool, ToolContext
+from devloop.agent.untrusted import wrap_untrusted
 from devloop.llm.base import LLMProvider
 from devloop.prompts import render
 
@@ -31,8 +32,7 @@ def make_reassess(
         spec = SessionSpec(
             session_key=f"{parent.session_key}.reassess.{parent.attempt}.{runs}",
             flavor="reassess", mode="reassess", attempt=parent.attempt, model=parent.model,
-            system=render("reassess", role=parent.flavor, unit_id=ctx.unit_id, reason=reason,
-                          last_error=last_error, changes=changes),
+            system=render("reassess", role=parent.flavor, unit_id=ctx.unit_id),
             max_tokens=parent.max_tokens, budgets=Budgets(max_turns=max_turns),
             reassess_limit=0,
         )
@@ -40,7 +40,16 @@ def make_reassess(
         read_only = dataclasses.replace(ctx, role="reassess", write_patterns=())
         session = AgentSession(spec, provider, toolset("reassess", built), read_only,
                                checkpointer_for(runs))
-        result = session.run("Review the stuck session and write the plan.")
+        result = session.run(_review_task(reason, last_error, changes))
         return session.final_plan() or f"(reassess ended {result.status}: no plan)"
 
     return reassess
+
+
+def _review_task(reason: str, last_error: str | None, changes: str) -> str:
+    """The reassess session's first message: what was measured, as wrapped data."""
+    parts = [wrap_untrusted("why the session was judged stuck (measured)", reason)]
+    if last_error:
+        parts.append(wrap_untrusted("the last error the session met (tool output)", last_error))
+    parts.append(wrap_untrusted("what the session changed since it started", changes))
+    return "\n".join([*parts, "Review the stuck session and write the plan."])

@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ValidationError
 
 from devloop.llm.base import ToolSpec
+from devloop.safedir import Dir
 from devloop.sandbox import Sandbox
 from devloop.writeset import allowed
 
@@ -59,6 +60,15 @@ class ToolContext:
     emit: Callable[[ProgressEvent], None] = lambda event: None
     # Role services (ledgers, runner, units registry ...), keyed by name; see devloop.roles.
     services: dict[str, Any] = field(default_factory=dict)
+    # The handle every tool reaches the view through (the workspace's, or opened on use).
+    handle: Dir | None = field(default=None, repr=False)
+
+    @property
+    def files(self) -> Dir:
+        """The view's handle: paths beneath it resolve without following any link."""
+        if self.handle is None:
+            self.handle = Dir.open(self.view)
+        return self.handle
 
     @property
     def unit_rel(self) -> str:
@@ -67,11 +77,15 @@ class ToolContext:
 
     @property
     def unit_dir(self) -> Path:
-        """The unit dir on the host."""
+        """The unit dir on the host (what the sandbox binds; host code uses `files`)."""
         return self.view / self.unit_rel
 
-    def resolve(self, path: str) -> tuple[Path, str] | str:
-        """A unit-relative path as (host path, unit-relative posix), or why it is refused."""
+    def resolve(self, path: str) -> tuple[str, str] | str:
+        """A unit-relative path as (view-relative, unit-relative), or why it is refused.
+
+        Only `..` is resolved here, as text; links are refused when the path is used
+        (beneath `files`), so a link planted in the view leads nowhere.
+        """
         if not path or "\x00" in path:
             return "empty or invalid path"
         pure = PurePosixPath(path)
@@ -87,14 +101,9 @@ class ToolContext:
             elif part != ".":
                 parts.append(part)
         view_rel = "/".join(parts)
-        host = self.view / view_rel
-        # A symlink inside the view must not lead a tool outside it.
-        real = host.resolve()
-        if real != self.view.resolve() and self.view.resolve() not in real.parents:
-            return f"{path}: resolves outside the view"
         prefix = self.unit_rel + "/"
         unit_relative = view_rel[len(prefix) :] if view_rel.startswith(prefix) else "../" + view_rel
-        return host, unit_relative
+        return view_rel, unit_relative
 
     def may_write(self, unit_relative: str) -> bool:
         """Whether the role may write this unit-relative path."""

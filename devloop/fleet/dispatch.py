@@ -11,14 +11,23 @@ from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.records import (
     StepRecord,
     dispatched_key,
+    environment_key,
     finished_key,
+    load_outcomes,
     load_step,
     save_step,
 )
-from devloop.ledgers import Timeline
-from devloop.loop import AttemptOutcome, awaited_tester_try, decide, unblock
+from devloop.ledgers import BugLedger, Timeline
+from devloop.loop import (
+    TESTER_RETRIES,
+    AttemptOutcome,
+    awaited_tester_try,
+    decide,
+    recovered,
+    unblock,
+)
 from devloop.project import load_project
-from devloop.store import ImportReport, RedisStore, UnitState
+from devloop.store import ImportReport, RedisStore, UnitState, promote_memory
 
 # Adds a finished dependency and, when the set is complete, claims the dependent's
 # release with SET NX: of N dependencies finishing at once, exactly one call returns 1.
@@ -29,8 +38,10 @@ if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then
 end
 return 0
 """
-ACTIVE = ("coding", "testing")
+ACTIVE = ("coding", "testing", "waiting_model")
 TERMINAL = ("passed", "blocked", "blocked_upstream")
+# Blocks that are not the code's fault: the next `devloop run` resumes them.
+RESUMABLE = ("model", "infrastructure")
 
 
 def _start(store: RedisStore, pid: str, unit: str) -> Dispatch:
@@ -50,6 +61,8 @@ def enqueue_project(store: RedisStore, project_dir: Path) -> tuple[ImportReport,
     """Validate and import a project; release its roots (once: a second enqueue resumes)."""
     project = load_project(project_dir)  # raises ProjectInvalid before anything is written
     report = store.import_project(project)
+    # A new enqueue is a new try of the environment (its problem may have been fixed).
+    store.client.delete(environment_key(store, project.pid))
     dispatches = []
     for unit, deps in project.graph().items():
         if not deps and store.client.set(dispatched_key(store, project.pid, unit), "root", nx=True):
@@ -73,21 +86,30 @@ def release_dependents(store: RedisStore, pid: str, unit: str) -> list[Dispatch]
 def decide_after(
     store: RedisStore, msg: StepMsg, budget: int, worker: str = "local"
 ) -> list[Dispatch]:
-    """Apply the red/green decision to a finished chain; return the chains to send next."""
+    """Apply the red/green decision to a finished chain; return the chains to send next.
+
+    The outcome comes from the coder and tester records of msg's attempt and try, which
+    the workers that ran them stored; the message only names them.
+    """
     pid, unit = msg.pid, msg.unit_id
-    state = store.get_state(pid, unit)
+    state, coder, tester = load_outcomes(store, msg)
     if state.attempt != msg.attempt or state.status not in ACTIVE or msg.tester_try != _try(state):
         return []  # decided already (a duplicate chain) or superseded
+    if coder is None or tester is None or coder.outcome is None or tester.outcome is None:
+        return []  # those steps never finished: nothing to decide (an early or forged message)
+    made, tested = coder.outcome, tester.outcome
     outcome = AttemptOutcome(
-        coder_status=msg.coder_status or "completed",
-        coder_reason=msg.coder_reason or "",
-        tester_ran=msg.tests_ok is not None,
-        tests_ok=bool(msg.tests_ok),
-        crashed=bool(msg.crashed),
-        crash_reason=msg.crash_reason,
-        failures=tuple(msg.failures),
-        hint=msg.hint,
-        starved=bool(msg.starved),
+        coder_status=made.status,
+        coder_reason=made.reason,
+        tester_ran=tested.tester_ran,
+        tests_ok=tested.tests_ok,
+        crashed=tested.crashed,
+        crash_reason=tested.crash_reason,
+        failures=tuple((name, got) for name, got in tested.failures),
+        hint=tested.hint,
+        tester_status=tested.status,
+        tester_reason=tested.summary or tested.reason,
+        starved=tested.starved,
     )
     started = time.time()
     decision = decide(state, outcome, budget=budget)
@@ -120,25 +142,29 @@ def decide_after(
         summary=decision.reason,
     )
     if decision.action == "pass":
+        promote_memory(store, pid, unit)
         return release_dependents(store, pid, unit)
     if decision.action == "retry_coder":
+        start_fixing(store, pid, unit, new.attempt)
         return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry"))]
     if decision.action == "retry_tester":
-        nxt = msg.model_copy(
-            update={
-                "tester_try": msg.tester_try + 1,
-                "skip_coder": True,
-                "tests_ok": None,
-                "crashed": None,
-                "starved": None,
-                "failures": [],
-            }
+        nxt = StepMsg(
+            pid=pid, unit_id=unit, attempt=msg.attempt, mode=msg.mode,
+            tester_try=_try(new), skip_coder=True,
         )
         return [Dispatch(msg=nxt, countdown_s=decision.delay_s)]
-    if decision.action == "resume":
-        return [Dispatch(msg=msg.model_copy(update={"mode": "resume"}), countdown_s=30)]
     block_downstream(store, pid, unit)
     return []
+
+
+def start_fixing(store: RedisStore, pid: str, unit: str, attempt: int) -> list[str]:
+    """A coder retry starts on the unit's open bugs: move them to fixing, by the loop."""
+    bugs = BugLedger(store.sink(pid, "bugs"))
+    moved = []
+    for bug in bugs.list(unit_id=unit, status="open"):
+        bugs.transition(bug.id, "fixing", by="loop", attempt=attempt)
+        moved.append(bug.id)
+    return moved
 
 
 def block_downstream(store: RedisStore, pid: str, unit: str) -> list[str]:
@@ -162,18 +188,49 @@ def block_downstream(store: RedisStore, pid: str, unit: str) -> list[str]:
     return blocked
 
 
-def unblock_unit(store: RedisStore, pid: str, unit: str, hint: str) -> list[Dispatch]:
-    """A human's hint re-queues a blocked unit; its dependents wait for it again."""
+def unblock_unit(store: RedisStore, pid: str, unit: str, hint: str | None) -> list[Dispatch]:
+    """Re-queue a blocked unit: with a human's hint, as a fresh attempt; a unit blocked by
+    the model or the infrastructure resumes its attempt (the hint is then optional)."""
     state = store.get_state(pid, unit)
     if state.status != "blocked":
         raise ValueError(f'unit "{unit}" is {state.status}, not blocked; nothing to unblock')
+    if state.extra.get("block_kind") in RESUMABLE and not hint:
+        resumed = resume_blocked(store, pid, [unit])
+        if not resumed:
+            raise ValueError(f'unit "{unit}" changed while it was being resumed; try again')
+        return resumed
+    if not hint:
+        raise ValueError(f'unit "{unit}" is blocked ({state.blocked_reason}); give a --hint')
     new = unblock(state, hint)
     store.put_state(pid, unit, new.model_copy(update={"updated_at": time.time()}))
+    _unblock_downstream(store, pid, unit)
+    start_fixing(store, pid, unit, new.attempt)
+    return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry"))]
+
+
+def resume_blocked(store: RedisStore, pid: str, units: list[str] | None = None) -> list[Dispatch]:
+    """Units blocked by the model or the infrastructure (not by their code) resume their
+    attempt where it stopped; their dependents wait for them again."""
+    names = units if units is not None else list(_graph(store, pid))
+    out = []
+    for unit, state in store.get_states(pid, names).items():
+        if state.status != "blocked" or state.extra.get("block_kind") not in RESUMABLE:
+            continue
+        base = recovered(state) or state
+        extra = {k: v for k, v in base.extra.items() if k != "block_kind"}
+        new = base.model_copy(update={"status": "coding", "blocked_reason": None, "extra": extra,
+                                      "updated_at": time.time()})
+        if store.cas_state(pid, unit, "blocked", state.attempt, new):
+            _unblock_downstream(store, pid, unit)
+            out.append(_resend(store, pid, unit, new))
+    return out
+
+
+def _unblock_downstream(store: RedisStore, pid: str, unit: str) -> None:
     for user in dag.downstream(_graph(store, pid), unit):
         user_state = store.get_state(pid, user)
         if user_state.status == "blocked_upstream":
             store.put_state(pid, user, UnitState())
-    return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry"))]
 
 
 def reconcile(
@@ -189,7 +246,9 @@ def reconcile(
     out = []
     for unit, deps in graph.items():
         state = store.get_state(pid, unit)
-        idle = now - (state.updated_at or 0) >= grace_s
+        # A unit waiting for the model is not idle before its wait is over.
+        moved = max(state.updated_at or 0, float(state.extra.get("resume_at") or 0))
+        idle = now - moved >= grace_s
         if state.status in ACTIVE and idle and not _leased(store, pid, unit, state.attempt):
             out.append(_resend(store, pid, unit, state))
         elif state.status == "pending" and all(
@@ -201,9 +260,10 @@ def reconcile(
 
 
 def _leased(store: RedisStore, pid: str, unit: str, attempt: int) -> bool:
-    tries = awaited_tester_try(store.get_state(pid, unit))
-    roles = ("coder", *(f"tester.{n}" for n in range(1, max(tries, 2) + 1)))
-    return any(store.lease_owner(pid, unit, attempt, role) for role in roles)
+    starved = int(store.get_state(pid, unit).extra.get("starved_reruns", 0))
+    roles = ["coder", *(f"tester.{n}" for n in range(1, TESTER_RETRIES + starved + 2))]
+    owners = [store.lease_owner(pid, unit, attempt, role) for role in roles]
+    return any(owners)
 
 
 def _resend(store: RedisStore, pid: str, unit: str, state: UnitState) -> Dispatch:

@@ -6,28 +6,27 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from devloop.ids import ProjectId, UnitId
+
 StepRole = Literal["coder", "tester"]
 
 
 class StepMsg(BaseModel):
-    """One unit attempt moving through coder -> tester -> decide."""
+    """Which unit attempt moves through coder -> tester -> decide: identity, never outcomes.
 
-    model_config = ConfigDict(extra="forbid")
+    What a step produced is read from the step records the workers stored; a field a
+    sender adds (`tests_ok`, anything) is dropped, so a forged message can at most cause
+    a redundant step, which the records and leases make idempotent.
+    """
 
-    pid: str
-    unit_id: str
+    model_config = ConfigDict(extra="ignore")
+
+    pid: ProjectId
+    unit_id: UnitId
     attempt: int
     mode: str = "implement"  # the coder's mode: implement | retry | resume
-    tester_try: int = 1  # a crashed test run gets the tester once more, same attempt
-    coder_status: str | None = None
-    coder_reason: str | None = None
-    tests_ok: bool | None = None
-    crashed: bool | None = None
-    crash_reason: str | None = None
-    starved: bool | None = None  # the test run got too little CPU to judge the code
-    failures: list[tuple[str, str]] = []
-    hint: str | None = None
-    skip_coder: bool = False  # a tester-only chain (retry after a crash)
+    tester_try: int = 1  # the tester tries again (a crashed run, its own failure), same attempt
+    skip_coder: bool = False  # a tester-only chain (a tester retry)
     sent_at: float | None = None  # when the chain was sent (queue wait = start - sent_at)
 
     @property

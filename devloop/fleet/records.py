@@ -3,11 +3,11 @@
 devloop:{pid}:unit:{unit}:steps     hash   "{role}:{attempt}:{try}" -> StepRecord (JSON)
 devloop:{pid}:unit:{unit}:finished  set    dependencies of unit that have passed
 devloop:{pid}:unit:{unit}:dispatched string set NX when unit is first released
+devloop:{pid}:environment-error      string why no session can run (a worker found it)
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,9 +17,30 @@ from pydantic import BaseModel, ConfigDict
 from redis.client import Pipeline
 
 from devloop.fleet.messages import StepMsg
+from devloop.safedir import Dir
 from devloop.store import RedisStore, UnitState, scripts
 
 STEPS_FILE = "agent-state/fleet-steps.ndjson"
+
+
+class StepOutcome(BaseModel):
+    """What a step's session and test run came to: the only thing decide believes.
+
+    Written by the worker that ran the step, never taken from a message.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: str = "completed"  # the session's status ("completed" when none ran)
+    reason: str = ""  # its terminal_reason (end_turn, validation_failed, ...)
+    summary: str | None = None  # the session's failure summary (its self-check's findings)
+    tester_ran: bool = False  # tester: a run happened (False: the coder did not finish)
+    tests_ok: bool = False
+    crashed: bool = False
+    crash_reason: str | None = None
+    failures: list[tuple[str, str]] = []  # (test, what it got)
+    hint: str | None = None
+    starved: bool = False  # tester: the run got too little CPU to judge the code
 
 
 class StepRecord(BaseModel):
@@ -40,6 +61,28 @@ class StepRecord(BaseModel):
     status: str = ""
     output: dict[str, Any] = {}
     timings: dict[str, int] = {}  # materialize_ms, session_ms, commit_ms (coder and tester)
+    outcome: StepOutcome | None = None  # coder and tester steps
+
+
+def load_outcomes(
+    store: RedisStore, msg: StepMsg
+) -> tuple[UnitState, StepRecord | None, StepRecord | None]:
+    """The unit's state and the stored coder and tester records of msg's attempt and try,
+    in one round trip: what decide reads instead of the message."""
+    keys = store.keys(msg.pid)
+    with store.client.pipeline(transaction=False) as pipe:
+        pipe.get(keys.state(msg.unit_id))
+        pipe.hmget(
+            steps_key(store, msg.pid, msg.unit_id),
+            [field("coder", msg.attempt, 1), field("tester", msg.attempt, msg.tester_try)],
+        )
+        raw_state, (coder, tester) = pipe.execute()
+    state = UnitState.model_validate_json(raw_state) if raw_state else UnitState()
+    return state, _record(coder), _record(tester)
+
+
+def _record(raw: bytes | None) -> StepRecord | None:
+    return StepRecord.model_validate_json(raw) if raw else None
 
 
 def steps_key(store: RedisStore, pid: str, unit: str) -> str:
@@ -54,6 +97,17 @@ def dispatched_key(store: RedisStore, pid: str, unit: str) -> str:
     return f"{store.keys(pid).prefix}unit:{unit}:dispatched"
 
 
+def environment_key(store: RedisStore, pid: str) -> str:
+    """String: why no session can run on a worker's host (set by the worker that found it)."""
+    return f"{store.keys(pid).prefix}environment-error"
+
+
+def environment_error(store: RedisStore, pid: str) -> str | None:
+    """The environment problem a worker reported for this project, if any."""
+    raw = store.client.get(environment_key(store, pid))
+    return raw.decode("utf-8", errors="replace") if raw else None
+
+
 def field(role: str, attempt: int, tester_try: int) -> str:
     return f"{role}:{attempt}:{1 if role == 'coder' else tester_try}"
 
@@ -66,19 +120,22 @@ def load_step(
     return StepRecord.model_validate_json(raw) if raw else None
 
 
-# KEYS: lease, steps, state.  ARGV: owner, lease ttl_ms, step field.  A step that ran to
-# the end returns its record and takes no lease; any other takes it as the store's
-# acquire_lease does (the same script, run inline: its KEYS[1] and ARGV[1..2] line up).
+# KEYS: lease, steps, state.  ARGV: owner, lease ttl_ms, step field, the attempt's coder
+# field.  A step that ran to the end returns its record and takes no lease; any other
+# takes it as the store's acquire_lease does (the same script, run inline: its KEYS[1]
+# and ARGV[1..2] line up). The coder's record comes along: a tester step tests only
+# what a coder step of its attempt finished.
 BEGIN_STEP = f"""
 local function acquire_lease()
 {scripts.ACQUIRE_LEASE}
 end
 local record = redis.call('HGET', KEYS[2], ARGV[3])
 local state = redis.call('GET', KEYS[3])
+local coder = redis.call('HGET', KEYS[2], ARGV[4])
 if record then
-  return {{record, state or false, 0}}
+  return {{record, state or false, 0, coder or false}}
 end
-return {{false, state or false, acquire_lease()}}
+return {{false, state or false, acquire_lease(), coder or false}}
 """
 
 
@@ -90,6 +147,7 @@ class StepStart:
     done: StepRecord | None
     state: UnitState
     leased: bool
+    coder: StepRecord | None = None  # the coder record of the attempt
 
 
 def begin_step(
@@ -102,12 +160,13 @@ def begin_step(
         store.keys(msg.pid).state(msg.unit_id),
     ]
     ttl_ms = max(1, round(ttl_s * 1000))
-    args = [owner, ttl_ms, field(role, msg.attempt, msg.tester_try)]
-    record, state, leased = store.client.register_script(BEGIN_STEP)(keys=keys, args=args)
+    args = [owner, ttl_ms, field(role, msg.attempt, msg.tester_try), field("coder", msg.attempt, 1)]
+    record, state, leased, coder = store.client.register_script(BEGIN_STEP)(keys=keys, args=args)
     return StepStart(
-        done=StepRecord.model_validate_json(record) if record else None,
+        done=_record(record),
         state=UnitState.model_validate_json(state) if state else UnitState(),
         leased=bool(leased),
+        coder=_record(coder),
     )
 
 
@@ -137,12 +196,10 @@ def export_steps(store: RedisStore, pid: str, dest: Path) -> Path:
     units = [entry.id for entry in store.project_record(pid).units.units]
     by_unit = steps_of(store, pid, units)
     lines = [record.model_dump_json() for records in by_unit.values() for record in records]
-    path = dest / STEPS_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    dest.mkdir(parents=True, exist_ok=True)
+    with Dir.open(dest) as root:  # never written through a link in the project folder
+        root.write_atomic(STEPS_FILE, "".join(line + "\n" for line in lines))
+    return dest / STEPS_FILE
 
 
 def steps_of(store: RedisStore, pid: str, units: list[str]) -> dict[str, list[StepRecord]]:

@@ -6,7 +6,7 @@ import time
 
 from pydantic import BaseModel
 
-from devloop.fleet.records import steps_of
+from devloop.fleet.records import environment_error, steps_of
 from devloop.store import RedisStore, UnitState
 
 DONE = ("passed", "blocked", "blocked_upstream")
@@ -22,6 +22,8 @@ class UnitRow(BaseModel):
     cost_usd: float
     elapsed_s: float
     last_hint: str | None = None
+    last_error: str | None = None  # the model's error while waiting_model, a step's exception
+    blocked_reason: str | None = None
     note: str | None = None  # why the unit waits that is not its code's fault (a busy machine)
 
 
@@ -30,6 +32,7 @@ class ProjectStatus(BaseModel):
 
     pid: str
     units: list[UnitRow]
+    environment_error: str | None = None  # no session can run: the run stops with this
 
     @property
     def finished(self) -> bool:
@@ -44,10 +47,8 @@ class ProjectStatus(BaseModel):
 
 
 def load_note(state: UnitState) -> str | None:
-    """A unit held up by a busy machine says so: starved test runs, re-run or blocked."""
+    """A unit held up by a busy machine says so: its starved test runs, re-run later."""
     starved = int(state.extra.get("starved_reruns", 0))
-    if state.status == "blocked" and state.extra.get("blocked_reason") == "infrastructure":
-        return "infrastructure: test runs starved of CPU"
     if starved and state.status == "testing":
         return f"test run starved of CPU {starved}x: re-run after a backoff"
     return None
@@ -71,7 +72,9 @@ def project_status(store: RedisStore, pid: str, now: float | None = None) -> Pro
                 cost_usd=round(sum(s.cost_usd for s in steps), 4),
                 elapsed_s=round(end - state.started_at, 1) if state.started_at else 0.0,
                 last_hint=state.last_hint,
+                last_error=state.last_error,
+                blocked_reason=state.blocked_reason if state.status == "blocked" else None,
                 note=load_note(state),
             )
         )
-    return ProjectStatus(pid=pid, units=rows)
+    return ProjectStatus(pid=pid, units=rows, environment_error=environment_error(store, pid))

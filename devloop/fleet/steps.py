@@ -3,6 +3,8 @@
 Redis delivers at least once: a redelivered step whose record exists returns that record's
 message (the chain carries on, nothing runs twice); one whose lease is alive elsewhere is
 busy (the caller retries later); otherwise it runs, resuming the session's checkpoint.
+A step that cannot end normally (the model is unavailable, it raised) stores no record: it
+raises StepWaiting (run it again later) or StepStopped (the chain ends; see failures.py).
 """
 
 from __future__ import annotations
@@ -12,14 +14,24 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import redis
 from redis.client import Pipeline
 
 from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
 from devloop.errors import DevLoopError
-from devloop.fleet.messages import StepMsg, StepRole
-from devloop.fleet.records import StepRecord, begin_step, save_step
+from devloop.fleet.dispatch import TERMINAL, decide_after
+from devloop.fleet.failures import (
+    StepStopped,
+    StepSuperseded,
+    StepWaiting,
+    model_unavailable,
+    step_failed,
+)
+from devloop.fleet.messages import Dispatch, StepMsg, StepRole
+from devloop.fleet.records import StepOutcome, StepRecord, begin_step, save_step
 from devloop.llm.base import LLMProvider
+from devloop.loop import recovered
 from devloop.models import RunResult
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
@@ -38,10 +50,6 @@ class StepBusy(DevLoopError):
         super().__init__(f"{msg.task_id(role)} is running elsewhere; retry in {retry_in_s:.0f} s")
 
 
-class StepSuperseded(DevLoopError):
-    """The unit has moved past this attempt (a late redelivery): drop the chain."""
-
-
 @dataclass
 class StepEnv:
     """What a step needs from its worker: state, settings, a model, who it is, progress."""
@@ -56,37 +64,69 @@ class StepEnv:
 
 
 def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
-    """Run the coder or tester step of msg once, however often it is delivered."""
+    """Run the coder or tester step of msg once, however often it is delivered.
+
+    Raises StepBusy (its lease is held elsewhere), StepWaiting (run it again later) or
+    StepStopped (the chain ends: superseded, blocked, or the environment is broken).
+    """
     store, pid, unit = env.store, msg.pid, msg.unit_id
     lease_role = role if role == "coder" else f"tester.{msg.tester_try}"
     start = begin_step(store, msg, role, lease_role, env.owner, env.lease_ttl_s)
     if start.done is not None:
         return start.done.msg
     state = start.state
-    if state.attempt != msg.attempt or state.status in ("passed", "blocked", "blocked_upstream"):
+    stale = state.attempt != msg.attempt or state.status in TERMINAL
+    if stale or (role == "tester" and start.coder is None):
         if start.leased:
             store.release(pid, unit, msg.attempt, lease_role, env.owner)
-        raise StepSuperseded(
-            f"{msg.task_id(role)}: unit is at attempt {state.attempt}, {state.status}"
+        why = f"unit is at attempt {state.attempt}, {state.status}" if stale else (
+            "no coder step of this attempt has finished"
         )
+        raise StepSuperseded(f"{msg.task_id(role)}: {why}")
     if not start.leased:
         raise StepBusy(msg, role, env.lease_ttl_s)
     beat = Heartbeat(env, msg, lease_role)
     started = time.time()
     try:
         _mark(store, msg, state, "coding" if role == "coder" else "testing")
-        record = _run(role, env, msg, started, state.last_hint)
+        record = _run(role, env, msg, started, state, start.coder)
+    except redis.RedisError:
+        beat.stop()
+        raise  # Redis itself is away: the caller retries; the lease runs out on its own
+    except Exception as exc:
+        beat.stop()
+        store.release(pid, unit, msg.attempt, lease_role, env.owner)
+        raise step_failed(store, env.settings, msg, role, exc) from exc
     except BaseException:
         beat.stop()
         store.release(pid, unit, msg.attempt, lease_role, env.owner)
         raise
     beat.stop()
+    outcome = record.outcome or StepOutcome()
+    if outcome.status == "recovery_required":
+        # Not an outcome to keep: the same step runs again, and calls the model for real.
+        store.release(pid, unit, msg.attempt, lease_role, env.owner)
+        error = outcome.summary or outcome.reason
+        raise model_unavailable(store, env.settings, msg, role, error)
 
     def give_up_lease(pipe: Pipeline) -> None:
         store.queue_release(pipe, pid, unit, msg.attempt, lease_role, env.owner)
 
     # The record and the lease's release share one round trip: the next step waits on it.
-    return save_step(store, pid, unit, record, also=give_up_lease).msg
+    saved = save_step(store, pid, unit, record, also=give_up_lease)
+    if recovered(state) is not None:
+        _clear_marks(store, msg)
+    return saved.msg
+
+
+def decide_step(env: StepEnv, msg: StepMsg) -> list[Dispatch]:
+    """decide_after under the same failure handling as a step (retried, then blocked)."""
+    try:
+        return decide_after(env.store, msg, env.settings.retry_budget, worker=env.owner)
+    except (redis.RedisError, StepStopped, StepWaiting):
+        raise
+    except Exception as exc:
+        raise step_failed(env.store, env.settings, msg, "decide", exc) from exc
 
 
 class Heartbeat:
@@ -125,53 +165,71 @@ def _mark(store: RedisStore, msg: StepMsg, state: UnitState, status: str) -> Non
         store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
 
 
+def _clear_marks(store: RedisStore, msg: StepMsg) -> None:
+    """The step ended normally: drop the outage's or the failed step's marks (best effort)."""
+    state = store.get_state(msg.pid, msg.unit_id)
+    new = recovered(state)
+    if new is not None and state.attempt == msg.attempt:
+        store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
+
+
 def _run(
-    role: StepRole, env: StepEnv, msg: StepMsg, started: float, hint: str | None
+    role: StepRole,
+    env: StepEnv,
+    msg: StepMsg,
+    started: float,
+    state: UnitState,
+    coder_record: StepRecord | None,
 ) -> StepRecord:
-    """Run the role and build the message for the next step with its record."""
+    """Run the role and build the step's record, with the outcome decide reads."""
+    coder_status = (coder_record.outcome or StepOutcome()).status if coder_record else None
     if role == "coder":
         request = RoleRequest(
-            msg.pid, msg.unit_id, "coder", msg.mode, msg.attempt, reflect_hint=hint
+            msg.pid, msg.unit_id, "coder", msg.mode, msg.attempt, reflect_hint=state.last_hint
         )
         run, coder = run_coder(env.store, env.settings, env.provider(), request, env.emit)
         session = run.session
-        after = msg.model_copy(
-            update={
-                "coder_status": session.status if session else "completed",
-                "coder_reason": session.terminal_reason if session else "",
-            }
+        outcome = StepOutcome(
+            status=session.status if session else "completed",
+            reason=session.terminal_reason if session else "",
+            summary=session.failure_summary if session else None,
         )
         output, tokens = coder.model_dump(mode="json"), coder.tokens_used
         timings = run.prepared.timings
-    elif msg.coder_status not in (None, "completed"):
+    elif coder_status != "completed":
         # Nothing to test: the coder did not finish; decide will send it back.
-        after, output, tokens, session, timings = msg, {}, 0, None, {}
+        outcome, output, tokens, session, timings = StepOutcome(), {}, 0, None, {}
     else:
         mode = "test" if msg.attempt == 1 and msg.tester_try == 1 else "retry"
-        request = RoleRequest(msg.pid, msg.unit_id, "tester", mode, msg.attempt, run_id=msg.run_id)
+        why = state.extra.get("tester_retry_reason") if msg.tester_try > 1 else None
+        request = RoleRequest(
+            msg.pid, msg.unit_id, "tester", mode, msg.attempt, run_id=msg.run_id,
+            tester_try=msg.tester_try, reflect_hint=why,
+        )
         run, tester = run_tester(env.store, env.settings, env.provider(), request, env.emit)
         session = run.session
         first = next(iter(tester.failures), None)
-        after = msg.model_copy(
-            update={
-                "tests_ok": tester.ok,
-                "crashed": tester.crashed,
-                "crash_reason": _crash_reason(env, msg) if tester.crashed else None,
-                "starved": tester.starved,
-                "failures": [(f.test, str(f.got)) for f in tester.failures],
-                "hint": first.hint if first else None,
-            }
+        outcome = StepOutcome(
+            status=session.status if session else "completed",
+            reason=session.terminal_reason if session else "",
+            summary=session.failure_summary if session else None,
+            tester_ran=True,
+            tests_ok=tester.ok,
+            crashed=tester.crashed,
+            crash_reason=_crash_reason(env, msg) if tester.crashed else None,
+            failures=[(f.test, str(f.got)) for f in tester.failures],
+            hint=first.hint if first else None,
+            starved=tester.starved,
         )
         output, tokens = tester.model_dump(mode="json", by_alias=True), tester.tokens_used
         timings = run.prepared.timings
     # The next step is sent the moment this one returns: its queue wait starts now.
     ended = time.time()
-    after = after.model_copy(update={"sent_at": ended})
     return StepRecord(
         role=role,
         attempt=msg.attempt,
         tester_try=msg.tester_try,
-        msg=after,
+        msg=msg.model_copy(update={"sent_at": ended}),
         worker=env.owner,
         sent_at=msg.sent_at,
         started_at=started,
@@ -181,6 +239,7 @@ def _run(
         status=session.status if session else "completed",
         output=output,
         timings=timings,
+        outcome=outcome,
     )
 
 

@@ -2,16 +2,16 @@
 
 The life of a bug::
 
-    open --> fixing --> fixed
-      |                   ^
+    open --> fixing --> fixed    the loop moves open bugs to fixing when a coder retry
+      |                   ^      starts on them; a green run fixes them
       +-------------------+      a green run fixes an open bug directly
-    fixing --> open              the fix was abandoned
+    fixing --> open              the test failed again while it was being fixed
     fixed  --> open              the test failed again: the same bug is reopened
 
-De-duplication is by `{unit}:{test}`: a failing test that already has an open or fixing
-bug gets that bug back, and one whose bug was fixed reopens it (a `bug_transition` to
-`open` carrying the `run_id` that failed) instead of opening a new bug, so a regression
-keeps its id and its whole history.
+De-duplication is by `{unit}:{test}`: a failing test that already has an open bug gets
+that bug back; one whose bug is fixing or fixed reopens it (a `bug_transition` to `open`
+carrying the `run_id` that failed) instead of opening a new bug, so a regression keeps
+its id and its whole history.
 
 The ledger reads the events back before it decides, so two writers deciding about the
 same unit at the same moment could both open a bug. DevLoop never does that: a unit has
@@ -34,6 +34,7 @@ from devloop.models import Bug, BugOpen, BugStatus, BugTransition
 log = logging.getLogger(__name__)
 
 LIVE: frozenset[BugStatus] = frozenset({"open", "fixing"})
+ID_RANDOM_BYTES = 8  # 64 bits after the readable bug-YYYYMMDD-HHMM- prefix
 
 # Legal moves: from-status -> the statuses it may go to.
 MOVES: dict[str, frozenset[BugStatus]] = {
@@ -67,6 +68,17 @@ class BugTransitionError(DevLoopError):
         super().__init__(message)
 
 
+class BugNotOwned(DevLoopError):
+    """A session tried to move a bug of another unit: role tools act on their own unit only."""
+
+    def __init__(self, bug_id: str, unit_id: str) -> None:
+        self.bug_id, self.unit_id = bug_id, unit_id
+        super().__init__(
+            f"bug {bug_id}: not a bug of unit {unit_id}, the unit this session works on; "
+            "a session may move only its own unit's bugs (bug_list shows them)"
+        )
+
+
 class BugLedger:
     """Open, move and list bugs over an append-only sink of bugs.ndjson lines."""
 
@@ -92,11 +104,13 @@ class BugLedger:
         bugs = self._fold()
         same_key = [b for b in bugs.values() if b.dedup_key == f"{unit_id}:{test_name}"]
         live = [b for b in same_key if b.status in LIVE]
-        if live:
+        if live and live[-1].status == "open":
             return live[-1], False
         if same_key:
-            # Reopen the latest fixed bug; `run_id` is an extra field naming the red run.
-            return self._move(same_key[-1], "open", by, [], run_id=run_id), True
+            # Reopen the bug being fixed, or the latest fixed one; `run_id` is an extra
+            # field naming the red run.
+            bug = live[-1] if live else same_key[-1]
+            return self._move(bug, "open", by, [], run_id=run_id), True
         moment = self._now()
         event = BugOpen(
             id=_new_id(iso_z(moment), taken=bugs.keys()),
@@ -114,14 +128,29 @@ class BugLedger:
         self.sink.append(dumps_line(event.to_json_dict()))
         return _bug_from(event), True
 
-    def transition(self, bug_id: str, to: BugStatus, by: str, fix_refs: Iterable[str] = ()) -> Bug:
-        """Move a bug to `to`, or raise BugTransitionError if the state machine forbids it."""
+    def transition(
+        self,
+        bug_id: str,
+        to: BugStatus,
+        by: str,
+        fix_refs: Iterable[str] = (),
+        *,
+        owner: str | None = None,
+        **extra: object,
+    ) -> Bug:
+        """Move a bug to `to`, or raise BugTransitionError if the state machine forbids it.
+
+        With `owner` (a session's unit), a bug of any other unit raises BugNotOwned.
+        `extra` fields go into the event as they are (the loop adds the `attempt`).
+        """
         bug = self.get(bug_id)
+        if bug is not None and owner is not None and bug.unit_id != owner:
+            raise BugNotOwned(bug_id, owner)
         if bug is None:
             raise BugTransitionError(bug_id, None, to)
         if to not in MOVES[bug.status]:
             raise BugTransitionError(bug_id, bug.status, to)
-        return self._move(bug, to, by, builtins.list(fix_refs))
+        return self._move(bug, to, by, builtins.list(fix_refs), **extra)
 
     def get(self, bug_id: str) -> Bug | None:
         """The current state of one bug, or None if no bug has that id."""
@@ -171,7 +200,7 @@ class BugLedger:
         return bugs
 
     def _move(
-        self, bug: Bug, to: BugStatus, by: str, fix_refs: builtins.list[str], **extra: str
+        self, bug: Bug, to: BugStatus, by: str, fix_refs: builtins.list[str], **extra: object
     ) -> Bug:
         """Append a bug_transition and return the bug as it now stands."""
         event = BugTransition.model_validate(
@@ -185,9 +214,10 @@ class BugLedger:
 
 
 def _new_id(ts: str, taken: Collection[str]) -> str:
-    """bug-YYYYMMDD-HHMM-xxxx like the seed, redrawn on the rare clash within a minute."""
+    """bug-YYYYMMDD-HHMM- like the seed, then 64 random bits: an id a session of another
+    unit cannot guess (the seed's 16 bits a minute could be), redrawn on a clash."""
     stamp = f"{ts[0:4]}{ts[5:7]}{ts[8:10]}-{ts[11:13]}{ts[14:16]}"
-    while (bug_id := f"bug-{stamp}-{secrets.token_hex(2)}") in taken:
+    while (bug_id := f"bug-{stamp}-{secrets.token_hex(ID_RANDOM_BYTES)}") in taken:
         pass
     return bug_id
 

@@ -11,6 +11,14 @@ from devloop.models import TimelineEvent
 
 log = logging.getLogger(__name__)
 
+# Who writes which kinds. The loop's events (loop_pass, loop_block, ...) carry this agent and
+# are the only ones the report believes; a role's timeline_append tool writes its own kinds.
+LOOP_AGENT = "loop"
+ROLE_KINDS: dict[str, tuple[str, ...]] = {
+    "coder": ("unit_coded", "code_patched"),
+    "tester": ("unit_tested", "test_failed", "test_passed"),
+}
+
 
 class Timeline:
     """Append and read timeline events (kinds: unit_coded, code_patched, unit_tested, ...)."""

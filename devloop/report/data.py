@@ -3,27 +3,34 @@ but units.json, and every unreadable file becomes a note instead of an error."""
 
 from __future__ import annotations
 
+import itertools
 import logging
+import os
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TypeVar
+from pathlib import Path, PurePosixPath
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from devloop import dag
-from devloop.errors import ProjectInvalid
+from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.records import STEPS_FILE, StepRecord
-from devloop.jsonfile import read_json, validate_model
-from devloop.ledgers import BugLedger, FileSink, parse_coder_log
+from devloop.ids import check_id
+from devloop.jsonfile import parse_json, validate_model
+from devloop.ledgers import BugLedger, DirSink, parse_coder_log
 from devloop.ledgers.sink import read_json_lines
+from devloop.ledgers.timeline import LOOP_AGENT
 from devloop.models import Bug, CoderDecision, RunResult, TimelineEvent, UnitsFile
 from devloop.report.status import derive_statuses
+from devloop.safedir import Dir, Refused
 
 log = logging.getLogger(__name__)
 
 M = TypeVar("M", bound=BaseModel)
 _RUN_ID = re.compile(r"^run-(\d+)-(\d+)$")
+FILE_CAP = 64 * 1024 * 1024  # one JSON file or coder.log
+MAX_RUNS = 10_000  # run dirs read per unit
 LOOP_KINDS = ("loop_pass", "loop_retry_coder", "loop_retry_tester", "loop_resume", "loop_block")
 
 
@@ -74,23 +81,31 @@ class ReportData:
 
 
 def gather(project_dir: Path) -> ReportData:
-    """Read units.json (required) and whatever the run left beside it."""
-    root = Path(project_dir)
+    """Read units.json (required) and whatever the run left beside it.
+
+    The folder holds what sessions wrote: it is read through a handle that follows no
+    link and reads no fifo or device (those become notes).
+    """
+    with Dir.open(Path(project_dir)) as root:
+        return _gather(root)
+
+
+def _gather(root: Dir) -> ReportData:
     units_file = _units_file(root)
     notes: list[str] = []
     graph = {u.id: list(u.depends_on) for u in units_file.units}
     depth = _levels(graph, notes)
     steps = _steps(root, notes)
-    timeline = _models(root / "timeline.ndjson", TimelineEvent, notes)
+    timeline = _models(root, "timeline.ndjson", TimelineEvent, notes)
     units = [
         UnitReport(
             id=entry.id,
             kind=entry.kind,
             depends_on=list(entry.depends_on),
             level=depth.get(entry.id, 1),
-            runs=_runs(root / "units" / entry.id, notes),
-            decisions=_decisions(root / "units" / entry.id / "coder.log"),
-            loop_events=[e for e in timeline if e.unit_id == entry.id and e.kind in LOOP_KINDS],
+            runs=_runs(root, f"units/{check_id(entry.id, 'unit id')}", notes),
+            decisions=_decisions(root, f"units/{entry.id}/coder.log", notes),
+            loop_events=[e for e in timeline if e.unit_id == entry.id and _trusted(e)],
             steps=[s for s in steps if s.msg.unit_id == entry.id],
         )
         for entry in units_file.units
@@ -102,10 +117,15 @@ def gather(project_dir: Path) -> ReportData:
         stack=units_file.stack,
         units=units,
         steps=steps,
-        bugs=_bugs(root / "bugs.ndjson"),
+        bugs=_bugs(root, notes),
         timeline=timeline,
         notes=notes,
     )
+
+
+def _trusted(event: TimelineEvent) -> bool:
+    """A loop event the loop itself wrote: only those say a unit passed or was blocked."""
+    return event.kind in LOOP_KINDS and event.agent == LOOP_AGENT
 
 
 def run_order(run: RunResult) -> tuple[int, int]:
@@ -114,9 +134,9 @@ def run_order(run: RunResult) -> tuple[int, int]:
     return (int(match[1]), int(match[2])) if match else (run.attempt, 0)
 
 
-def _units_file(root: Path) -> UnitsFile:
+def _units_file(root: Dir) -> UnitsFile:
     """units.json as a model, or ProjectInvalid naming what is wrong with it."""
-    data, problems = read_json(root / "units.json", "units.json")
+    data, problems = _json(root, "units.json")
     if data is None:
         raise ProjectInvalid(problems)
     units, problems = validate_model(UnitsFile, data, "units.json")
@@ -134,64 +154,114 @@ def _levels(graph: dict[str, list[str]], notes: list[str]) -> dict[str, int]:
     return dag.levels(graph)
 
 
-def _steps(root: Path, notes: list[str]) -> list[StepRecord]:
+def _json(root: Dir, rel: str) -> tuple[Any, list[Problem]]:
+    """A JSON file's value, or the problems met reading it (a link or fifo is one)."""
+    try:
+        text = root.read_text(rel, cap=FILE_CAP)
+    except FileNotFoundError:
+        return None, [Problem(rel, "file", "not found", f"create {rel}")]
+    except OSError as exc:
+        return None, [Problem(rel, "file", f"cannot be read ({_why(exc)})", "make it a file")]
+    return parse_json(text, rel)
+
+
+def _why(exc: OSError) -> str:
+    return exc.reason if isinstance(exc, Refused) else exc.strerror or str(exc)
+
+
+def _steps(root: Dir, notes: list[str]) -> list[StepRecord]:
     """Step records from agent-state/fleet-steps.ndjson, oldest first."""
-    path = root / STEPS_FILE
-    if not path.is_file():
-        return []
-    records = _models(path, StepRecord, notes)
+    records = _models(root, STEPS_FILE, StepRecord, notes)
     return sorted(records, key=lambda r: r.started_at)
 
 
-def _models(path: Path, model: type[M], notes: list[str]) -> list[M]:
+def _models(root: Dir, rel: str, model: type[M], notes: list[str]) -> list[M]:
     """The valid lines of an ndjson file as models; invalid lines are counted in a note."""
     out: list[M] = []
     bad = 0
-    for obj in read_json_lines(FileSink(path)):
+    try:
+        objects = list(read_json_lines(DirSink(root, rel)))
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        notes.append(f"{rel}: {_why(exc)}; skipped")
+        return []
+    for obj in objects:
         try:
             out.append(model.model_validate(obj))
         except ValidationError as exc:
             bad += 1
-            log.warning("%s: invalid line skipped: %s", path, exc)
+            log.warning("%s: invalid line skipped: %s", rel, exc)
     if bad:
-        notes.append(f"{path.name}: {bad} invalid line(s) skipped")
+        notes.append(f"{PurePosixPath(rel).name}: {bad} invalid line(s) skipped")
     return out
 
 
-def _runs(unit_dir: Path, notes: list[str]) -> list[RunResult]:
+def _runs(root: Dir, unit: str, notes: list[str]) -> list[RunResult]:
     """Every readable runs/*/result.json of a unit, in run order."""
-    runs = []
-    for path in sorted((unit_dir / "runs").glob("*/result.json")):
-        rel = path.relative_to(unit_dir.parent.parent).as_posix()
-        data, problems = read_json(path, rel)
+    try:
+        with root.opendir(f"{unit}/runs") as runs, os.scandir(runs.fd) as entries:
+            names = [e.name for e in itertools.islice(entries, MAX_RUNS)]
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        notes.append(f"{unit}/runs: {_why(exc)}; its runs are not shown")
+        return []
+    found = []
+    for name in sorted(names):
+        rel = f"{unit}/runs/{name}/result.json"
+        data, problems = _json(root, rel)
+        if data is None and problems[0].message == "not found":
+            continue
         run, more = validate_model(RunResult, data, rel) if data is not None else (None, [])
         if run is None:
             notes.append(f"{(problems + more)[0]}; run skipped")
             continue
-        runs.append(run)
-    return sorted(runs, key=run_order)
+        found.append(run)
+    return sorted(found, key=run_order)
 
 
-def _decisions(path: Path) -> list[CoderDecision]:
+def _decisions(root: Dir, rel: str, notes: list[str]) -> list[CoderDecision]:
     """The coder.log decisions (reflections) of a unit; none when the file is missing."""
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except OSError:
+        return parse_coder_log(root.read_text(rel, cap=FILE_CAP))
+    except FileNotFoundError:
         return []
-    return parse_coder_log(text)
+    except OSError as exc:
+        notes.append(f"{rel}: {_why(exc)}; skipped")
+        return []
 
 
-def _bugs(path: Path) -> list[Bug]:
+def _latest_ok(runs: list[RunResult], believe_green: bool) -> bool | None:
+    """Whether the latest run was green (None: no run, or a green one not believed)."""
+    if not runs:
+        return None
+    ok = max(runs, key=run_order).ok
+    return ok if ok is False or believe_green else None
+
+
+def _bugs(root: Dir, notes: list[str]) -> list[Bug]:
     """Bugs folded from bugs.ndjson, in the order they were opened."""
-    return BugLedger(FileSink(path)).list() if path.is_file() else []
+    try:
+        return BugLedger(DirSink(root, "bugs.ndjson")).list()
+    except FileNotFoundError:
+        return []
+    except OSError as exc:
+        notes.append(f"bugs.ndjson: {_why(exc)}; skipped")
+        return []
 
 
 def _apply_statuses(graph: dict[str, list[str]], units: list[UnitReport]) -> None:
-    """Set each unit's final status and, when blocked, the loop's reason."""
+    """Set each unit's final status and, when blocked, the loop's reason.
+
+    In a folder DevLoop ran (loop events or step records), a green result.json alone
+    never makes a unit passed: the tester's session writes that file, the loop decides.
+    """
+    ran = any(u.loop_events or u.steps for u in units)
     facts = {
         u.id: (
             [e.kind for e in u.loop_events],
-            max(u.runs, key=run_order).ok if u.runs else None,
+            _latest_ok(u.runs, believe_green=not ran),
             bool(u.steps or u.decisions),
         )
         for u in units

@@ -1,8 +1,9 @@
 """A unit's final status from what the folder shows. Pure.
 
-The loop's own word wins: the last `loop_*` timeline event of a unit says passed
-(`loop_pass`), blocked (`loop_block`) or still moving (a retry or resume). Without loop
-events (a folder written by another tool), the latest run's result.json decides. A unit
+The loop's own word wins: the last `loop_*` timeline event of a unit (written by the loop,
+`agent: "loop"`; no session can write one) says passed (`loop_pass`), blocked
+(`loop_block`) or still moving (a retry or resume). Without loop events (a folder written
+by another tool), the latest run's result.json decides. A unit
 that did not pass and sits downstream of a blocked unit is `blocked_upstream`.
 """
 

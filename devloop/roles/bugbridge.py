@@ -10,12 +10,13 @@ from devloop.runners.base import decisive_lines
 
 
 def guess_severity(failure: Failure) -> str:
-    """High for a 5xx or a crash, critical for auth/security tests, else medium."""
+    """The specification's order: high for a 5xx (or a crash), then critical for
+    auth/security tests, else medium."""
+    if re.search(r"\b5\d\d\b", str(failure.got)) or "Error" in str(failure.got):
+        return "high"
     name = failure.test.lower()
     if "security" in name or "auth" in name:
         return "critical"
-    if re.search(r"\b5\d\d\b", str(failure.got)) or "Error" in str(failure.got):
-        return "high"
     return "medium"
 
 
@@ -30,9 +31,10 @@ def what_failed(failure: Failure) -> str:
 def bridge_run(bugs: BugLedger, result: RunResult) -> tuple[list[str], list[BugMove]]:
     """Record a run in the bug ledger; returns (bugs opened, bugs transitioned).
 
-    Each failure gets the id of its live bug (de-duplicated by unit and test name); a
-    crashed run opens one infrastructure bug; a green run moves the unit's open and
-    fixing bugs to fixed with the run id as the fix reference.
+    Each failure gets the id of its open bug (de-duplicated by unit and test name; a bug
+    being fixed, or fixed, is reopened); a crashed run opens one infrastructure bug; a
+    green run moves the unit's open and fixing bugs to fixed with the run id as the fix
+    reference.
     """
     opened: list[str] = []
     moved: list[BugMove] = []

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from devloop.agent.tools import ToolContext
 from devloop.contracts import contract_bridge
@@ -14,6 +14,8 @@ from devloop.models import RunResult
 from devloop.roles.coder_tools import read_contract
 from devloop.roles.services import RoleServices
 from devloop.runners.hints import is_useful_hint
+from devloop.safedir import Dir
+from devloop.safetree import Limits, TooMany, walk
 from devloop.workspace import Workspace
 
 JS = (".js", ".cjs", ".mjs")
@@ -29,16 +31,28 @@ export default {
 """
 
 
+# What the checks read of a unit: the workspace's default limits (it reports what is past
+# them as violations), and at most this much test source in all.
+LIMITS = Limits()
+SOURCE_BUDGET = 16 * 1024 * 1024
+
+
+def unit_files(unit_dir: Path, top: str) -> list[str]:
+    """Unit-relative paths of the regular files under `top`, sorted (links, fifos and
+    whatever the walk refuses are left out; the workspace reports those)."""
+    try:
+        with Dir.open(unit_dir) as unit:
+            if not unit.is_dir(top):
+                return []
+            found = [f"{top}/{e.rel}" for e in walk(unit, top, LIMITS) if e.kind == "file"]
+    except (TooMany, OSError):
+        return []
+    return sorted(found)
+
+
 def code_files(unit_dir: Path, suffixes: tuple[str, ...]) -> list[str]:
     """Unit-relative paths under code/ with one of the suffixes, sorted."""
-    code = unit_dir / "code"
-    if not code.is_dir():
-        return []
-    return sorted(
-        p.relative_to(unit_dir).as_posix()
-        for p in code.rglob("*")
-        if p.is_file() and p.suffix in suffixes
-    )
+    return [f for f in unit_files(unit_dir, "code") if PurePosixPath(f).suffix in suffixes]
 
 
 def syntax_command(unit_dir: Path, stack: str, kind: str) -> str | None:
@@ -92,7 +106,7 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
         )
         if obs.exit_code != 0:
             failures.append("syntax check failed: " + (obs.stderr or obs.stdout).strip()[-1500:])
-    failures += _decision_problems(ctx.unit_dir, role.attempt)
+    failures += _decision_problems(ctx, role.attempt)
     violations = ws.collect().violations
     if violations:
         failures.append("writes outside your write set: " + "; ".join(map(str, violations)))
@@ -100,9 +114,13 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
     return failures
 
 
-def _decision_problems(unit_dir: Path, attempt: int) -> list[str]:
-    log = unit_dir / "coder.log"
-    text = log.read_text(encoding="utf-8", errors="replace") if log.exists() else ""
+def _decision_problems(ctx: ToolContext, attempt: int) -> list[str]:
+    try:
+        text = ctx.files.read_text(f"{ctx.unit_rel}/coder.log")
+    except FileNotFoundError:
+        text = ""
+    except OSError as exc:
+        return [f"coder.log cannot be read ({getattr(exc, 'reason', exc)}): make it a file"]
     mine = [d for d in parse_coder_log(text) if d.attempt == attempt]
     if not mine:
         return [f"coder.log has no entry for attempt {attempt}: call append_coder_log"]
@@ -143,15 +161,20 @@ def code_modules(unit_dir: Path) -> list[str]:
 
 
 def test_sources(unit_dir: Path) -> dict[str, str]:
-    """Unit-relative path -> text of every file under tests/."""
-    tests = unit_dir / "tests"
-    if not tests.is_dir():
-        return {}
-    return {
-        p.relative_to(unit_dir).as_posix(): p.read_text(errors="replace")
-        for p in sorted(tests.rglob("*"))
-        if p.is_file()
-    }
+    """Unit-relative path -> text of every regular file under tests/ (bounded in all)."""
+    sources: dict[str, str] = {}
+    budget = SOURCE_BUDGET
+    try:
+        with Dir.open(unit_dir) as unit:
+            for rel in unit_files(unit_dir, "tests"):
+                data, _ = unit.read_head(rel, budget)
+                sources[rel] = data.decode("utf-8", errors="replace")
+                budget -= len(data)
+                if budget <= 0:
+                    break
+    except OSError:
+        pass  # replaced by a link or fifo since the walk: what was read is what counts
+    return sources
 
 
 def coverage(
@@ -169,8 +192,19 @@ def coverage(
 def tester_checks(ctx: ToolContext, stack: str, acceptance: int, codes: list[str]) -> list[str]:
     """The tester's checks: enough tests, no mock of the code, a real run, hints, bugs, todo."""
     role: RoleServices = ctx.services["role"]
+    failures = static_test_problems(ctx.unit_dir, stack, acceptance, codes)
+    failures += _run_problems(ctx, role)
+    failures += _todo_problems(role)
+    return failures
+
+
+def static_test_problems(
+    unit_dir: Path, stack: str, acceptance: int, codes: list[str]
+) -> list[str]:
+    """What the tests' source alone shows: too few tests, untested status codes, a mock of
+    the code under test (checked before a zero-token re-run too)."""
     failures = []
-    sources = test_sources(ctx.unit_dir)
+    sources = test_sources(unit_dir)
     count, _, contract_cov = coverage(sources, stack, acceptance, codes)
     needed = acceptance + len(codes)
     if count < needed:
@@ -182,22 +216,22 @@ def tester_checks(ctx: ToolContext, stack: str, acceptance: int, codes: list[str
     elif contract_cov < 1:
         missing = [c for c in codes if not re.search(rf"\b{c}\b", "\n".join(sources.values()))]
         failures.append(f"no test checks status {', '.join(missing)}")
-    mock = mock_of_code(stack, code_modules(ctx.unit_dir) if stack == "python" else [])
+    mock = mock_of_code(stack, code_modules(unit_dir) if stack == "python" else [])
     mocked = [p for p, t in sources.items() if mock.search(t)]
     if mocked:
         failures.append(f"{', '.join(mocked)} mock the module under test: test the real code")
-    failures += _run_problems(ctx, role)
-    failures += _todo_problems(role)
     return failures
 
 
 def _run_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
-    path = ctx.unit_dir / "runs" / (role.run_id or "-") / "result.json"
-    if role.last_run is None or not path.exists():
+    rel = f"{ctx.unit_rel}/runs/{role.run_id or '-'}/result.json"
+    if role.last_run is None:
         return ["no test run for this attempt: call run_tests"]
     try:
-        result = RunResult.model_validate(json.loads(path.read_text()))
-    except ValueError as exc:
+        result = RunResult.model_validate(json.loads(ctx.files.read_text(rel)))
+    except FileNotFoundError:
+        return ["no test run for this attempt: call run_tests"]
+    except (OSError, ValueError) as exc:
         return [f"runs/{role.run_id}/result.json is not a valid result: {exc}"]
     problems = [
         f"failure {f.test!r} needs a hint that says what to change and where"

@@ -12,12 +12,20 @@ from devloop.llm.base import LLMProvider
 from devloop.models import CoderOutput, DecisionSummary, HistoryEntry
 from devloop.roles import context
 from devloop.roles.coder_tools import read_contract
-from devloop.roles.runtime import RoleRequest, RoleRun, commit_if_final, prepare, run_session
+from devloop.roles.runtime import (
+    Prepared,
+    RoleRequest,
+    RoleRun,
+    commit_if_final,
+    prepare,
+    run_session,
+)
 from devloop.store import RedisStore
 
 
 def coder_task(request: RoleRequest, history: list[HistoryEntry]) -> str:
-    """The user message that starts (or, in a retry, continues) the coder's conversation."""
+    """The task words that end the first user message of an attempt (runtime.first_turn
+    puts the failures, hints and decisions before them, wrapped as untrusted data)."""
     if request.mode == "implement":
         return (
             f"Implement unit {request.unit_id} (attempt 1). Follow the workflow in your "
@@ -25,23 +33,13 @@ def coder_task(request: RoleRequest, history: list[HistoryEntry]) -> str:
         )
     if request.mode == "resume":
         return "Your session was interrupted. Check what is already written, then finish."
-    lines = [
-        f"Attempt {request.attempt}: the tester's run of attempt {request.attempt - 1} was red."
-    ]
-    for entry in history[-1:]:
-        for failure in entry.tester_said:
-            expected, got = failure.get("expected"), failure.get("got")
-            differed = (
-                "" if expected is None and got is None else f": expected {expected}, got {got}"
-            )
-            lines.append(f"- {failure.get('test')}{differed}. Hint: {failure.get('hint')}")
-    if request.reflect_hint:
-        lines.append(f"Hint: {request.reflect_hint}")
-    lines.append(
-        "Reflect first (last time X failed because Y; this time Z), make the smallest "
-        "fix, log it with append_coder_log, and finish when the self-check holds."
+    where = "; what it found, with its hints, is in the retry history above" if history else ""
+    return (
+        f"Attempt {request.attempt}: the tester's run of attempt {request.attempt - 1} was "
+        f"red{where}. Reflect first "
+        "(last time X failed because Y; this time Z), make the smallest fix, log it with "
+        "append_coder_log, and finish when the self-check holds."
     )
-    return "\n".join(lines)
 
 
 def run_coder(
@@ -65,8 +63,7 @@ def run_coder(
         )
         contract = read_contract(p.ctx)
         bridge = contract_bridge(p.services.units, request.unit_id, contract)
-        log = p.ws.unit_dir / "coder.log"
-        logged = context.decisions({"coder.log": log.read_bytes() if log.exists() else b""})
+        logged = context.decisions({"coder.log": _coder_log(p)})
         mine = [d for d in logged if d.attempt == request.attempt]
         commit = commit_if_final(p, session)
     finally:
@@ -91,6 +88,14 @@ def run_coder(
         tokens_used=session.usage.prompt_tokens + session.usage.output_tokens,
     )
     return RoleRun(p, session, commit, history), output
+
+
+def _coder_log(p: Prepared) -> bytes:
+    """The view's coder.log (empty when it is missing or is not a regular file)."""
+    try:
+        return p.ws.files.read_bytes(f"{p.ws.unit_rel}/coder.log")
+    except OSError:
+        return b""
 
 
 def _hash(contract: dict[str, object] | None) -> str:

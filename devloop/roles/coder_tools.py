@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from devloop.agent.tools import Tool, ToolContext, ToolResult
 from devloop.contracts import ContractMissingExports, contract_bridge, hash_contract
-from devloop.ledgers import DecisionInvalid, append_decision
+from devloop.ledgers import DecisionInvalid, DirSink, append_decision
 from devloop.roles.state_tools import services
 
 
@@ -34,15 +34,17 @@ class HashContractTool(Tool):
             return ToolResult("the contract has no `exports` object", is_error=True)
 
 
+CONTRACT_CAP = 1024 * 1024
+
+
 class NoInput(BaseModel):
     pass
 
 
 def read_contract(ctx: ToolContext) -> dict[str, Any] | None:
     """The unit's contract.json in the view, or None when absent or unreadable."""
-    path = ctx.unit_dir / "contract.json"
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(ctx.files.read_text(f"{ctx.unit_rel}/contract.json", cap=CONTRACT_CAP))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -105,9 +107,11 @@ class AppendCoderLogTool(Tool):
         decision = args.decision.model_dump(exclude_none=True)
         decision.setdefault("attempt", services(ctx).attempt)
         try:
-            written = append_decision(ctx.unit_dir / "coder.log", decision)
+            written = append_decision(DirSink(ctx.files, f"{ctx.unit_rel}/coder.log"), decision)
         except DecisionInvalid as exc:
             return ToolResult(str(exc), is_error=True)
+        except OSError as exc:  # coder.log is a link, a fifo ...: the host does not follow it
+            return ToolResult(f"coder.log: {getattr(exc, 'reason', exc)}", is_error=True)
         return ToolResult(
             f"coder.log: decision for attempt {written.attempt} appended",
             changed_files=("coder.log",),

@@ -1,4 +1,9 @@
-"""What the runtime injects into a role's prompt: memory, unit spec, contracts, history."""
+"""What the runtime hands a role's session: memory, unit spec, contracts, history.
+
+Memory notes, upstream contract.json files, failures, hints and decisions were written by
+a model or by code under test: they reach the model only in its first user turn, wrapped
+as untrusted data (prompts/data.md), never in the system prompt.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import json
 import re
 from typing import Any
 
+from devloop.ids import is_valid_id
 from devloop.ledgers import parse_coder_log
 from devloop.models import CoderDecision, HistoryEntry, RunResult
 from devloop.store import RedisStore
@@ -15,39 +21,61 @@ MEMORY_NOTES = 5
 _FRONT = re.compile(r"\A---\n(.*?)\n---\n?(.*)\Z", re.S)
 
 
-def memory_notes(store: RedisStore, pid: str, role: str) -> list[dict[str, Any]]:
-    """The role's top notes by relevance: {topic, relevance, content}."""
-    notes: list[dict[str, Any]] = []
-    for name, text in store.memory_notes(pid, role).items():
-        topic, relevance, body = name, 0.5, text
-        match = _FRONT.match(text)
-        if match:
-            body = match.group(2)
-            for line in match.group(1).splitlines():
-                key, _, value = line.partition(":")
-                if key.strip() == "topic":
-                    topic = value.strip()
-                elif key.strip() == "relevance":
-                    with contextlib.suppress(ValueError):
-                        relevance = float(value)
-        notes.append({"topic": topic, "relevance": relevance, "content": body.strip()})
+def memory_notes(store: RedisStore, pid: str, role: str, unit: str) -> list[dict[str, Any]]:
+    """The role's top notes by relevance: {topic, relevance, content, source}.
+
+    The project's notes (promoted from units that passed, or the folder's own) and the
+    notes this unit's own earlier sessions wrote; other units' notes wait for them to pass.
+    """
+    found: list[tuple[str, str, str | None]] = [
+        (name, text, None) for name, text in store.memory_notes(pid, role).items()
+    ]
+    found += [(name, text, unit) for name, text in store.pending_notes(pid, role, unit).items()]
+    notes = [_note(name, text, role, own) for name, text, own in found]
     notes.sort(key=lambda n: (-float(n["relevance"]), str(n["topic"])))
     return notes[:MEMORY_NOTES]
+
+
+def _note(name: str, text: str, role: str, own_unit: str | None) -> dict[str, Any]:
+    """One note's front matter and body, and a label saying who wrote it."""
+    topic, relevance, body, author = name.removesuffix(".md"), 0.5, text, None
+    match = _FRONT.match(text)
+    if match:
+        body = match.group(2)
+        for line in match.group(1).splitlines():
+            key, _, value = (part.strip() for part in line.partition(":"))
+            if key == "topic":
+                topic = value
+            elif key == "relevance":
+                with contextlib.suppress(ValueError):
+                    relevance = min(1.0, max(0.0, float(value)))
+            elif key == "author_unit" and author is None and is_valid_id(value):
+                author = value
+    if own_unit is not None:
+        source = f"memory note by an earlier {role} session of this unit"
+    elif author is not None:
+        source = f"memory note by the {role} of unit {author}"
+    else:
+        source = "memory note from the project's memory folder"
+    return {"topic": topic, "relevance": relevance, "content": body.strip(), "source": source}
 
 
 def upstream_contracts(
     store: RedisStore, pid: str, deps: list[str], written: dict[str, bytes]
 ) -> list[dict[str, str]]:
     """Each dependency's contract.json (`written`: dependency -> its contract.json, as the
-    session read them) or its SDD contract before it has one, as JSON text."""
+    session read them) or its SDD contract before it has one, as JSON text, with a label
+    saying which it is (contract.json is the upstream coder's text)."""
     out = []
     for dep in deps:
         raw = written.get(dep)
         if raw:
             text = raw.decode("utf-8", errors="replace")
+            source = f"contract.json of upstream unit {dep}, written by its coder"
         else:
             text = json.dumps(store.sdd_contract(pid, dep) or {}, indent=2, ensure_ascii=False)
-        out.append({"unit_id": dep, "contract": text})
+            source = f"the SDD contract of upstream unit {dep} (it has no contract.json yet)"
+        out.append({"unit_id": dep, "contract": text, "source": source})
     return out
 
 

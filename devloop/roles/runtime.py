@@ -7,11 +7,12 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession
+from devloop.agent.loop import AgentSession, identity
 from devloop.agent.reassess import make_reassess
 from devloop.agent.result import SessionResult
 from devloop.agent.spec import Budgets, SessionSpec
@@ -46,7 +47,8 @@ class RoleRequest:
     mode: str
     attempt: int
     run_id: str | None = None  # the tester's run (and write set)
-    reflect_hint: str | None = None
+    reflect_hint: str | None = None  # coder: the loop's hint; tester: why it tries again
+    tester_try: int = 1  # the tester's try within the attempt (a session of its own)
 
 
 @dataclass
@@ -105,10 +107,6 @@ def prepare(
     """Materialize the view and build the tool context and services of a session."""
     started = time.monotonic()
     source = store.unit_source(request.pid, request.unit_id, request.role)
-    record, spec = source.record, source.spec
-    entry = record.units.unit(request.unit_id)
-    assert entry is not None  # unit_source raised KeyError otherwise
-    stack = (spec and spec.stack) or entry.stack or record.stack
     ws = Workspace(
         store,
         request.pid,
@@ -117,8 +115,31 @@ def prepare(
         request.attempt,
         settings=settings,
         run_id=request.run_id,
+        try_no=request.tester_try,
     )
-    root = ws.materialize(source)
+    try:
+        prepared = _build(store, settings, request, emit, source, ws, ws.materialize(source))
+    except BaseException:
+        ws.cleanup()  # the view is removed whatever went wrong
+        raise
+    prepared.timings["materialize_ms"] = _ms_since(started)
+    return prepared
+
+
+def _build(
+    store: RedisStore,
+    settings: Settings,
+    request: RoleRequest,
+    emit: Callable[[ProgressEvent], None],
+    source: UnitSource,
+    ws: Workspace,
+    root: Path,
+) -> Prepared:
+    """The session's sandbox, runner, services and tool context over a materialized view."""
+    record, spec = source.record, source.spec
+    entry = record.units.unit(request.unit_id)
+    assert entry is not None  # unit_source raised KeyError otherwise
+    stack = (spec and spec.stack) or entry.stack or record.stack
     sandbox, mounts = stack_sandbox(stack, settings)
     runner: TestRunner | None = None
     if request.role == "tester":
@@ -134,7 +155,8 @@ def prepare(
         bugs=BugLedger(store.sink(pid, "bugs")),
         timeline=Timeline(store.sink(pid, "timeline")),
         save_state=lambda path, data: store.put_agent_state(pid, path, data),
-        save_memory=lambda name, note: store.put_memory_note(pid, role, name, note),
+        # Kept for this unit's sessions until it passes (promote_memory), then everyone's.
+        save_memory=lambda name, note: store.put_pending_note(pid, role, unit, name, note),
         violations=lambda: [str(v) for v in ws.collect().violations],
         runner=runner,
         run_id=request.run_id,
@@ -142,7 +164,9 @@ def prepare(
     )
     checkpoint = source.checkpoint
     resuming = bool(
-        checkpoint and checkpoint["attempt"] == request.attempt and not checkpoint["finished"]
+        checkpoint
+        and identity(checkpoint) == (request.attempt, request.tester_try)
+        and (not checkpoint["finished"] or checkpoint["result"]["status"] == "recovery_required")
     )
     saved = store.agent_state_file(pid, services.todo_path) if resuming else None
     if saved:
@@ -159,32 +183,20 @@ def prepare(
         command_timeout_s=settings.command_timeout_s,
         emit=emit,
         services={"role": services},
+        handle=ws.files,
     )
-    prepared = Prepared(
-        request,
-        ws,
-        ctx,
-        services,
-        stack,
-        entry.kind,
-        mounts,
-        source,
-    )
-    prepared.timings["materialize_ms"] = _ms_since(started)
-    return prepared
+    return Prepared(request, ws, ctx, services, stack, entry.kind, mounts, source)
 
 
 def _ms_since(started: float) -> int:
     return int((time.monotonic() - started) * 1000)
 
 
-def prompt_context(
-    store: RedisStore, p: Prepared, history: list[HistoryEntry], regressions: list[str]
-) -> dict[str, object]:
-    """Every variable the role's prompt template uses."""
+def prompt_context(p: Prepared) -> dict[str, object]:
+    """Every variable the role's system prompt uses: the project's own definition only
+    (units.json, the SDD section, acceptance criteria, conventions), never model text."""
     r = p.request
-    record = p.record
-    entry = record.units.unit(r.unit_id)
+    entry = p.record.units.unit(r.unit_id)
     assert entry is not None
     spec, contract = p.spec, p.sdd_contract
     return {
@@ -196,20 +208,45 @@ def prompt_context(
         "attempt": r.attempt,
         "run_id": r.run_id or "",
         "write_set": list(p.ws.patterns),
-        "memory": context.memory_notes(store, r.pid, r.role),
         "sdd_section": p.source.sdd_section or "",
         "acceptance": list(spec.acceptance_criteria) if spec else [],
-        "upstream": context.upstream_contracts(
-            store, r.pid, list(entry.depends_on), p.source.upstream
-        ),
-        "conventions": record.conventions,
+        "upstream": list(entry.depends_on),
+        "conventions": p.record.conventions,
         "contract_hash": entry.contract_hash,
         "status_codes": context.status_codes(contract),
         "syntax_check": _syntax_words(p.stack, p.kind),
-        "history": [h.model_dump() for h in history],
-        "regressions": regressions,
-        "reflect_hint": r.reflect_hint or "",
     }
+
+
+def first_turn_context(
+    store: RedisStore, p: Prepared, history: list[HistoryEntry], regressions: list[str]
+) -> dict[str, object]:
+    """What prompts/first_turn.md wraps as untrusted data: memory notes, upstream
+    contract.json files, and in a coder retry the failures, hints and earlier decisions."""
+    r = p.request
+    entry = p.record.units.unit(r.unit_id)
+    assert entry is not None
+    return {
+        "memory": context.memory_notes(store, r.pid, r.role, r.unit_id),
+        "upstream": context.upstream_contracts(
+            store, r.pid, list(entry.depends_on), p.source.upstream
+        ),
+        "history": [h.model_dump() for h in history] if r.mode == "retry" else [],
+        "regressions": regressions if r.mode == "retry" else [],
+        "reflect_hint": (r.reflect_hint or "") if r.mode == "retry" else "",
+    }
+
+
+def first_turn(
+    store: RedisStore,
+    p: Prepared,
+    task: str,
+    history: list[HistoryEntry],
+    regressions: list[str],
+) -> str:
+    """The first user message of an attempt: the wrapped data, then the task."""
+    variables = first_turn_context(store, p, history, regressions)
+    return _render("first_turn", {**variables, "task": task})
 
 
 def _syntax_words(stack: str, kind: str) -> str:
@@ -231,7 +268,9 @@ def run_session(
 ) -> SessionResult:
     """Run the model session of a prepared role with its self-check."""
     r = p.request
-    system = _render(r.role, prompt_context(store, p, history, regressions))
+    # The system prompt holds the project's definition only, so it stays the same every
+    # turn (one cache entry); model-written text goes in the first user turn, wrapped.
+    system = _render(r.role, prompt_context(p))
     spec = SessionSpec(
         session_key=session_key(p.record.company_id, r),
         flavor=r.role,
@@ -246,14 +285,16 @@ def run_session(
             settings.session_max_usd,
             settings.session_max_wall_s,
         ),
+        try_no=r.tester_try,
     )
     tools = all_tools()
+    label = f"{r.attempt}" if r.tester_try == 1 else f"{r.attempt}.{r.tester_try}"
     reassess = make_reassess(
         spec,
         provider,
         tools,
         p.ctx,
-        lambda n: StoreCheckpointer(store, r.pid, f"reassess.{r.role}.{r.attempt}.{n}", r.unit_id),
+        lambda n: StoreCheckpointer(store, r.pid, f"reassess.{r.role}.{label}.{n}", r.unit_id),
     )
     if r.role == "coder":
 
@@ -280,17 +321,17 @@ def run_session(
     )
     started = time.monotonic()
     p.services.runtime.update(status="running", started=time.time())
-    result = session.run(task)
+    result = session.run(first_turn(store, p, task, history, regressions))
     p.timings["session_ms"] = p.timings.get("session_ms", 0) + _ms_since(started)
     p.services.runtime.update(status=result.status, duration_ms=p.timings["session_ms"])
     p.services.persist_runtime()
     return result
 
 
-def _render(role: str, variables: dict[str, object]) -> str:
+def _render(name: str, variables: dict[str, object]) -> str:
     from devloop.prompts import render
 
-    return render(role, **variables)
+    return render(name, **variables)
 
 
 def commit_if_final(p: Prepared, session: SessionResult | None) -> CommitOutcome:

@@ -8,6 +8,7 @@ from typing import Literal
 from pydantic import BaseModel, Field
 
 from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
+from devloop.ledgers.timeline import ROLE_KINDS
 from devloop.roles.services import RoleServices
 
 TodoStatus = Literal["pending", "in_progress", "done", "skipped"]
@@ -114,6 +115,14 @@ class TimelineAppendTool(Tool):
 
     def run(self, ctx: ToolContext, args: TimelineInput) -> ToolResult:
         role = services(ctx)
+        own = ROLE_KINDS.get(role.role, ())
+        if args.kind not in own:
+            # loop_* and other system events are the loop's: a session cannot forge a verdict.
+            return ToolResult(
+                f"kind {args.kind!r} is not one a {role.role} may append; use one of: "
+                f"{', '.join(own) or 'none'} (loop events are written by the loop alone)",
+                is_error=True,
+            )
         event = role.timeline.append(
             args.kind, unit_id=role.unit_id, ref=args.ref, summary=args.summary, agent=role.role
         )
@@ -142,4 +151,7 @@ class RecordMemoryTool(Tool):
         name = re.sub(r"[^A-Za-z0-9_.-]+", "-", args.topic.strip()).strip("-").lower()
         note = f"---\ntopic: {args.topic}\nrelevance: {args.relevance}\n---\n{args.content}\n"
         role.save_memory(name, note)
-        return ToolResult(f"memory saved: {role.role}/{name}.md")
+        return ToolResult(
+            f"memory saved: {role.role}/pending/{role.unit_id}/{name}.md (this unit's sessions "
+            "see it now, other units' once this unit passes)"
+        )

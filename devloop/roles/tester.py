@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import threading
 from collections.abc import Callable
+from pathlib import Path
 
 from devloop.agent.result import SessionResult
 from devloop.agent.tools import ProgressEvent
+from devloop.agent.untrusted import wrap_untrusted
 from devloop.config import Settings
 from devloop.llm.base import LLMProvider
 from devloop.models import BugMove, RunResult, RunSummary, TesterOutput
@@ -23,19 +27,85 @@ from devloop.roles.testrun import run_and_record
 from devloop.store import RedisStore
 
 
-def tester_task(request: RoleRequest, crash: str | None = None) -> str:
+def tester_task(
+    request: RoleRequest, crash: str | None = None, problems: list[str] | None = None
+) -> str:
     """The user message that starts (or continues) the tester's conversation."""
     if crash:
+        # The crash reason quotes the code under test: data, fenced like any other.
         return (
-            f"Run {request.run_id}: re-running the existing tests crashed: {crash}\n"
+            f"Run {request.run_id}: re-running the existing tests crashed.\n"
+            f"{wrap_untrusted('why the re-run crashed (output of the tests)', crash)}\n"
             "If the tests no longer load, rewrite them; if the code does not load, say so "
             "in a failure with a hint for the coder. Then run_tests again."
+        )
+    if problems:
+        return (
+            f"Run {request.run_id}: the existing tests cannot be re-run as they are:\n"
+            + "\n".join(f"- {p}" for p in problems)
+            + "\nFix the tests, run_tests, and finish when the self-check holds."
+        )
+    if request.tester_try > 1:
+        return (
+            f"Attempt {request.attempt}, try {request.tester_try} (run {request.run_id}): your "
+            f"last try did not stand: {request.reflect_hint or 'it ended early'}\n"
+            "Fix what it says, run_tests again, and finish when the self-check holds."
         )
     if request.mode == "resume":
         return "Your session was interrupted. Check what is already in tests/, then finish."
     return (
         f"Test unit {request.unit_id} (attempt {request.attempt}, run {request.run_id}). "
         "Follow the workflow in your instructions and finish when the self-check holds."
+    )
+
+
+def tests_digest(unit_dir: Path) -> str:
+    """sha256 over every file under tests/ (path and text), to see whether they changed."""
+    sources = checks.test_sources(unit_dir)
+    canonical = json.dumps(sorted(sources.items()), ensure_ascii=False).encode()
+    return "sha256:" + hashlib.sha256(canonical).hexdigest()
+
+
+def checked_path(unit_id: str) -> str:
+    """agent-state/ file with the digest of the tests the tester's last checked session left."""
+    return f"tester-{unit_id}-tests.json"
+
+
+def rerun_problems(store: RedisStore, p: Prepared) -> list[str]:
+    """Why the existing tests may not be re-run without the model (empty: they may).
+
+    The static self-checks must hold, and the tests must be the ones a tester session
+    whose self-check passed left behind (not a failed session's, nor anyone else's).
+    """
+    spec = p.spec
+    acceptance = len(spec.acceptance_criteria) if spec else 0
+    codes = context.status_codes(p.sdd_contract)
+    problems = checks.static_test_problems(p.ctx.unit_dir, p.stack, acceptance, codes)
+    saved = store.agent_state_file(p.request.pid, checked_path(p.request.unit_id))
+    expected = json.loads(saved).get("digest") if saved else None
+    if expected is None:
+        problems.append("no tester session has checked these tests yet")
+    elif expected != tests_digest(p.ctx.unit_dir):
+        problems.append("tests/ changed since the last tester session whose self-check passed")
+    return problems
+
+
+def _after_starved(store: RedisStore, request: RoleRequest) -> bool:
+    """Whether this try re-runs a run the machine starved (the tests are not in question)."""
+    previous = f"runs/run-{request.attempt}-{request.tester_try - 1}/result.json"
+    raw = store.unit_file(request.pid, request.unit_id, previous)
+    return raw is not None and RunResult.model_validate_json(raw).starved
+
+
+def _remember_checked(store: RedisStore, p: Prepared) -> None:
+    """The session passed its self-check: its tests are the ones a re-run may trust."""
+    record = {
+        "digest": tests_digest(p.ctx.unit_dir),
+        "attempt": p.request.attempt,
+        "run_id": p.request.run_id,
+    }
+    store.put_agent_state(
+        p.request.pid, checked_path(p.request.unit_id), json.dumps(record).encode()
     )
 
 
@@ -64,19 +134,26 @@ def run_tester(
     emit: Callable[[ProgressEvent], None] = lambda e: None,
     cancel: threading.Event | None = None,
 ) -> tuple[RoleRun, TesterOutput]:
-    """Run the tester for one attempt: a plain re-run in retry mode, else a model session."""
+    """Run the tester for one attempt: in retry mode a plain re-run when the tests pass the
+    static checks and are the last checked session's, else (or when it crashes) a session."""
     p = prepare(store, settings, request, emit)
     session: SessionResult | None = None
     try:
-        has_tests = bool(checks.test_sources(p.ctx.unit_dir))
-        crash = None
-        if request.mode == "retry" and has_tests:
-            result = rerun(p)
-            crash = result.crash_reason if result.crashed else None
-        if crash or request.mode != "retry" or not has_tests:
-            session = run_session(
-                store, settings, provider, p, tester_task(request, crash), [], [], cancel
-            )
+        task = tester_task(request)
+        zero_token = request.mode == "retry" and (
+            request.tester_try == 1 or _after_starved(store, request)
+        )
+        if zero_token and checks.test_sources(p.ctx.unit_dir):
+            problems = rerun_problems(store, p)
+            if problems:
+                task = tester_task(request, problems=problems)
+            else:
+                result = rerun(p)
+                task = tester_task(request, crash=result.crash_reason) if result.crashed else ""
+        if task:
+            session = run_session(store, settings, provider, p, task, [], [], cancel)
+            if session.status == "completed":
+                _remember_checked(store, p)
         spec = p.spec
         acceptance = len(spec.acceptance_criteria) if spec else 0
         codes = context.status_codes(p.sdd_contract)
@@ -86,7 +163,9 @@ def run_tester(
         commit = commit_if_final(p, session)
     finally:
         p.ws.cleanup()
-    return RoleRun(p, session, commit), _output(p, session, acc_cov, contract_cov)
+    output = _output(p, session, acc_cov, contract_cov)
+    output.sandbox_violations = [str(v) for v in commit.violations]
+    return RoleRun(p, session, commit), output
 
 
 def _output(

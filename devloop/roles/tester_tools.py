@@ -8,7 +8,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
-from devloop.ledgers import BugTransitionError
+from devloop.ledgers import BugNotOwned, BugTransitionError
 from devloop.roles.state_tools import services
 from devloop.roles.testrun import run_and_record
 from devloop.runners.hints import build_hint
@@ -128,8 +128,10 @@ class BugTransitionTool(Tool):
     def run(self, ctx: ToolContext, args: BugTransitionInput) -> ToolResult:
         role = services(ctx)
         try:
-            bug = role.bugs.transition(args.bug_id, args.to, by=role.role, fix_refs=args.fix_refs)
-        except BugTransitionError as exc:
+            bug = role.bugs.transition(
+                args.bug_id, args.to, by=role.role, fix_refs=args.fix_refs, owner=role.unit_id
+            )
+        except (BugNotOwned, BugTransitionError) as exc:
             return ToolResult(str(exc), is_error=True)
         return ToolResult(json.dumps({"id": bug.id, "status": bug.status}))
 

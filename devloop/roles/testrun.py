@@ -27,7 +27,8 @@ def run_and_record(role: RoleServices, view: Path, timeout_s: float = TIMEOUT_S)
     # The bridge filled in bug ids: write result.json again with them (never through a
     # symlink the tests may have planted).
     write_run_file(
-        view / "units" / role.unit_id / "runs" / role.run_id / "result.json",
+        view,
+        f"units/{role.unit_id}/runs/{role.run_id}/result.json",
         json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False),
     )
     role.last_run = {

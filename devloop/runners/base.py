@@ -13,12 +13,8 @@ and starved runs are results, never exceptions.
 
 from __future__ import annotations
 
-import contextlib
 import json
-import os
 import re
-import shutil
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -29,6 +25,7 @@ from devloop.config import load_settings
 from devloop.models import Failure, RunResult, RunSummary
 from devloop.runners import timing
 from devloop.runners.verdict import DISAGREE
+from devloop.safedir import Dir
 from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
 
@@ -131,9 +128,13 @@ class RunSpec:
 
     def prepare(self) -> Path:
         """Create the run dir (refusing symlinks on the way) and return it."""
-        run_dir = in_view(self.view, self.writable, "run dir")
-        run_dir.mkdir(mode=0o755, parents=True, exist_ok=True)
-        return run_dir
+        with Dir.open(self.view) as root:
+            root.mkdirs(in_view(root, self.writable, "run dir"))
+        return self.run_dir
+
+    def run_file(self, name: str) -> str:
+        """A file of the run dir, relative to the view."""
+        return f"{self.writable}/{name}"
 
     def relative(self, path: str) -> str:
         """A path the tools printed, made relative to the unit dir when it is inside it."""
@@ -195,10 +196,10 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
         starved=starved is not None,
         starved_reason=starved,
     )
-    write_run_file(spec.run_dir / "stdout.txt", obs.stdout)
-    write_run_file(spec.run_dir / "stderr.txt", obs.stderr)
+    write_run_file(spec.view, spec.run_file("stdout.txt"), obs.stdout)
+    write_run_file(spec.view, spec.run_file("stderr.txt"), obs.stderr)
     text = json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False)
-    write_run_file(spec.run_dir / "result.json", text + "\n")
+    write_run_file(spec.view, spec.run_file("result.json"), text + "\n")
     return RunOutcome(
         result=result,
         stdout=obs.stdout,
@@ -231,28 +232,20 @@ def cache_dir_of(toolchain: Path) -> Path:
     return load_settings().cache_dir
 
 
-def read_report(path: Path, cap: int = REPORT_CAP) -> str | None:
-    """A report the sandbox wrote, or None; never follows a symlink the tests planted."""
+def read_report(view: Path, rel: str, cap: int = REPORT_CAP) -> str | None:
+    """A report the sandbox wrote at view/rel, or None; never through a link the tests
+    planted, never from a fifo or device, never more than cap bytes."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        with Dir.open(view) as root:
+            return root.read_text(rel, cap)
     except OSError:
         return None
-    with os.fdopen(fd, "rb") as handle:
-        st = os.fstat(handle.fileno())
-        if not stat.S_ISREG(st.st_mode) or st.st_size > cap:
-            return None
-        return handle.read(cap).decode("utf-8", errors="replace")
 
 
-def write_run_file(path: Path, text: str) -> None:
-    """Replace whatever the sandbox left at `path` (symlink, dir) with a fresh file."""
-    if path.is_dir() and not path.is_symlink():
-        shutil.rmtree(path)
-    with contextlib.suppress(FileNotFoundError):
-        path.unlink()
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(text)
+def write_run_file(view: Path, rel: str, text: str) -> None:
+    """Write view/rel, replacing whatever the sandbox left there (link, fifo, dir)."""
+    with Dir.open(view) as root:
+        root.write_atomic(rel, text, 0o644, replace=True)
 
 
 def clean_stack(text: str, cap: int = STACK_CAP) -> str:
@@ -331,10 +324,8 @@ def with_source(stack: str, unit_dir: Path) -> str:
 def _source_line(unit_dir: Path, rel: str, line: int) -> str | None:
     """One stripped line of a regular file inside the unit (no `..`, no symlinks), or None."""
     try:
-        path = in_view(unit_dir, rel, "source")
-        if not path.is_file() or path.stat().st_size > 2_000_000:
-            return None
-        lines = path.read_text(errors="replace").splitlines()
-    except (OSError, ValueError):
+        with Dir.open(unit_dir) as unit:
+            lines = unit.read_text(rel, cap=2_000_000).splitlines()
+    except OSError:
         return None
     return lines[line - 1].strip()[:200] if 0 < line <= len(lines) else None

@@ -74,7 +74,7 @@ class PytestRunner:
     ) -> RunOutcome:
         """Run `units/{unit_id}/tests` under pytest; see the module docstring."""
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
-        run_dir = spec.prepare()
+        spec.prepare()
         python = shlex.quote(str(self.venv / "bin" / "python"))
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel() as channel:
             command = (
@@ -98,7 +98,7 @@ class PytestRunner:
         parsed = Parsed()
         if not obs.timed_out:
             output = obs.stdout + "\n" + obs.stderr
-            parsed = parse_junit(read_report(run_dir / "junit.xml"), output, spec)
+            parsed = parse_junit(read_report(view, spec.run_file("junit.xml")), output, spec)
             if parsed.crash_reason is None and obs.exit_code == NO_TESTS_EXIT:
                 parsed.crash_reason = (
                     "pytest collected no tests under tests/ (it looks for files test_*.py or "

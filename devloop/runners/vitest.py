@@ -40,6 +40,8 @@ from devloop.runners.base import (
 from devloop.runners.channel import VITEST_REPORTER, Channel, Records, plugin_dir
 from devloop.runners.hints import build_hint
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_vitest
+from devloop.safedir import Dir
+from devloop.safetree import TooMany, walk
 from devloop.sandbox import Observation, Sandbox
 from devloop.sandbox.slots import run_slot
 
@@ -138,10 +140,13 @@ class VitestRunner:
     ) -> RunOutcome:
         """Run `units/{unit_id}/tests/**` under vitest; see the module docstring."""
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
-        run_dir = spec.prepare()
-        (run_dir / "vitest.config.mjs").write_text(config_text(spec))
-        (run_dir / "devloop-setup.mjs").write_text(SETUP)
-        (run_dir / "devloop-syntax.cjs").write_text(SYNTAX_CHECK)
+        spec.prepare()
+        # Into a dir the tests can write: whatever they planted there is replaced, never
+        # followed (a link at vitest.config.mjs must not make the worker write elsewhere).
+        with Dir.open(view) as root:
+            root.write_atomic(spec.run_file("vitest.config.mjs"), config_text(spec), replace=True)
+            root.write_atomic(spec.run_file("devloop-setup.mjs"), SETUP, replace=True)
+            root.write_atomic(spec.run_file("devloop-syntax.cjs"), SYNTAX_CHECK, replace=True)
         reporter = shlex.quote(str(self.plugins / VITEST_REPORTER))
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S):
             with Channel() as channel:
@@ -150,7 +155,8 @@ class VitestRunner:
                 stream = channel.close()
             parsed = Parsed()
             if not obs.timed_out:
-                parsed = parse_report(read_report(run_dir / "report.json"), obs.stderr, spec)
+                report = read_report(view, spec.run_file("report.json"))
+                parsed = parse_report(report, obs.stderr, spec)
                 if parsed.crash_reason and _SYNTAXISH.search(parsed.crash_reason):
                     parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
                 if parsed.crash_reason is None:
@@ -175,12 +181,8 @@ class VitestRunner:
 
     def _syntax_reason(self, spec: RunSpec) -> str | None:
         """The real SyntaxError(s) of the unit's JS/TS files, from esbuild, or None."""
-        files = sorted(
-            str(p.relative_to(spec.unit_dir))
-            for top in ("code", "tests")
-            for p in (spec.unit_dir / top).rglob("*")
-            if _SCRIPT.search(p.name) and p.is_file() and not p.is_symlink()
-        )[:200]
+        files = [rel for rel, kind in unit_entries(spec) if kind == "file" and _SCRIPT.search(rel)]
+        files = files[:200]
         if not files:
             return None
         args = " ".join(shlex.quote(f) for f in files)
@@ -215,7 +217,7 @@ def _count(value: Any) -> int:
 
 def config_text(spec: RunSpec) -> str:
     """The vitest config for this unit: jsdom and the vue plugin only for vue units."""
-    vue = uses_vue(spec.unit_dir)
+    vue = uses_vue(spec)
     return CONFIG.format(
         imports="import vue from '@vitejs/plugin-vue';\n" if vue else "",
         plugins="vue()" if vue else "",
@@ -225,9 +227,27 @@ def config_text(spec: RunSpec) -> str:
     )
 
 
-def uses_vue(unit_dir: Path) -> bool:
+def uses_vue(spec: RunSpec) -> bool:
     """Whether the unit has .vue files (other files can opt in: `// @vitest-environment jsdom`)."""
-    return any(p.suffix == ".vue" for top in ("code", "tests") for p in (unit_dir / top).rglob("*"))
+    return any(rel.endswith(".vue") for rel, _ in unit_entries(spec))
+
+
+def unit_entries(spec: RunSpec) -> list[tuple[str, str]]:
+    """(unit-relative path, kind) of what is under code/ and tests/, sorted; links are not
+    followed and what the walk refuses (too many, too deep, bad names) is left out."""
+    found: list[tuple[str, str]] = []
+    with Dir.open(spec.view) as root:
+        for top in ("code", "tests"):
+            rel = f"{spec.unit_rel}/{top}"
+            if not root.is_dir(rel):
+                continue
+            try:
+                found += [
+                    (f"{top}/{e.rel}", e.kind) for e in walk(root, rel) if e.problem is None
+                ]
+            except TooMany:
+                continue
+    return sorted(found)
 
 
 def parse_report(raw: str | None, stderr: str, spec: RunSpec) -> Parsed:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
+import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
 from devloop.config import Settings
 from devloop.jsonguard import check_command
+from devloop.safedir import Dir
 from devloop.sandbox.base import (
     Limits,
     Observation,
@@ -63,13 +66,16 @@ class BareSandbox:
             view,
             cwd,
         )
-        prepare_writable(view, writable, owner=None)
-        for source, dest in ro_binds:
-            rel = view_relative(sandbox_path(dest))
-            if rel is not None:
-                _link_toolchain(in_view(view, rel, "ro_binds"), source)
-        workdir = in_view(view, cwd, "cwd") if PurePosixPath(cwd).parts else view
-        workdir.mkdir(parents=True, exist_ok=True)
+        with Dir.open(view) as root:
+            prepare_writable(root, writable, owner=None)
+            for source, dest in ro_binds:
+                rel = view_relative(sandbox_path(dest))
+                if rel is not None:
+                    _link_toolchain(root, rel, source)
+            workdir = view
+            if PurePosixPath(cwd).parts:
+                workdir = view / in_view(root, cwd, "cwd")
+                root.mkdirs(cwd)
         return run_process(
             ["/bin/sh", "-c", command],
             env=self.env,
@@ -84,10 +90,20 @@ class BareSandbox:
         )
 
 
-def _link_toolchain(mount: Path, source: Path) -> None:
-    """Stand in for a read-only bind: a symlink where the mount point would be."""
-    if mount.is_dir() and not any(mount.iterdir()):
-        mount.rmdir()
-    if not mount.exists():
-        mount.parent.mkdir(parents=True, exist_ok=True)
-        mount.symlink_to(source)
+def _link_toolchain(root: Dir, rel: str, source: Path) -> None:
+    """Stand in for a read-only bind: a symlink where the mount point would be.
+
+    The link is this sandbox's own, made by an earlier command of the session: it is
+    left as it is when it still names `source` (host code never follows it).
+    """
+    st = root.lstat(rel)
+    if st is not None and stat.S_ISLNK(st.st_mode) and root.readlink(rel) == str(source):
+        return
+    rel = in_view(root, rel, "ro_binds")
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        with root.opendir(rel) as mount, os.scandir(mount.fd) as entries:
+            empty = next(entries, None) is None
+        if empty:
+            root.remove(rel)
+    if not root.exists(rel):
+        root.symlink(str(source), rel)

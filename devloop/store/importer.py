@@ -30,6 +30,8 @@ class _Plan:
     replace: dict[str, dict[str, bytes]] = field(default_factory=dict)
     xadd: dict[str, list[str]] = field(default_factory=dict)
     changed_units: list[str] = field(default_factory=list)
+    # meta key -> digest the folder is now known to hold (no content changes with it).
+    marks: dict[str, bytes] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -117,9 +119,13 @@ def _plan_unit(pipe: Any, plan: _Plan, keys: Keys, unit: str, files: dict[str, b
     """
     meta = decode_hash(pipe.hgetall(keys.meta(unit)))
     on_disk = files_digest(files)
-    if on_disk == meta.get("imported", b"").decode() or on_disk == files_digest(
-        decode_hash(pipe.hgetall(keys.files(unit)))
-    ):
+    imported = meta.get("imported", b"").decode()
+    if on_disk == imported:
+        return
+    if on_disk == files_digest(decode_hash(pipe.hgetall(keys.files(unit)))):
+        # The folder caught up with Redis (an export, or a copy by hand): from now on this
+        # is the state the folder is known to hold, so commits made after it are kept.
+        plan.marks[keys.meta(unit)] = on_disk.encode()
         return
     version = int(meta.get("version", b"0")) + 1
     plan.replace[keys.files(unit)] = files
@@ -147,6 +153,8 @@ def _apply(pipe: Pipeline, plan: _Plan) -> None:
     for key, lines in plan.xadd.items():
         for line in lines:
             pipe.xadd(key, {STREAM_FIELD: line.encode("utf-8")})
+    for key, digest in plan.marks.items():
+        pipe.hset(key, "imported", digest)
 
 
 def _mapping(fields: dict[str, bytes]) -> Mapping[str | bytes, bytes]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from devloop.ids import check_id
+
 ROOT = "devloop"
 Ledger = Literal["bugs", "timeline"]
 LEDGERS: tuple[Ledger, ...] = ("bugs", "timeline")
@@ -12,9 +14,12 @@ LEDGERS: tuple[Ledger, ...] = ("bugs", "timeline")
 
 @dataclass(frozen=True)
 class Keys:
-    """The key names of one project."""
+    """The key names of one project; ids that break the id rule never become keys."""
 
     pid: str
+
+    def __post_init__(self) -> None:
+        check_id(self.pid, "project id")
 
     @property
     def prefix(self) -> str:
@@ -48,7 +53,8 @@ class Keys:
 
     @property
     def memory(self) -> str:
-        """Hash: `{role}/{name}.md` -> note bytes (memory/devloop/ on disk)."""
+        """Hash: `{role}/{name}.md` -> note bytes (memory/devloop/ on disk); notes a unit's
+        sessions wrote wait as `{role}/pending/{unit}/{name}.md` until that unit passes."""
         return self.prefix + "memory"
 
     @property
@@ -62,27 +68,27 @@ class Keys:
 
     def files(self, unit: str) -> str:
         """Hash: path relative to units/{unit} -> bytes."""
-        return f"{self.prefix}unit:{unit}:files"
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:files"
 
     def meta(self, unit: str) -> str:
         """Hash: version (int), imported (digest of the files at the last import)."""
-        return f"{self.prefix}unit:{unit}:meta"
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:meta"
 
     def commits(self, unit: str) -> str:
         """Hash: `{role}:{attempt}` -> the version that commit produced."""
-        return f"{self.prefix}unit:{unit}:commits"
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:commits"
 
     def state(self, unit: str) -> str:
         """String: the unit's UnitState (JSON)."""
-        return f"{self.prefix}unit:{unit}:state"
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:state"
 
     def session(self, role: str, unit: str) -> str:
         """String: the transcript checkpoint of one (role, unit) session (JSON)."""
-        return f"{self.prefix}session:{role}:{unit}"
+        return f"{self.prefix}session:{role}:{check_id(unit, 'unit id')}"
 
     def lease(self, unit: str, attempt: int, role: str) -> str:
         """String with a TTL: the owner of one (unit, attempt, role) run."""
-        return f"{self.prefix}lease:{unit}:{attempt}:{role}"
+        return f"{self.prefix}lease:{check_id(unit, 'unit id')}:{attempt}:{role}"
 
 
 def _escape_glob(text: str) -> str:

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from devloop.ids import check_id
 from devloop.models import Stack, UnitsFile, UnitSpec
 from devloop.store.base import StoreBase, decode_hash, text
 from devloop.store.filesets import safe_relpath
@@ -81,19 +82,48 @@ class ProjectMixin(StoreBase):
         return json.loads(raw) if raw else None
 
     def memory_notes(self, pid: str, role: str) -> dict[str, str]:
-        """A role's notes (memory/devloop/{role}/): file name -> text."""
-        prefix = f"{role}/"
+        """A role's notes for every unit (memory/devloop/{role}/*): file name -> text.
+
+        Notes a unit's sessions wrote are not among them until that unit passes.
+        """
         raw = decode_hash(self.client.hgetall(self.keys(pid).memory))
-        return {
-            k.removeprefix(prefix): v.decode("utf-8", errors="replace")
-            for k, v in sorted(raw.items())
-            if k.startswith(prefix)
-        }
+        return _notes_under(raw, f"{role}/")
+
+    def pending_notes(self, pid: str, role: str, unit: str) -> dict[str, str]:
+        """Notes the role's sessions of unit wrote that wait for unit to pass."""
+        raw = decode_hash(self.client.hgetall(self.keys(pid).memory))
+        return _notes_under(raw, pending_prefix(role, unit))
 
     def put_memory_note(self, pid: str, role: str, name: str, note: str) -> None:
-        """Write memory/devloop/{role}/{name}."""
+        """Write memory/devloop/{role}/{name}: a note every unit's sessions see."""
         path = safe_relpath(f"{role}/{name}").as_posix()
         self.client.hset(self.keys(pid).memory, path, note.encode("utf-8"))
+
+    def put_pending_note(self, pid: str, role: str, unit: str, name: str, note: str) -> None:
+        """Write a note a session of unit recorded: other units see it once unit passes."""
+        path = safe_relpath(f"{pending_prefix(role, unit)}{name}.md").as_posix()
+        self.client.hset(self.keys(pid).memory, path, note.encode("utf-8"))
+
+    def promote_notes(self, pid: str, unit: str) -> list[str]:
+        """Move unit's pending notes (every role) to the project's notes, naming their
+        author unit; returns the promoted paths. Running it again promotes nothing."""
+        key = self.keys(pid).memory
+        raw = decode_hash(self.client.hgetall(key))
+        moves: dict[str, bytes] = {}
+        for path, data in raw.items():
+            role, sep, rest = path.partition(f"/{PENDING}/{check_id(unit, 'unit id')}/")
+            if sep and "/" not in role and "/" not in rest and rest:
+                moves[path] = data
+        if not moves:
+            return []
+        promoted: dict[str | bytes, bytes] = {
+            _promoted_path(path, unit): _with_author(data, unit) for path, data in moves.items()
+        }
+        with self.client.pipeline(transaction=True) as pipe:
+            pipe.hset(key, mapping=promoted)
+            pipe.hdel(key, *moves)
+            pipe.execute()
+        return sorted(str(path) for path in promoted)
 
     def agent_state(self, pid: str) -> dict[str, bytes]:
         """Every agent-state/ file: path relative to agent-state/ -> bytes."""
@@ -114,6 +144,42 @@ class ProjectMixin(StoreBase):
         for batch in _batches(self.client.scan_iter(match=self.keys(pid).pattern, count=500)):
             removed += int(self.client.unlink(*batch))
         return removed
+
+
+PENDING = "pending"
+
+
+def promote_memory(store: ProjectMixin, pid: str, unit: str) -> list[str]:
+    """Called by the loop when unit passes: its sessions' notes become the project's."""
+    return store.promote_notes(pid, unit)
+
+
+def pending_prefix(role: str, unit: str) -> str:
+    """`{role}/pending/{unit}/`: where a unit's unpromoted notes live in memory/devloop/."""
+    return f"{role}/{PENDING}/{check_id(unit, 'unit id')}/"
+
+
+def _notes_under(raw: dict[str, bytes], prefix: str) -> dict[str, str]:
+    """Notes directly under prefix (not in its subfolders): name -> text."""
+    return {
+        k.removeprefix(prefix): v.decode("utf-8", errors="replace")
+        for k, v in sorted(raw.items())
+        if k.startswith(prefix) and "/" not in k.removeprefix(prefix)
+    }
+
+
+def _promoted_path(path: str, unit: str) -> str:
+    """`{role}/pending/{unit}/{name}` -> `{role}/{unit}--{name}`: one file per author."""
+    role, _, name = path.partition(f"/{PENDING}/{unit}/")
+    return f"{role}/{unit}--{name}"
+
+
+def _with_author(note: bytes, unit: str) -> bytes:
+    """The note with `author_unit: {unit}` in its front matter (added when it has none)."""
+    text = note.decode("utf-8", errors="replace")
+    if text.startswith("---\n") and "\n---" in text[3:]:
+        return f"---\nauthor_unit: {unit}\n{text[4:]}".encode()
+    return f"---\nauthor_unit: {unit}\n---\n{text}".encode()
 
 
 def _batches(items: Iterable[T], size: int = 500) -> Iterator[list[T]]:

@@ -18,6 +18,7 @@ UnitStatus = Literal[
     "failed",
     "crashed",
     "validation_failed",
+    "waiting_model",
     "blocked",
     "blocked_upstream",
 ]
@@ -37,6 +38,8 @@ class UnitState(BaseModel):
     started_at: float | None = None
     updated_at: float | None = None
     last_hint: str | None = None
+    last_error: str | None = None  # a step's exception or the model's error, one line
+    blocked_reason: str | None = None
     extra: dict[str, Any] = Field(default_factory=dict)
 
 

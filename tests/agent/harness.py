@@ -62,12 +62,14 @@ class Harness:
         self_check: SelfCheck | None = None,
         reassess: bool = True,
         system: str = "You are a coder. Be brief.",
+        try_no: int = 1,
     ) -> AgentSession:
         spec = SessionSpec(
             session_key=KEY,
             flavor="coder",
             mode=mode,
             attempt=attempt,
+            try_no=try_no,
             model="claude-sonnet-4-6",
             system=system,
             max_tokens=1024,
@@ -142,6 +144,7 @@ def rig(store: RedisStore, settings: Settings, base_url: str) -> Harness:
         command_timeout_s=30,
         emit=events.append,
         services={"role": services},
+        handle=ws.files,
     )
     return Harness(store, settings, base_url, ws, ctx, events)
 

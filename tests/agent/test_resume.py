@@ -92,3 +92,47 @@ def test_a_retry_attempt_continues_the_same_conversation(make_harness: MakeHarne
         "first attempt done",
         "Retry: the tester said 400 != 500.",
     ]
+
+
+def test_a_session_the_model_outage_ended_resumes_with_a_real_call(
+    make_harness: MakeHarness,
+) -> None:
+    # The harness's provider tries 4 times: the outage outlasts them once.
+    h = make_harness(script(
+        tool("Write", path="code/a.js", content="module.exports = 1;\n"),
+        {**text("done"), "fault": {"kind": "overloaded", "times": 4}},
+    ))
+    first = h.session().run("Implement todo-be.")
+    assert (first.status, first.terminal_reason) == ("recovery_required", "llm_unavailable")
+    again = h.session().run("Implement todo-be.")
+    assert again.status == "completed" and again.final_text == "done"
+    assert [(r.turn, r.status) for r in h.requests()] == [(1, 200)] + [(2, 529)] * 4 + [(2, 200)]
+    assert (h.workspace.unit_dir / "code/a.js").read_text() == "module.exports = 1;\n"
+    # Ended for good now: a third run returns the result without asking again.
+    assert h.session().run("Implement todo-be.") == again and len(h.requests()) == 6
+
+
+def test_a_second_try_of_the_same_attempt_gets_model_turns_of_its_own(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness(script(text("try 1 done"), text("try 2 done")))
+    first = h.session().run("Test todo-be.")
+    second = h.session(try_no=2, mode="retry").run("Your last try did not stand.")
+    assert (first.final_text, second.final_text) == ("try 1 done", "try 2 done")
+    assert [r.turn for r in h.requests()] == [1, 2]
+    # A late redelivery of try 1 is superseded, not run again.
+    late = h.session().run("Test todo-be.")
+    assert late.status == "cancelled" and len(h.requests()) == 2
+
+
+def test_a_session_whose_context_filled_up_resumes_and_carries_on(
+    make_harness: MakeHarness,
+) -> None:
+    full = {**text("I was writing"), "stop_reason": "model_context_window_exceeded"}
+    h = make_harness(script(full, text("done")))
+    first = h.session().run("Implement todo-be.")
+    assert (first.status, first.terminal_reason) == ("recovery_required", "context_window")
+    again = h.session().run("Implement todo-be.")
+    assert again.status == "completed" and again.final_text == "done"
+    last = h.requests()[-1].body["messages"]
+    assert last[-1]["role"] == "user" and "Continue" in last[-1]["content"][-1]["text"]

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
 from devloop.agent.fs_tools import EditTool, ReadTool, WriteTool
+from devloop.agent.tools import ToolResult
+from devloop.roles.coder_tools import AppendCoderLogTool
 from tests.agent.harness import MakeHarness
 
 EMPTY = {"default": {"content": [{"text": "x"}]}}
@@ -64,3 +71,103 @@ def test_invalid_input_is_an_observation(make_harness: MakeHarness) -> None:
     assert result.is_error and result.text.startswith("invalid input for Write: ")
     assert "content: Field required" in result.text
     assert WriteTool().execute(h.ctx, "not an object").is_error
+
+
+# --- what a session plants in its view is never followed by the host -------------------
+
+
+def finishes(call: Callable[[], ToolResult]) -> ToolResult:
+    """call() in a thread; fails if it blocks (a fifo opened for blocking I/O would)."""
+    results: list[ToolResult] = []
+    thread = threading.Thread(target=lambda: results.append(call()), daemon=True)
+    thread.start()
+    thread.join(30)
+    assert not thread.is_alive(), "the tool call blocked"
+    return results[0]
+
+
+def test_a_link_planted_at_the_old_temporary_name_leads_nowhere(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    h = make_harness(EMPTY)
+    host_file = tmp_path / "written-by-the-worker"
+    code = h.workspace.unit_dir / "code"
+    code.mkdir(exist_ok=True)
+    (code / ".x.js.tmp").symlink_to(host_file)  # as `ln -s` in Bash would
+    result = WriteTool().execute(h.ctx, {"path": "code/x.js", "content": "pwned"})
+    assert not result.is_error, result.text
+    assert not host_file.exists()
+    assert (code / "x.js").read_text() == "pwned" and (code / ".x.js.tmp").is_symlink()
+
+
+def test_write_and_edit_through_a_planted_link_are_errors_that_write_nothing(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    h = make_harness(EMPTY)
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "config").write_text("host config\n")
+    code = h.workspace.unit_dir / "code"
+    code.mkdir(exist_ok=True)
+    (code / "out").symlink_to(host)  # code/out -> a host dir
+    (code / "cfg.js").symlink_to(host / "config")
+    (code / "new.js").symlink_to(host / "new-file")
+    write, edit = WriteTool(), EditTool()
+    cases = [
+        (write, {"path": "code/out/a.js", "content": "pwned"}, "passes through a symlink"),
+        (write, {"path": "code/out/x/y.js", "content": "pwned"}, "passes through a symlink"),
+        (write, {"path": "code/cfg.js", "content": "pwned"}, "is a symlink"),
+        (write, {"path": "code/new.js", "content": "pwned"}, "is a symlink"),
+        (edit, {"path": "code/cfg.js", "old": "host", "new": "pwned"}, "is a symlink"),
+    ]
+    for tool, args, reason in cases:
+        result = tool.execute(h.ctx, args)
+        assert result.is_error and reason in result.text, result.text
+    assert sorted(p.name for p in host.iterdir()) == ["config"]
+    assert (host / "config").read_text() == "host config\n"
+
+
+def test_write_onto_a_fifo_is_an_error_at_once(make_harness: MakeHarness) -> None:
+    h = make_harness(EMPTY)
+    code = h.workspace.unit_dir / "code"
+    code.mkdir(exist_ok=True)
+    os.mkfifo(code / "pipe.js")
+    result = finishes(lambda: WriteTool().execute(h.ctx, {"path": "code/pipe.js", "content": "x"}))
+    assert result.is_error and "is a fifo" in result.text
+    edited = finishes(
+        lambda: EditTool().execute(h.ctx, {"path": "code/pipe.js", "old": "a", "new": "b"})
+    )
+    assert edited.is_error and "is a fifo" in edited.text
+
+
+def test_read_of_a_fifo_or_a_link_is_an_error_at_once(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    h = make_harness(EMPTY)
+    (tmp_path / "secret").write_text("host secret")
+    code = h.workspace.unit_dir / "code"
+    code.mkdir(exist_ok=True)
+    os.mkfifo(code / "pipe")
+    (code / "leak").symlink_to(tmp_path / "secret")
+    read = ReadTool()
+    fifo = finishes(lambda: read.execute(h.ctx, {"path": "code/pipe"}))
+    assert fifo.is_error and fifo.text == "code/pipe: is a fifo, not a regular file"
+    leak = read.execute(h.ctx, {"path": "code/leak"})
+    assert leak.is_error and "host secret" not in leak.text
+    listing = read.execute(h.ctx, {"path": "code"})
+    assert listing.text == "code is a directory: leak pipe"
+
+
+def test_append_coder_log_through_a_planted_link_is_an_error_that_writes_nothing(
+    make_harness: MakeHarness, tmp_path: Path
+) -> None:
+    h = make_harness(EMPTY)
+    host = tmp_path / "host.log"
+    host.write_text("host\n")
+    log = h.workspace.unit_dir / "coder.log"
+    log.unlink(missing_ok=True)
+    log.symlink_to(host)
+    decision = {"this_fix": "x", "rationale": "y", "changed_files": ["code/a.js"]}
+    result = AppendCoderLogTool().execute(h.ctx, {"decision": decision})
+    assert result.is_error and result.text == "coder.log: is a symlink"
+    assert host.read_text() == "host\n"

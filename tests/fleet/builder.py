@@ -1,6 +1,9 @@
 """Tiny python-stack projects with scripted sessions, for fleet tests.
 
-Every unit exports the same contract, so one hash serves all; a "bad" unit's coder keeps
+Every unit exports the same contract, so one hash serves all. Each unit's coder follows a
+script of attempts ("good" writes 42, "bad" writes 41, "unlogged" writes 42 but no
+coder.log entry, so its self-check fails); its tester, a script of sessions ("proper"
+tests value(), "mock" tests a mock of it and fails its self-check). A "bad" unit keeps
 writing the same wrong value, so its tests fail the same way every attempt.
 """
 
@@ -16,17 +19,37 @@ from devloop.contracts import hash_contract
 
 CONTRACT = {"exports": {"module": {"code/unit.py": {"value()": "-> 42"}}}, "consumes": []}
 TESTS = "from unit import value\n\n\ndef test_value_returns_42():\n    assert value() == 42\n"
+# Passes whatever code/unit.py returns: the self-check must refuse it.
+MOCK_TESTS = (
+    "from unittest.mock import patch\n\nimport unit\n\n\n"
+    "def test_value_returns_42():\n"
+    '    with patch("unit.value", return_value=42):\n'
+    "        assert unit.value() == 42\n"
+)
 ATTEMPTS = 5
 
 
 @dataclass
 class UnitPlan:
-    """One unit: its dependencies, whether its code is wrong, and slow turns to inject."""
+    """One unit: its dependencies, how its coder and tester behave, slow or failing turns."""
 
     id: str
     deps: list[str] = field(default_factory=list)
-    bad: bool = False
+    bad: bool = False  # shorthand for coder=["bad"]
     coder_latency_ms: dict[int, int] = field(default_factory=dict)  # turn -> latency
+    coder: list[str] = field(default_factory=list)  # per attempt: good | bad | unlogged
+    tester: list[str] = field(default_factory=list)  # per session: proper | mock
+    coder_faults: dict[int, dict[str, Any]] = field(default_factory=dict)  # turn -> stub fault
+    seeded_tests: str | None = None  # tests/test_unit.py in the folder before the run
+
+    def coder_attempts(self) -> list[str]:
+        """ATTEMPTS attempts: the plan's, then its last one again."""
+        plan = self.coder or (["bad"] if self.bad else ["good"])
+        return (plan + [plan[-1]] * ATTEMPTS)[:ATTEMPTS]
+
+    def tester_sessions(self) -> list[str]:
+        """The plan's sessions, then proper ones for any later session."""
+        return (self.tester or []) + ["proper"] * ATTEMPTS
 
 
 def _turn(*blocks: Any, latency: int = 0) -> dict[str, Any]:
@@ -38,48 +61,64 @@ def _turn(*blocks: Any, latency: int = 0) -> dict[str, Any]:
     return turn
 
 
-def coder_turns(plan: UnitPlan) -> dict[int, Any]:
-    """Three turns per attempt: write, log, finish; a retry logs its reflection."""
+def _coder_session(plan: UnitPlan, attempt: int, kind: str) -> list[dict[str, Any]]:
+    """write, log, finish; an unlogged attempt finishes three times without a log entry."""
     version = hash_contract(CONTRACT)
     contract = json.dumps({"unit_id": plan.id, "version": version, **CONTRACT}, indent=2)
-    code = f"def value():\n    return {41 if plan.bad else 42}\n"
-    turns: dict[int, Any] = {}
-    for attempt in range(1, ATTEMPTS + 1):
-        first = 3 * attempt - 2
-        decision: dict[str, Any] = {"this_fix": f"value() returns the constant (try {attempt})",
-                                    "rationale": "the contract asks for 42",
-                                    "changed_files": ["code/unit.py"]}
-        if attempt > 1:
-            decision.update(last_failure="test_value_returns_42 failed",
-                            last_cause="value() returned the wrong constant")
-        turns[first] = _turn(
-            ("write_todolist", {"items": [{"id": "step-001", "title": "write code/unit.py"}]}),
-            ("Write", {"path": "code/unit.py", "content": code}),
-            ("Write", {"path": "contract.json", "content": contract}),
-        )
-        turns[first + 1] = _turn(
-            ("append_coder_log", {"decision": decision}),
-            ("update_todo_item", {"id": "step-001", "status": "done"}),
-        )
-        turns[first + 2] = _turn(f"{plan.id}: code/unit.py written.")
+    code = f"def value():\n    return {41 if kind == 'bad' else 42}\n"
+    decision: dict[str, Any] = {"this_fix": f"value() returns the constant (try {attempt})",
+                                "rationale": "the contract asks for 42",
+                                "changed_files": ["code/unit.py"]}
+    if attempt > 1:
+        decision.update(last_failure="test_value_returns_42 failed",
+                        last_cause="value() returned the wrong constant")
+    write = _turn(
+        ("write_todolist", {"items": [{"id": "step-001", "title": "write code/unit.py"}]}),
+        ("Write", {"path": "code/unit.py", "content": code}),
+        ("Write", {"path": "contract.json", "content": contract}),
+    )
+    done = ("update_todo_item", {"id": "step-001", "status": "done"})
+    finish = _turn(f"{plan.id}: code/unit.py written.")
+    if kind == "unlogged":
+        return [write, _turn(done), finish, finish, finish]
+    return [write, _turn(("append_coder_log", {"decision": decision}), done), finish]
+
+
+def coder_turns(plan: UnitPlan) -> dict[int, Any]:
+    """Every attempt's turns, numbered as the one conversation the coder keeps."""
+    turns: list[dict[str, Any]] = []
+    for attempt, kind in enumerate(plan.coder_attempts(), start=1):
+        turns += _coder_session(plan, attempt, kind)
+    numbered = {n: dict(turn) for n, turn in enumerate(turns, start=1)}
     for turn, latency in plan.coder_latency_ms.items():
-        turns[turn]["latency_ms"] = latency
-    return turns
+        numbered[turn]["latency_ms"] = latency
+    for turn, fault in plan.coder_faults.items():
+        numbered[turn]["fault"] = fault
+    return numbered
 
 
-def tester_turns() -> dict[int, Any]:
-    """Write one test, run it, close the todolist, finish."""
-    return {
-        1: _turn(("write_todolist", {"items": [{"id": "step-001", "title": "test value()"}]}),
-                 ("Write", {"path": "tests/test_unit.py", "content": TESTS})),
-        2: _turn(("run_tests", {})),
-        3: _turn(("update_todo_item", {"id": "step-001", "status": "done"})),
-        4: _turn("One test written and run."),
-    }
+def _tester_session(kind: str) -> list[dict[str, Any]]:
+    """Write one test, run it, close the todolist, finish (a mock's finish fails, thrice)."""
+    write = _turn(
+        ("write_todolist", {"items": [{"id": "step-001", "title": "test value()"}]}),
+        ("Write", {"path": "tests/test_unit.py", "content": MOCK_TESTS if kind == "mock"
+                   else TESTS}),
+    )
+    turns = [write, _turn(("run_tests", {})),
+             _turn(("update_todo_item", {"id": "step-001", "status": "done"})),
+             _turn("One test written and run.")]
+    return (turns + [_turn("Done.")] * 2) if kind == "mock" else turns
+
+
+def tester_turns(plan: UnitPlan | None = None) -> dict[int, Any]:
+    """Every tester session's turns, numbered as the one conversation the tester keeps."""
+    sessions = plan.tester_sessions() if plan else ["proper"]
+    turns = [turn for kind in sessions for turn in _tester_session(kind)]
+    return dict(enumerate(turns, start=1))
 
 
 def build(root: Path, plans: list[UnitPlan], pid: str = "p-fleet") -> Path:
-    """Write the project folder and its stub.yaml-equivalent script (returned as JSON file)."""
+    """Write the project folder (units.json, the SDD, any seeded tests)."""
     root.mkdir(parents=True, exist_ok=True)
     version = hash_contract(CONTRACT)
     units = {"company_id": "c-test", "project_id": pid, "stack": "python", "units": [
@@ -95,6 +134,11 @@ def build(root: Path, plans: list[UnitPlan], pid: str = "p-fleet") -> Path:
     )
     (root / "sdd/mvcp").mkdir(parents=True, exist_ok=True)
     (root / "sdd/mvcp/units.html").write_text(f"<html><body>\n{sections}</body></html>\n")
+    for plan in plans:
+        if plan.seeded_tests is not None:
+            tests = root / "units" / plan.id / "tests"
+            tests.mkdir(parents=True, exist_ok=True)
+            (tests / "test_unit.py").write_text(plan.seeded_tests)
     return root
 
 
@@ -103,6 +147,6 @@ def script(plans: list[UnitPlan]) -> dict[str, Any]:
     sessions: dict[str, Any] = {}
     for plan in plans:
         sessions[f"coder.*.{plan.id}"] = {"turns": coder_turns(plan)}
-        sessions[f"tester.*.{plan.id}"] = {"turns": tester_turns()}
+        sessions[f"tester.*.{plan.id}"] = {"turns": tester_turns(plan)}
     sessions["*.reassess.*"] = {"default": _turn("1. Re-read the spec.")}
     return {"sessions": sessions, "default": _turn("Nothing scripted.")}

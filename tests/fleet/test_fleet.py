@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from devloop.fleet.records import steps_of
 from devloop.ledgers import BugLedger, parse_coder_log
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
@@ -32,10 +33,16 @@ def test_layered_project_passes_and_releases_in_dependency_order(
     with fleet(redis_store, redis_server.celery_url, project, script(plans)) as f:
         final = f.wait()
     assert final.all_passed
-    starts = {u: redis_store.get_state(f.pid, u).started_at or 0 for u in "abcd"}
-    ends = {r.unit_id: r for r in final.units}
-    assert starts["c"] >= max(starts["a"], starts["b"]) and starts["d"] > starts["c"]
-    assert all(ends[u].attempt == 1 for u in "abcd")
+    assert all(r.attempt == 1 for r in final.units)
+    # Each dependent's first step started only after every unit it depends on was decided
+    # passed (the step records' own clocks, not when messages were sent).
+    steps = steps_of(redis_store, f.pid, list("abcd"))
+    first_start = {u: min(r.started_at for r in steps[u] if r.role == "coder") for u in "abcd"}
+    passed_at = {u: next(r.ended_at for r in steps[u]
+                         if r.role == "decide" and r.status == "pass") for u in "abcd"}
+    for unit, deps in {"c": ["a", "b"], "d": ["c"]}.items():
+        for dep in deps:
+            assert first_start[unit] >= passed_at[dep], (unit, dep)
 
 
 def test_a_worker_killed_mid_session_still_completes_the_unit_once(
@@ -97,7 +104,9 @@ def test_a_unit_failing_the_same_way_is_blocked_and_its_dependents_wait(
     assert coder_log(redis_store, f.pid, "bad") == [1, 2, 3]
     bugs = BugLedger(redis_store.sink(f.pid, "bugs")).list(unit_id="bad")
     assert len(bugs) == 1 and bugs[0].status == "open"  # one bug, reused by every red run
-    assert "value()" in (rows["bad"].last_hint or "") or rows["bad"].last_hint
+    hint = rows["bad"].last_hint or ""
+    # The human-readable hint names what came back, what was expected and the assertion.
+    assert "got 41 where 42 was expected" in hint and "`assert value() == 42`" in hint
 
 
 def test_redis_restarted_mid_run_the_run_completes(

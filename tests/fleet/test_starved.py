@@ -93,9 +93,7 @@ def test_a_starved_test_run_is_re_run_after_a_backoff_and_never_sent_to_the_code
     assert BugLedger(redis_store.sink(f.pid, "bugs")).list(unit_id="one") == []
 
 
-def test_the_status_note_names_starved_re_runs_and_an_infrastructure_block() -> None:
+def test_the_status_note_names_starved_re_runs() -> None:
     testing = UnitState(status="testing", attempt=1, extra={"starved_reruns": 2})
     assert load_note(testing) == "test run starved of CPU 2x: re-run after a backoff"
-    blocked = UnitState(status="blocked", extra={"blocked_reason": "infrastructure"})
-    assert load_note(blocked) == "infrastructure: test runs starved of CPU"
     assert load_note(UnitState(status="testing", attempt=1)) is None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.ledgers.bugs import BugLedger, BugTransitionError
+from devloop.ledgers.bugs import BugLedger, BugNotOwned, BugTransitionError
 from devloop.ledgers.sink import FileSink
 from devloop.models import Bug, BugOpen, BugStatus, BugTransition
 
@@ -23,7 +23,7 @@ LEGAL = {
     ("fixing", "open"),
     ("fixed", "open"),
 }
-ID = re.compile(r"^bug-\d{8}-\d{4}-[0-9a-f]{4}$")
+ID = re.compile(r"^bug-\d{8}-\d{4}-[0-9a-f]{16}$")
 TS = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
 
@@ -132,6 +132,17 @@ def test_transition_of_an_unknown_bug_is_refused(ledger: BugLedger, path: Path) 
     assert len(path.read_text().splitlines()) == 1
 
 
+def test_transition_of_another_units_bug_is_refused_for_an_owner(
+    ledger: BugLedger, path: Path
+) -> None:
+    bug, _ = ledger.open("todo-be", "run-1-1", "t")
+    before = path.read_text()
+    with pytest.raises(BugNotOwned, match=f"bug {bug.id}: not a bug of unit todo-fe"):
+        ledger.transition(bug.id, "fixed", by="tester", owner="todo-fe")
+    assert path.read_text() == before
+    assert ledger.transition(bug.id, "fixed", by="tester", owner="todo-be").status == "fixed"
+
+
 def test_transition_to_a_status_that_does_not_exist_is_refused(ledger: BugLedger) -> None:
     bug = bug_in(ledger, "open")
     with pytest.raises(BugTransitionError, match="cannot move from 'open' to 'closed'"):
@@ -155,10 +166,21 @@ def test_the_same_failing_test_does_not_open_a_second_bug(ledger: BugLedger, pat
     assert len(path.read_text().splitlines()) == 1
 
 
-def test_a_bug_being_fixed_is_reused_too(ledger: BugLedger) -> None:
+def test_a_bug_being_fixed_whose_test_fails_again_is_reopened(ledger: BugLedger) -> None:
     bug = bug_in(ledger, "fixing")
-    again, opened = ledger.open("todo-be", "run-3", "t1")
-    assert (again.id, again.status, opened) == (bug.id, "fixing", False)
+    again, changed = ledger.open("todo-be", "run-3", "t1")
+    assert (again.id, again.status, changed) == (bug.id, "open", True)
+    assert [(t.to, t.by) for t in again.history] == [("fixing", "loop"), ("open", "tester")]
+    assert again.history[-1].model_extra == {"run_id": "run-3"}
+    # Open again: the next red run of the same test reuses it as it is.
+    assert ledger.open("todo-be", "run-4", "t1") == (again, False)
+
+
+def test_the_loops_move_to_fixing_names_the_attempt(ledger: BugLedger, path: Path) -> None:
+    bug, _ = ledger.open("todo-be", "run-1-1", "t1")
+    moved = ledger.transition(bug.id, "fixing", by="loop", attempt=2)
+    assert moved.history[-1].model_extra == {"attempt": 2}
+    assert json.loads(path.read_text().splitlines()[-1])["attempt"] == 2
 
 
 def test_dedup_key_is_unit_and_test(ledger: BugLedger) -> None:

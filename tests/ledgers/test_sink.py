@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from devloop.ledgers.sink import AppendSink, FileSink, dumps_line, read_json_lines
+from devloop.ledgers.sink import AppendSink, DirSink, FileSink, dumps_line, read_json_lines
+from devloop.safedir import Dir, Refused
 
 WORKERS = 8
 LINES_PER_WORKER = 200
@@ -134,3 +136,32 @@ def test_eight_processes_appending_at_once_lose_and_mix_nothing(tmp_path: Path) 
         seen.add((rec["w"], rec["i"]))
     assert seen == {(w, i) for w in range(WORKERS) for i in range(LINES_PER_WORKER)}
     assert sum(len(line) > 8192 for line in lines) == WORKERS * LINES_PER_WORKER // 10
+
+
+def test_a_sink_never_appends_through_a_link_or_blocks_on_a_fifo(tmp_path: Path) -> None:
+    host = tmp_path / "host.log"
+    host.write_text("host\n")
+    view = tmp_path / "view"
+    (view / "units/u").mkdir(parents=True)
+    (view / "units/u/coder.log").symlink_to(host)
+    (view / "out").symlink_to(tmp_path)
+    os.mkfifo(view / "pipe.log")
+    with Dir.open(view) as root:
+        for sink in (
+            FileSink(view / "units/u/coder.log"),
+            DirSink(root, "units/u/coder.log"),
+            DirSink(root, "out/host.log"),
+        ):
+            with pytest.raises(Refused):
+                sink.append("pwned")
+            with pytest.raises(Refused):
+                sink.lines()
+        for sink in (FileSink(view / "pipe.log"), DirSink(root, "pipe.log")):
+            with pytest.raises(Refused, match="is a fifo"):
+                sink.append("x")  # O_NONBLOCK: refused at once, never a blocked worker
+            with pytest.raises(Refused, match="is a fifo"):
+                sink.lines()
+        ok = DirSink(root, "units/u/real.log")
+        ok.append("one")
+        assert ok.lines() == ["one"]
+    assert host.read_text() == "host\n"

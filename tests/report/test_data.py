@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import pytest
 from devloop.errors import ProjectInvalid
 from devloop.fleet.records import STEPS_FILE
 from devloop.report import gather
+from devloop.report.data import ReportData
 from devloop.report.views import attempts, cost_table
 from tests.conftest import EXAMPLES
 
@@ -58,7 +61,10 @@ def test_every_coder_tester_and_decide_step_is_read(todo_run: Path) -> None:
 def test_the_bug_is_opened_in_the_red_run_and_fixed_by_the_green_one(todo_run: Path) -> None:
     (bug,) = gather(todo_run).bugs
     assert (bug.unit_id, bug.run_id, bug.status) == ("todo-be", "run-1-1", "fixed")
-    (move,) = bug.history
+    fixing, move = bug.history  # the loop moved it to fixing when the coder's retry began
+    assert (fixing.to, fixing.by, (fixing.model_extra or {}).get("attempt")) == (
+        "fixing", "loop", 2
+    )
     assert (move.to, move.by, move.fix_refs) == ("fixed", "tester", ["run-2-1"])
 
 
@@ -130,3 +136,32 @@ def test_a_cyclic_graph_is_drawn_flat_with_a_note(tmp_path: Path) -> None:
     data = gather(tmp_path / "todo")
     assert [u.level for u in data.units] == [1, 1]
     assert any("not a DAG" in n for n in data.notes)
+
+
+def test_links_and_fifos_in_the_folder_become_notes_and_never_block(
+    run_copy: Path, tmp_path: Path
+) -> None:
+    outside = tmp_path / "outside.ndjson"
+    outside.write_text('{"kind": "loop_pass", "unit_id": "todo-fe", "summary": "forged"}\n')
+    for name in ("bugs.ndjson", "units/todo-be/coder.log"):
+        (run_copy / name).unlink(missing_ok=True)
+        os.mkfifo(run_copy / name)
+    (run_copy / "timeline.ndjson").unlink()
+    (run_copy / "timeline.ndjson").symlink_to(outside)
+    result = run_copy / "units/todo-fe/runs/run-1-1/result.json"
+    result.unlink()
+    result.symlink_to(outside)
+    gathered: list[ReportData] = []
+    thread = threading.Thread(target=lambda: gathered.append(gather(run_copy)), daemon=True)
+    thread.start()
+    thread.join(60)
+    assert not thread.is_alive(), "gather blocked on a fifo"
+    [data] = gathered
+    assert data.timeline == [] and data.bugs == []
+    assert sorted(data.notes) == [
+        "bugs.ndjson: is a fifo, not a regular file; skipped",
+        "timeline.ndjson: is a symlink; skipped",
+        "units/todo-be/coder.log: is a fifo, not a regular file; skipped",
+        "units/todo-fe/runs/run-1-1/result.json: file: cannot be read (is a symlink); fix: "
+        "make it a file; run skipped",
+    ]

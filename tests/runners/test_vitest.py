@@ -286,6 +286,29 @@ def test_lines_a_test_writes_into_the_channel_cannot_turn_a_red_run_green(
         assert [f.test for f in result.failures] == ["fails"]
 
 
+def test_links_planted_where_the_runner_writes_its_files_are_replaced_not_followed(
+    runner: VitestRunner, make_view: MakeView, fixtures: Path, tmp_path: Path
+) -> None:
+    view = make_view("node/todo-be")
+    shutil.copy(fixtures / "fixes/server.js", view / "units/todo-be/code/server.js")
+    host = tmp_path / "host"
+    host.mkdir()
+    (host / "existing").write_text("host file\n")
+    run_dir = view / "units/todo-be/runs" / RUN
+    run_dir.mkdir(parents=True)
+    # What an earlier Bash command of the tester session could leave in its write set.
+    (run_dir / "vitest.config.mjs").symlink_to(host / "existing")
+    (run_dir / "devloop-setup.mjs").symlink_to(host / "created-by-the-worker")
+    (run_dir / "devloop-syntax.cjs").symlink_to(host)
+    (run_dir / "stdout.txt").symlink_to(host / "stdout")
+    result = run(runner, view, "todo-be").result
+    assert result.ok, result.crash_reason
+    assert sorted(p.name for p in host.iterdir()) == ["existing"]
+    assert (host / "existing").read_text() == "host file\n"
+    for name in ("vitest.config.mjs", "devloop-setup.mjs", "devloop-syntax.cjs", "stdout.txt"):
+        assert (run_dir / name).is_file() and not (run_dir / name).is_symlink(), name
+
+
 @pytest.mark.parametrize(
     ("message", "expected", "got"),
     [

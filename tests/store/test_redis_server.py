@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import socket
+import stat
 from pathlib import Path
 
 import pytest
@@ -10,7 +12,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from devloop.redis_server import MAX_SOCKET_PATH, RedisServer, RedisServerError, connect
+from devloop.redis_server import (
+    MAX_SOCKET_PATH,
+    RedisServer,
+    RedisServerError,
+    connect,
+    with_password,
+)
 from devloop.store import RedisStore, UnitState
 
 
@@ -32,15 +40,16 @@ def test_restart_without_aof_starts_empty(tmp_path: Path) -> None:
 
 
 def test_every_url_form_reaches_the_server(redis_server: RedisServer) -> None:
-    assert redis_server.url.startswith("unix:///")
-    assert redis_server.celery_url.startswith("redis+socket:///")
+    password = redis_server.password
+    assert redis_server.url == f"unix://:{password}@{redis_server.socket_path}"
+    assert redis_server.celery_url == f"redis+socket://:{password}@{redis_server.socket_path}"
     for url in (redis_server.url, redis_server.celery_url):
         assert connect(url).ping()
 
 
 def test_tcp_server_listens_on_loopback(tmp_path: Path) -> None:
     with RedisServer(tmp_path, unix_socket=False) as server:
-        assert server.url.startswith("redis://127.0.0.1:")
+        assert server.bare_url == f"redis://127.0.0.1:{server.port}"
         assert server.celery_url == server.url
         assert connect(server.url).ping()
 
@@ -96,3 +105,115 @@ def test_a_second_server_on_a_live_socket_is_refused(tmp_path: Path) -> None:
         with pytest.raises(RedisServerError, match="already listens"):
             RedisServer(tmp_path)
         assert first.client().ping()
+
+
+# --- private: password, modes, no command line, no way out of the data -----------------
+
+
+def no_retry() -> Retry:
+    return Retry(NoBackoff(), 0)
+
+
+def raw_ping(server: RedisServer) -> bytes:
+    """PING as the plainest client sends it: no HELLO, no AUTH."""
+    if server.socket_path is not None:
+        conn = socket.socket(socket.AF_UNIX)
+        conn.connect(str(server.socket_path))
+    else:
+        conn = socket.create_connection(("127.0.0.1", server.port))
+    with conn:
+        conn.settimeout(5)
+        conn.sendall(b"PING\r\n")
+        return conn.recv(200)
+
+
+@pytest.mark.parametrize("unix_socket", [True, False])
+def test_a_client_without_the_password_gets_noauth(tmp_path: Path, unix_socket: bool) -> None:
+    with RedisServer(tmp_path / "r", unix_socket=unix_socket) as server:
+        assert server.password in server.url and server.password not in server.bare_url
+        assert raw_ping(server).startswith(b"-NOAUTH Authentication required")
+        with pytest.raises(redis.AuthenticationError):
+            connect(server.bare_url, retry=no_retry()).ping()
+        with pytest.raises(redis.AuthenticationError):
+            connect(with_password(server.bare_url, "guess"), retry=no_retry()).ping()
+        assert connect(server.url).ping()
+
+
+def test_the_password_shows_in_no_message_and_on_no_command_line(tmp_path: Path) -> None:
+    with RedisServer(tmp_path / "r") as server:
+        assert server._proc is not None
+        cmdline = Path(f"/proc/{server._proc.pid}/cmdline").read_bytes()
+        shown = [repr(server), server.address, cmdline.decode(errors="replace"),
+                 (tmp_path / "r" / "redis.log").read_text()]
+        for text in shown:
+            assert server.password not in text, text
+        assert server.address == f"unix://:***@{server.socket_path}"
+        assert f'requirepass "{server.password}"' in (tmp_path / "r/redis.conf").read_text()
+
+
+def test_the_servers_dir_and_files_are_this_users_alone(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    home.mkdir(mode=0o755)
+    (home / "redis.log").write_text("from an older version\n")
+    (home / "redis.log").chmod(0o644)
+    with RedisServer(home, appendonly=True) as server:
+        server.client().set("k", "v")
+        server.restart()  # the rewritten config and the reopened log stay private
+        assert server.socket_path is not None
+        modes = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in home.iterdir()}
+        assert stat.S_IMODE(home.stat().st_mode) == 0o700
+        assert {"redis.conf", "redis.log", "appendonly.aof", "redis.sock"} <= set(modes)
+        assert all(mode & 0o077 == 0 for mode in modes.values()), modes
+        assert server.client().get("k") == b"v"
+
+
+def test_restart_keeps_the_password(tmp_path: Path) -> None:
+    with RedisServer(tmp_path / "r", appendonly=True) as server:
+        url = server.url
+        server.restart()
+        assert server.url == url and connect(url).ping()
+        with pytest.raises(redis.AuthenticationError):
+            connect(server.bare_url, retry=no_retry()).ping()
+
+
+def resp(*args: str) -> str:
+    return f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
+
+
+@pytest.mark.parametrize("command", ["SLAVEOF", "REPLICAOF"])
+def test_a_planted_aof_cannot_make_the_server_follow_another(tmp_path: Path, command: str) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as attacker:
+        port = str(attacker.getsockname()[1])
+        home = tmp_path / "r"
+        home.mkdir(mode=0o700)
+        planted = resp("SET", "x", "1") + resp(command, "127.0.0.1", port)
+        (home / "appendonly.aof").write_text(planted)
+        with pytest.raises(RedisServerError, match=f"Unknown command '{command}'"):
+            RedisServer(home, appendonly=True)
+        attacker.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            attacker.accept()  # the replayed AOF never connected out
+
+
+@pytest.mark.parametrize("command", [["CONFIG", "SET", "dir", "/tmp"], ["MODULE", "LOAD", "/x.so"],
+                                     ["DEBUG", "SLEEP", "0"]])
+def test_commands_that_reach_outside_the_data_are_disabled(
+    redis_client: redis.Redis, command: list[str]
+) -> None:
+    with pytest.raises(redis.ResponseError, match="unknown command"):
+        redis_client.execute_command(*command)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_another_users_socket_in_its_place_is_replaced_never_connected_to(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    home.mkdir(mode=0o700)
+    with socket.socket(socket.AF_UNIX) as planted:
+        planted.bind(str(home / "redis.sock"))
+        planted.listen()
+        os.chown(home / "redis.sock", 65534, 65534)
+        planted.setblocking(False)
+        with RedisServer(home) as server:
+            assert server.client().ping()
+            with pytest.raises(BlockingIOError):
+                planted.accept()  # nothing ever connected to it

@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from devloop.project import load_project
+from devloop.safedir import Dir
 from devloop.store import ProjectNotImported, RedisStore, UnsafePath
-from devloop.store.export import write_atomic
+from devloop.store.export import MARK_IMPORTED, write_atomic
 
 PID = "p-todo"
 
@@ -98,11 +99,12 @@ def test_exported_project_reimports_unchanged(
 
 def test_write_atomic_leaves_no_temp_file_and_keeps_the_mode(tmp_path: Path) -> None:
     path = tmp_path / "a" / "run.sh"
-    assert write_atomic(path, b"#!/bin/sh\n")
-    os.chmod(path, 0o755)
-    assert write_atomic(path, b"#!/bin/sh\necho\n")
-    assert path.stat().st_mode & 0o777 == 0o755
-    assert not write_atomic(path, b"#!/bin/sh\necho\n")
+    with Dir.open(tmp_path) as root:
+        assert write_atomic(root, "a/run.sh", b"#!/bin/sh\n")
+        os.chmod(path, 0o755)
+        assert write_atomic(root, "a/run.sh", b"#!/bin/sh\necho\n")
+        assert path.stat().st_mode & 0o777 == 0o755
+        assert not write_atomic(root, "a/run.sh", b"#!/bin/sh\necho\n")
     assert [p.name for p in path.parent.iterdir()] == ["run.sh"]
 
 
@@ -123,3 +125,92 @@ def test_export_refuses_a_symlink_that_leads_outside(
 def test_export_of_an_unknown_project_says_so(redis_store: RedisStore, tmp_path: Path) -> None:
     with pytest.raises(ProjectNotImported, match="nope"):
         redis_store.export("nope", tmp_path)
+
+
+@pytest.mark.parametrize("plant", ["file link", "dir link", "fifo"])
+def test_export_writes_nothing_through_a_link_or_onto_a_fifo_in_the_project(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path, plant: str
+) -> None:
+    imported(redis_store, todo_project)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "server.js").write_text("host file\n")
+    dest = tmp_path / "dest"
+    (dest / "units/todo-be/code").mkdir(parents=True)
+    target = dest / "units/todo-be/code/server.js"
+    if plant == "file link":
+        target.symlink_to(outside / "server.js")
+    elif plant == "dir link":
+        (dest / "agent-state").symlink_to(outside)
+    else:
+        os.mkfifo(target)
+    before = sorted(dest.rglob("*"))
+    with pytest.raises(UnsafePath, match="remove"):
+        redis_store.export(PID, dest)
+    assert sorted(p.name for p in outside.iterdir()) == ["server.js"]
+    assert (outside / "server.js").read_text() == "host file\n"
+    assert sorted(dest.rglob("*")) == before  # refused before any write
+
+
+def commit(store: RedisStore, attempt: int, changes: dict[str, bytes | None]) -> None:
+    version = store.unit_files(PID, "todo-be").version
+    result = store.commit_files(PID, "todo-be", role="coder", attempt=attempt,
+                                base_version=version, changes=changes)
+    assert result.applied
+
+
+def test_a_resumed_run_keeps_commits_made_after_an_export_and_a_no_op_import(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    # The path of a `devloop run` resumed after Ctrl-C: export, import (nothing new on
+    # disk), a commit, then the next import must not put the older folder back.
+    imported(redis_store, todo_project)
+    commit(redis_store, 1, {"code/server.js": b"v2\n"})
+    redis_store.export(PID, todo_project, as_source=True)
+    assert not redis_store.import_project(load_project(todo_project)).changed
+    commit(redis_store, 2, {"code/later.js": b"committed after the export\n"})
+    again = redis_store.import_project(load_project(todo_project))
+    files = redis_store.unit_files(PID, "todo-be").files
+    assert not again.changed
+    assert files["code/later.js"] == b"committed after the export\n"
+    assert files["code/server.js"] == b"v2\n"
+
+
+def test_a_folder_that_caught_up_by_hand_is_known_as_imported(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path
+) -> None:
+    imported(redis_store, todo_project)
+    commit(redis_store, 1, {"code/server.js": b"v2\n"})
+    redis_store.export(PID, tmp_path / "copy")  # a pull elsewhere, not the source folder
+    (todo_project / "units/todo-be/code/server.js").write_text("v2\n")  # copied by hand
+    assert not redis_store.import_project(load_project(todo_project)).changed
+    commit(redis_store, 2, {"code/later.js": b"x\n"})
+    redis_store.import_project(load_project(todo_project))
+    assert redis_store.unit_files(PID, "todo-be").files["code/later.js"] == b"x\n"
+
+
+def test_an_export_to_the_source_folder_mirrors_deletions_and_a_pull_does_not(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path
+) -> None:
+    imported(redis_store, todo_project)
+    commit(redis_store, 1, {"code/keep.js": None})
+    pulled = tmp_path / "pulled"
+    shutil.copytree(todo_project, pulled)
+    redis_store.export(PID, pulled)
+    assert (pulled / "units/todo-be/code/keep.js").exists()
+    redis_store.export(PID, todo_project, as_source=True)
+    assert not (todo_project / "units/todo-be/code/keep.js").exists()
+    assert (todo_project / "units/todo-be/code/server.js").read_text() == "v1\n"
+
+
+def test_a_commit_racing_an_export_keeps_the_import_digest_behind_it(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    imported(redis_store, todo_project)
+    meta = redis_store.keys(PID).meta("todo-be")
+    before = redis_store.client.hget(meta, "imported")
+    # What the export read is version 1; a commit lands before it marks the folder.
+    _, units = redis_store._export_contents(PID)
+    commit(redis_store, 1, {"code/server.js": b"v2\n"})
+    assert redis_store.client.eval(MARK_IMPORTED, 1, meta, units["todo-be"].version, "x") == 0
+    assert redis_store.client.hget(meta, "imported") == before

@@ -11,6 +11,11 @@ from devloop.llm.stub.tokens import prefix_blocks, total_tokens
 
 MARK = {"type": "ephemeral"}
 TOOL = {"name": "Read", "description": "Read a file.", "input_schema": {"type": "object"}}
+# Expected counts are worked out by hand from the stub's rule, ceil(UTF-8 bytes / 4), not
+# taken from the code under test: the tool is "Read" + "Read a file." + '{"type":"object"}'
+# = 4 + 12 + 17 = 33 bytes -> 9 tokens; the system prompt is 20 x "You are the coder. "
+# = 380 bytes -> 95 tokens.
+TOOL_TOKENS, SYSTEM_TOKENS = 9, 95
 
 
 def _text(text: str, marked: bool = False) -> dict[str, Any]:
@@ -31,7 +36,8 @@ def _body(user_blocks: list[dict[str, Any]], system_marked: bool = True) -> dict
 def test_first_request_writes_and_an_identical_one_reads_everything() -> None:
     cache = PromptCache()
     body = _body([_text("hello " * 10, marked=True)])
-    total = total_tokens(body)
+    total = TOOL_TOKENS + SYSTEM_TOKENS + 15  # 60 bytes of "hello " -> 15
+    assert total_tokens(body) == total
 
     first = cache.account(prefix_blocks(body))
     second = cache.account(prefix_blocks(body))
@@ -45,9 +51,8 @@ def test_tokens_after_the_last_breakpoint_are_plain_input() -> None:
     cache = PromptCache()
     body = _body([_text("question " * 10)])  # only the system prompt is marked
     usage = cache.account(prefix_blocks(body))
-    tail = prefix_blocks(body)[-1].tokens
-    assert usage.input_tokens == tail
-    assert usage.cache_creation_input_tokens == total_tokens(body) - tail
+    assert usage.input_tokens == 23  # 90 bytes of "question " -> 22.5, rounded up
+    assert usage.cache_creation_input_tokens == TOOL_TOKENS + SYSTEM_TOKENS
 
 
 def test_a_moved_breakpoint_reads_what_the_previous_turn_wrote() -> None:
@@ -58,8 +63,10 @@ def test_a_moved_breakpoint_reads_what_the_previous_turn_wrote() -> None:
 
     usage = cache.account(prefix_blocks(_body(turn2)))
 
-    assert usage.cache_read_input_tokens == total_tokens(_body(turn1))
-    assert usage.cache_creation_input_tokens == prefix_blocks(_body(turn2))[-1].tokens
+    # turn 1 was tools + system + "first question" (14 bytes -> 4 tokens); only
+    # "second question" (15 bytes -> 4 tokens) is new.
+    assert usage.cache_read_input_tokens == TOOL_TOKENS + SYSTEM_TOKENS + 4
+    assert usage.cache_creation_input_tokens == 4
 
 
 def test_the_walk_back_stops_after_twenty_blocks() -> None:
@@ -103,7 +110,8 @@ def test_prefixes_below_the_minimum_are_not_written() -> None:
     body = _body([_text("q", marked=True)])
     assert cache.account(prefix_blocks(body)).cache_creation_input_tokens == 0
     again = cache.account(prefix_blocks(body))
-    assert again.cache_read_input_tokens == 0 and again.input_tokens == total_tokens(body)
+    total = TOOL_TOKENS + SYSTEM_TOKENS + 1  # "q" -> 1
+    assert again.cache_read_input_tokens == 0 and again.input_tokens == total
 
 
 def test_top_level_cache_control_marks_the_last_block() -> None:

@@ -1,0 +1,116 @@
+"""When a step cannot end normally: the model is unavailable, the step raised, or the
+host cannot run sessions at all. Each path ends: a bounded wait or retry, then `blocked`;
+an environment problem stops the run with its fix.
+
+    DevLoopError
+    +-- StepWaiting          run the same step again after `retry_in_s` (unit state says why)
+    +-- StepStopped          the chain ends here
+        +-- StepSuperseded   the unit moved past this attempt (a late redelivery)
+        +-- UnitBlocked      the unit is blocked (model unavailable, infrastructure)
+        +-- EnvironmentBroken  no session can run on this host; the run stops with the fix
+"""
+
+from __future__ import annotations
+
+import time
+
+from devloop.config import Settings
+from devloop.errors import DevLoopError, SandboxUnavailable
+from devloop.fleet.dispatch import TERMINAL, block_downstream
+from devloop.fleet.messages import StepMsg
+from devloop.fleet.records import environment_key
+from devloop.ledgers import Timeline
+from devloop.loop import Decision, after_step_error, wait_for_model
+from devloop.store import RedisStore, UnitState
+
+ERROR_CHARS = 300
+
+
+class StepWaiting(DevLoopError):
+    """Run this step again after `retry_in_s` (the model was unavailable, or it raised)."""
+
+    def __init__(self, message: str, retry_in_s: float) -> None:
+        self.retry_in_s = retry_in_s
+        super().__init__(message)
+
+
+class StepStopped(DevLoopError):
+    """The chain ends at this step: nothing is sent after it."""
+
+
+class StepSuperseded(StepStopped):
+    """The unit has moved past this attempt (a late redelivery): drop the chain."""
+
+
+class UnitBlocked(StepStopped):
+    """The step blocked its unit (model unavailable, or infrastructure)."""
+
+
+class EnvironmentBroken(StepStopped):
+    """This host cannot run any session (the sandbox cannot start): the run stops."""
+
+
+def one_line(exc: BaseException) -> str:
+    """`Type: first line of the message`, short enough for a table cell."""
+    lines = str(exc).strip().splitlines()
+    text = f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
+    return text[:ERROR_CHARS]
+
+
+def model_unavailable(
+    store: RedisStore, settings: Settings, msg: StepMsg, role: str, error: str
+) -> StepStopped | StepWaiting:
+    """The session's model calls ran out of retries: wait (growing backoff) or block."""
+    state = store.get_state(msg.pid, msg.unit_id)
+    if _superseded(state, msg):
+        return StepSuperseded(f"{msg.task_id(role)}: unit is at attempt {state.attempt}")
+    decision = wait_for_model(
+        state, error[:ERROR_CHARS], time.time(), settings.model_retry_base_s,
+        settings.retry_max_s, settings.model_wait_total_s,
+    )
+    return _apply(store, msg, role, state, decision)
+
+
+def step_failed(
+    store: RedisStore, settings: Settings, msg: StepMsg, role: str, exc: Exception
+) -> StepStopped | StepWaiting:
+    """A step raised: record the error on the unit; retry with backoff, then block.
+
+    SandboxUnavailable fails every session of the host alike, so it stops the run instead
+    (the unit stays where it was, for the run after the fix).
+    """
+    error = one_line(exc)
+    state = store.get_state(msg.pid, msg.unit_id)
+    if _superseded(state, msg):
+        return StepSuperseded(f"{msg.task_id(role)}: unit is at attempt {state.attempt}")
+    if isinstance(exc, SandboxUnavailable):
+        store.client.set(environment_key(store, msg.pid), str(exc))
+        new = state.model_copy(update={"last_error": error, "updated_at": time.time()})
+        store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
+        return EnvironmentBroken(str(exc))
+    decision = after_step_error(
+        state, error, settings.step_retries, settings.step_retry_base_s, settings.retry_max_s
+    )
+    return _apply(store, msg, role, state, decision)
+
+
+def _superseded(state: UnitState, msg: StepMsg) -> bool:
+    return state.attempt != msg.attempt or state.status in TERMINAL
+
+
+def _apply(
+    store: RedisStore, msg: StepMsg, role: str, state: UnitState, decision: Decision
+) -> StepStopped | StepWaiting:
+    """Write the decision's state (compare-and-set), log it, block downstream if it blocks."""
+    pid, unit = msg.pid, msg.unit_id
+    new = decision.state.model_copy(update={"updated_at": time.time()})
+    if not store.cas_state(pid, unit, state.status, state.attempt, new):
+        return StepSuperseded(f"{msg.task_id(role)}: the unit's state moved on")
+    Timeline(store.sink(pid, "timeline")).append(
+        f"loop_{decision.action}", unit_id=unit, ref=msg.task_id(role), agent="loop",
+        summary=decision.reason,
+    )
+    if decision.action == "block":
+        block_downstream(store, pid, unit)
+        return UnitBlocked(f"{msg.task_id(role)}: {decision.reason}")
+    return StepWaiting(f"{msg.task_id(role)}: {decision.reason}", decision.delay_s)

@@ -1,0 +1,116 @@
+"""Session views on the host: made where the sandbox uid can reach them, locked while they
+live, and always removed, even when the process that made one was killed.
+
+The process that makes a view holds an flock on it for the view's life, through an
+O_CLOEXEC descriptor (sandboxed commands do not inherit it). A process killed with
+SIGKILL cannot remove its view, but the kernel releases its lock: making a new view
+sweeps views older than a minute whose lock can be taken, at most once a minute per
+process and views dir.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import stat
+import tempfile
+import time
+from pathlib import Path
+
+from devloop.config import Settings
+from devloop.safedir import Dir
+from devloop.safetree import remove_tree
+
+log = logging.getLogger(__name__)
+
+SUFFIX = ".view"  # only dirs named like this are ever swept
+SWEEP_EVERY_S = 60.0
+DEAD_AFTER_S = 60.0  # younger views are left alone: their maker may not hold the lock yet
+_LOCK = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_locks: dict[str, int] = {}
+_last_sweep: dict[str, float] = {}
+
+
+def ensure_public_dir(path: Path, mode: int = 0o755) -> Path:
+    """Create a directory other uids may enter (the sandbox uid must reach what it binds)."""
+    path.mkdir(parents=True, exist_ok=True)
+    if stat.S_IMODE(path.stat().st_mode) != mode and path.stat().st_uid == os.geteuid():
+        path.chmod(mode)
+    return path
+
+
+def views_root(settings: Settings) -> Path:
+    """The directory views are made in (created 0711: enterable, not listable)."""
+    ensure_public_dir(settings.cache_dir)
+    return ensure_public_dir(settings.views_dir or settings.cache_dir / "views", 0o711)
+
+
+def make_view(settings: Settings, prefix: str = "view-") -> Path:
+    """A fresh, locked scratch dir for a view, somewhere the sandbox uid can reach.
+
+    Views must not live under a 0700 directory (pytest's tmp_path, /root): bubblewrap
+    opens bind sources as the unprivileged uid.
+    """
+    views = views_root(settings)
+    last = _last_sweep.get(str(views))
+    if last is None or time.monotonic() - last >= SWEEP_EVERY_S:
+        _last_sweep[str(views)] = time.monotonic()
+        sweep(views)
+    # The prefix names a unit: whatever it holds, the view stays a direct child of views.
+    safe = re.sub(r"[^A-Za-z0-9_-]", "_", prefix)[:80]
+    view = Path(tempfile.mkdtemp(prefix=safe, suffix=SUFFIX, dir=views))
+    view.chmod(0o755)
+    fd = os.open(view, _LOCK)
+    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    _locks[str(view)] = fd
+    return view
+
+
+def remove_view(view: Path) -> None:
+    """Remove a view (whatever the session left in it) and release its lock."""
+    try:
+        with Dir.open(view.parent) as parent:
+            remove_tree(parent, view.name)
+    finally:
+        fd = _locks.pop(str(view), None)
+        if fd is not None:
+            os.close(fd)
+
+
+def sweep(views: Path, dead_after_s: float = DEAD_AFTER_S) -> list[str]:
+    """Remove views whose maker is gone (lock free, older than dead_after_s); their names."""
+    for path, fd in list(_locks.items()):
+        if os.fstat(fd).st_nlink == 0:  # removed by someone else: forget its lock
+            os.close(_locks.pop(path))
+    removed: list[str] = []
+    with Dir.open(views) as root, os.scandir(root.fd) as entries:
+        candidates = [
+            e.name
+            for e in entries
+            if e.name.endswith(SUFFIX)
+            and e.is_dir(follow_symlinks=False)
+            and str(views / e.name) not in _locks
+            and time.time() - e.stat(follow_symlinks=False).st_mtime >= dead_after_s
+        ]
+        for name in candidates:
+            try:
+                fd = os.open(name, _LOCK, dir_fd=root.fd)
+            except OSError:
+                continue
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(fd)
+                continue  # its maker is alive
+            try:
+                remove_tree(root, name)
+                removed.append(name)
+            except OSError:
+                log.exception("could not remove the abandoned view %s", views / name)
+            finally:
+                os.close(fd)
+    if removed:
+        log.warning("removed %d abandoned view(s) in %s: %s", len(removed), views, removed)
+    return removed

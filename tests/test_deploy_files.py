@@ -1,0 +1,135 @@
+"""docker-compose.yml, Procfile, Dockerfile: private by default (no Docker engine runs here).
+
+The compose file cannot be brought up on this machine, so it is parsed and held to the
+rules, and its Redis command is run as the container would run it, on a local port.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import socket
+import stat
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+import yaml
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from devloop.redis_server import connect, redis_executable
+from tests.conftest import REPO
+
+COMPOSE: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
+SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
+PROCFILE = dict(
+    line.split(": ", 1) for line in (REPO / "Procfile").read_text().splitlines()
+    if line and not line.startswith("#")
+)
+DOCKERFILE = (REPO / "Dockerfile").read_text()
+
+
+def interpolate(text: str, env: dict[str, str]) -> str:
+    """Compose's `${VAR}`, `${VAR:?message}` and `$$`, enough for these files."""
+    def one(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in env:
+            raise KeyError(f"{name} is required: {match.group(0)}")
+        return env[name]
+    return re.sub(r"\$\{(\w+)(?::\?[^}]*)?\}", one, text.replace("$$", "\0")).replace("\0", "$")
+
+
+def test_no_deployment_file_opens_flowers_api_without_auth() -> None:
+    for name in ("docker-compose.yml", "Procfile", "Dockerfile", "README.md"):
+        text = (REPO / name).read_text()
+        assert "FLOWER_UNAUTHENTICATED_API=true" not in text, name
+        assert 'FLOWER_UNAUTHENTICATED_API: "true"' not in text, name
+    for service in SERVICES.values():
+        assert "FLOWER_UNAUTHENTICATED_API" not in service.get("environment", {})
+
+
+def test_compose_flower_requires_credentials_and_is_published_on_loopback_only() -> None:
+    flower = SERVICES["flower"]
+    assert flower["command"][:2] == ["devloop", "flower"]  # refuses to start without auth
+    assert flower["environment"]["DEVLOOP_FLOWER_AUTH"].startswith("${DEVLOOP_FLOWER_AUTH:?")
+    with pytest.raises(KeyError, match="DEVLOOP_FLOWER_AUTH is required"):
+        interpolate(flower["environment"]["DEVLOOP_FLOWER_AUTH"], {})
+    assert flower["ports"] == ["127.0.0.1:5555:5555"]
+    published = [(name, p) for name, s in SERVICES.items() for p in s.get("ports", [])]
+    assert published == [("flower", "127.0.0.1:5555:5555")]  # Redis is not published at all
+
+
+def test_procfile_flower_binds_loopback_and_requires_credentials() -> None:
+    assert PROCFILE["flower"].startswith("devloop flower")
+    assert "0.0.0.0" not in PROCFILE["flower"] and "--basic-auth" not in PROCFILE["flower"]
+
+
+def test_every_compose_redis_url_carries_the_required_password() -> None:
+    urls = [s["environment"]["DEVLOOP_REDIS_URL"] for s in SERVICES.values()
+            if "DEVLOOP_REDIS_URL" in s.get("environment", {})]
+    assert len(urls) == 3  # coder, tester, flower
+    for url in urls:
+        assert url.startswith("redis://:${DEVLOOP_REDIS_PASSWORD:?")
+        assert interpolate(url, {"DEVLOOP_REDIS_PASSWORD": "pw"}) == "redis://:pw@redis:6379/0"
+
+
+def test_devloop_processes_run_as_a_non_root_user() -> None:
+    for name in ("coder", "tester", "flower"):
+        assert SERVICES[name]["user"] == "devloop", name
+    assert SERVICES["redis"]["user"] == "redis"
+    users = re.findall(r"^USER (\S+)$", DOCKERFILE, re.M)
+    assert users and users[-1] == "devloop"
+    assert "useradd" in DOCKERFILE and "--uid 10001" in DOCKERFILE
+    # The worker writes its cache (views, the sandbox's /etc): the toolchains are built by it.
+    assert DOCKERFILE.index("USER devloop") < DOCKERFILE.index("devloop toolchain install")
+
+
+@pytest.fixture
+def compose_redis(tmp_path: Path) -> Any:
+    """The compose file's redis command, run as its container would, on a local port."""
+    password = secrets.token_hex(24)
+    script = interpolate(SERVICES["redis"]["command"][2], {})
+    assert SERVICES["redis"]["command"][:2] == ["sh", "-c"] and "requirepass" in script
+    config = tmp_path / "redis-auth.conf"
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    # Only what a container provides differently: where the config goes, the port, the dir.
+    script = script.replace("/tmp/redis-auth.conf", str(config))
+    script += f' --port {port} --bind 127.0.0.1 --dir {tmp_path} --save ""'
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "redis-server").symlink_to(redis_executable())
+    env = {**os.environ, "REDIS_PASSWORD": password, "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    proc = subprocess.Popen(["sh", "-c", script], env=env, cwd=tmp_path,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+        yield port, password, proc, config
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def test_the_compose_redis_requires_its_password_and_shows_it_nowhere(compose_redis: Any) -> None:
+    port, password, proc, config = compose_redis
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(b"PING\r\n")
+        assert conn.recv(100).startswith(b"-NOAUTH")
+    with pytest.raises(redis.AuthenticationError):
+        connect(f"redis://127.0.0.1:{port}/0", retry=Retry(NoBackoff(), 0)).ping()
+    assert connect(f"redis://:{password}@127.0.0.1:{port}/0").ping()
+    assert password.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600

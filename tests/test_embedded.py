@@ -1,0 +1,255 @@
+"""The embedded Redis: reused only when provably this project's, private on disk."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from devloop.config import Settings
+from devloop.embedded import MARKER, TOKEN, redis_endpoint
+from devloop.private import NotPrivate
+from devloop.project import load_project
+from devloop.redis_server import MAX_SOCKET_PATH, RedisServer, connect
+from devloop.store import RedisStore
+from tests.proctree import run_bounded
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+NO_URL = Settings(redis_url=None)
+DEVLOOP = str(Path(sys.executable).parent / "devloop")
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    path = tmp_path / "p"
+    path.mkdir()
+    return path
+
+
+@pytest.fixture
+def deep_project(tmp_path: Path) -> Path:
+    """A project whose .devloop/redis.sock would overflow sun_path: the socket goes to /tmp."""
+    path = tmp_path / ("d" * 60) / "p"
+    path.mkdir(parents=True)
+    assert len(str(path / ".devloop/redis.sock")) >= MAX_SOCKET_PATH
+    return path
+
+
+def plant(state: Path, marker: str, token: str) -> None:
+    """What a cloned repo or another user could leave: a marker and a token, 0600 and ours."""
+    state.mkdir(mode=0o700, exist_ok=True)
+    for name, text in ((MARKER, marker), (TOKEN, token)):
+        (state / name).write_text(text + "\n")
+        (state / name).chmod(0o600)
+
+
+def connections(watcher: redis.Redis) -> int:
+    """Connections the server ever accepted (the watcher's own stays open, counted once)."""
+    return int(watcher.info("stats")["total_connections_received"])
+
+
+@pytest.fixture
+def foreign_tcp(tmp_path: Path) -> Iterator[tuple[RedisServer, redis.Redis]]:
+    """A live Redis someone else runs, holding data DevLoop must never see or touch."""
+    with RedisServer(tmp_path / "foreign", unix_socket=False) as server:
+        watcher = server.client()
+        watcher.set("planted", "by someone else")
+        yield server, watcher
+        watcher.close()
+
+
+def test_a_marker_naming_a_live_foreign_tcp_server_is_ignored(
+    project: Path, foreign_tcp: tuple[RedisServer, redis.Redis]
+) -> None:
+    foreign, watcher = foreign_tcp
+    # The worst case: the marker names it and the token is its real password.
+    plant(project / ".devloop", foreign.bare_url, foreign.password)
+    before = connections(watcher)
+    with redis_endpoint(project, NO_URL) as endpoint:
+        assert endpoint.url.startswith("unix://") and endpoint.embedded
+        assert str(project / ".devloop/redis.sock") in endpoint.url
+        client = connect(endpoint.url)
+        assert client.get("planted") is None
+        client.set("mine", "1")
+    assert connections(watcher) == before  # DevLoop never connected to it
+    assert watcher.get("mine") is None
+
+
+def unix_listener(path: Path) -> socket.socket:
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(str(path))
+    listener.listen()
+    listener.setblocking(False)
+    return listener
+
+
+@ROOT_ONLY
+def test_a_socket_of_another_uid_in_the_state_dir_is_ignored(project: Path) -> None:
+    state = project / ".devloop"
+    plant(state, f"unix://{state / 'redis.sock'}", "a" * 48)
+    with unix_listener(state / "redis.sock") as planted:
+        os.chown(state / "redis.sock", 65534, 65534)
+        with redis_endpoint(project, NO_URL) as endpoint:
+            assert connect(endpoint.url).ping()
+            assert (state / "redis.sock").lstat().st_uid == os.geteuid()  # ours replaced it
+        with pytest.raises(BlockingIOError):
+            planted.accept()  # nothing ever connected to the planted socket
+
+
+@pytest.fixture
+def server_in_tmp() -> Iterator[RedisServer]:
+    """A live server of this user's in /tmp/devloop-redis-*, as a deep project's would be."""
+    home = Path(tempfile.mkdtemp(prefix="devloop-redis-", dir="/tmp"))
+    try:
+        with RedisServer(home) as server:
+            server.client().set("planted", "elsewhere")
+            yield server
+    finally:
+        home.chmod(0o700)
+        for entry in home.iterdir():
+            entry.unlink()
+        home.rmdir()
+
+
+@pytest.mark.parametrize("how", ["world-writable", "another uid"])
+def test_a_tmp_socket_in_a_dir_others_control_is_ignored(
+    deep_project: Path, server_in_tmp: RedisServer, how: str
+) -> None:
+    assert server_in_tmp.socket_path is not None
+    home = server_in_tmp.socket_path.parent
+    if how == "world-writable":
+        home.chmod(0o777)
+    else:
+        if os.geteuid() != 0:
+            pytest.skip("chown to another uid needs root")
+        os.chown(home, 65534, 65534)
+        os.chown(server_in_tmp.socket_path, 65534, 65534)
+    plant(deep_project / ".devloop", server_in_tmp.bare_url, server_in_tmp.password)
+    watcher = server_in_tmp.client()
+    before = connections(watcher)
+    with redis_endpoint(deep_project, NO_URL) as endpoint:
+        assert server_in_tmp.bare_url not in endpoint.url
+        assert connect(endpoint.url).get("planted") is None
+    assert connections(watcher) == before
+    watcher.close()
+
+
+def test_a_link_in_place_of_the_state_dir_is_refused(project: Path, tmp_path: Path) -> None:
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (project / ".devloop").symlink_to(elsewhere)
+    with pytest.raises(NotPrivate, match="fix: remove it"), redis_endpoint(project, NO_URL):
+        pass
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_a_project_dir_any_user_may_write_is_refused(project: Path) -> None:
+    project.chmod(0o777)
+    with pytest.raises(NotPrivate, match="chmod o-w"), redis_endpoint(project, NO_URL):
+        pass
+
+
+@pytest.mark.parametrize("deep", [False, True])
+def test_a_second_command_reuses_the_running_server(
+    project: Path, deep_project: Path, deep: bool
+) -> None:
+    where = deep_project if deep else project
+    with redis_endpoint(where, NO_URL) as first:
+        connect(first.url).set("k", "v")
+        with redis_endpoint(where, NO_URL) as second:
+            assert second.url == first.url and second.celery_url == first.celery_url
+            assert connect(second.url).get("k") == b"v"
+        assert connect(first.url).ping()  # the second command did not stop it
+    assert not (where / ".devloop" / MARKER).exists()
+    assert not (where / ".devloop" / TOKEN).exists()
+    with pytest.raises(redis.ConnectionError):
+        connect(first.url, retry=Retry(NoBackoff(), 0)).ping()
+
+
+def test_the_state_dir_and_its_files_are_this_users_alone(project: Path) -> None:
+    state = project / ".devloop"
+    state.mkdir(mode=0o755)  # as an older version left it
+    (state / "appendonly.aof").write_bytes(b"")
+    (state / "appendonly.aof").chmod(0o644)
+    with redis_endpoint(project, NO_URL) as endpoint:
+        connect(endpoint.url).set("k", "v")
+        assert stat.S_IMODE(state.stat().st_mode) == 0o700
+        modes = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in state.iterdir()}
+        expected = {"redis.conf", "redis.log", "appendonly.aof", "redis.sock", MARKER, TOKEN,
+                    ".gitignore"}
+        assert expected <= set(modes)
+        assert all(mode & 0o077 == 0 for mode in modes.values()), modes
+        assert endpoint.address.startswith("unix://:***@") and "***" not in endpoint.url
+        assert endpoint.url.split("@")[0].split(":")[-1] not in repr(endpoint)
+
+
+def test_links_planted_in_the_state_dir_are_never_written_through(
+    project: Path, tmp_path: Path
+) -> None:
+    state = project / ".devloop"
+    state.mkdir(mode=0o700)
+    targets = {name: tmp_path / f"target-{name}" for name in
+               ("appendonly.aof", "redis.log", "redis.conf", MARKER, TOKEN,
+                "temp-rewriteaof-1.aof")}
+    for name, target in targets.items():
+        (state / name).symlink_to(target)
+    with redis_endpoint(project, NO_URL) as endpoint:
+        client = connect(endpoint.url)
+        client.set("k", "v" * 1000)
+        client.bgrewriteaof()
+    assert not any(target.exists() for target in targets.values())
+    assert not any(p.is_symlink() for p in state.iterdir())
+
+
+def test_devloop_status_reuses_the_server_of_a_running_command(todo_project: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVLOOP_REDIS")}
+    with redis_endpoint(todo_project, NO_URL) as endpoint:  # as `devloop run` holds it
+        store = RedisStore(connect(endpoint.url))
+        store.import_project(load_project(todo_project))
+        done = run_bounded([DEVLOOP, "status", str(todo_project), "--json"], env=env,
+                           timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert {u["unit_id"] for u in json.loads(done.stdout)["units"]} == {"todo-be", "todo-fe"}
+        password = endpoint.url.split("@")[0].rpartition(":")[2]
+        assert password not in done.stdout + done.stderr
+        assert connect(endpoint.url).ping()  # still up: status did not stop it
+        store.close()
+
+
+def test_a_state_dir_that_is_not_the_users_is_an_input_error(
+    todo_project: Path, tmp_path: Path
+) -> None:
+    (todo_project / ".devloop").symlink_to(tmp_path)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVLOOP_REDIS")}
+    done = run_bounded([DEVLOOP, "status", str(todo_project)], env=env, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (
+        f"{todo_project.resolve() / '.devloop'}: type: is a symbolic link; "
+        "fix: remove it; DevLoop recreates it"
+    )
+
+
+def test_another_projects_server_of_the_same_user_is_not_taken_for_this_ones(
+    deep_project: Path, tmp_path: Path
+) -> None:
+    other = tmp_path / ("o" * 60) / "other"
+    other.mkdir(parents=True)
+    with redis_endpoint(other, NO_URL) as theirs:
+        connect(theirs.url).set("owner", "other")
+        marker = (other / ".devloop" / MARKER).read_text().strip()
+        # Its socket is this user's, in a private dir: only the token tells them apart.
+        plant(deep_project / ".devloop", marker, "0" * 48)
+        with redis_endpoint(deep_project, NO_URL) as ours:
+            assert marker.removeprefix("unix://") not in ours.url
+            assert connect(ours.url).get("owner") is None
+        assert connect(theirs.url).get("owner") == b"other"

