@@ -34,12 +34,19 @@ class Settings(BaseSettings):
         default="bwrap", description="`none` runs commands unsandboxed (warns every session)."
     )
     sandbox_uid: int = Field(default=65534, description="Unprivileged uid the sandbox runs as.")
+    sandbox_cpu_shares: int = Field(
+        default=1024,
+        ge=0,
+        le=262144,
+        description="CPU weight of all sandboxes of a host together, as one cgroup (1024 = one "
+        "nice-0 session), where the worker may create one (root); 0 = off.",
+    )
     sandbox_nice: int = Field(
-        default=19,
+        default=5,
         ge=0,
         le=19,
-        description="CPU priority (nice) of sandboxed commands: tests yield to task pick-up, "
-        "leases and Redis.",
+        description="CPU priority (nice) of each sandbox's session where no cgroup weight "
+        "applies.",
     )
     cache_dir: Path = Field(
         default=Path("/var/tmp/devloop"),
@@ -68,7 +75,11 @@ class Settings(BaseSettings):
     output_cap_bytes: int = Field(
         default=64 * 1024, description="Cap on a sandboxed command's stdout and stderr, each."
     )
-    command_timeout_s: float = Field(default=600.0, description="Wall-clock limit per command.")
+    command_timeout_s: float = Field(
+        default=600.0,
+        description="Time limit per command (time spent waiting for a CPU does not count, up "
+        "to 3x the limit in wall time); all its processes together get as much CPU time.",
+    )
     retry_budget: int = Field(default=5, description="Attempts per unit before it is blocked.")
     task_time_limit_s: int = Field(
         default=2400, description="Hard time limit of a Celery task (a session plus its tests)."

@@ -2,6 +2,7 @@
 
     ready -> coding -> testing -> passed
                  \\        |-> failed  -> coding (retry with failures and hints)
+                  \\       |-> starved -> testing (re-run after a backoff; not a failure)
                   \\       |-> crashed -> testing (tester once more) -> coding
                    \\      |-> the tester's own failure -> testing (twice at most) -> blocked
                     \\-> validation_failed -> coding (retry)
@@ -28,6 +29,11 @@ TESTER_RETRIES = 2  # the tester's own failure: the tester tries again, twice at
 CRASH_RETRIES = 1  # a crashed run: the tester once more, then the coder gets the crash
 # Unit-state extras the waits and step retries keep; a step that ends normally clears them.
 RECOVERY_KEYS = ("waiting_since", "model_waits", "resume_at", "step_failures")
+# A run starved of CPU (a busy machine) is re-run, not judged: this many times, each
+# after a longer wait, and then the unit is blocked as an infrastructure problem.
+STARVED_RERUNS = 6
+STARVED_BACKOFF_S = 15.0
+STARVED_BACKOFF_CAP_S = 240.0
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,7 @@ class AttemptOutcome:
     crash_reason: str | None = None
     failures: tuple[tuple[str, str], ...] = ()  # (test name, what it got)
     hint: str | None = None
+    starved: bool = False  # the test run got too little CPU to judge the code
     tester_status: str = "completed"  # the tester session's status ("completed": a re-run)
     tester_reason: str = ""  # its terminal_reason, or what its self-check found
 
@@ -54,7 +61,7 @@ class Decision:
     state: UnitState
     reason: str
     dependents_blocked: bool = field(default=False)
-    delay_s: float = 0.0  # wait and retry_step: how long before the step runs again
+    delay_s: float = 0.0  # wait, retry_step, a starved re-run: how long before the next step
 
 
 def failure_signature(outcome: AttemptOutcome) -> str:
@@ -77,6 +84,8 @@ def decide(
     """The next step of a unit after an attempt, with its new state."""
     tester_retries = int(state.extra.get("tester_retries", 0))
     if outcome.tester_ran and outcome.coder_status == "completed":
+        if outcome.starved and outcome.tester_status == "completed":
+            return _starved(state)
         own = _tester_fault(outcome)
         if own is None and outcome.tests_ok:
             passed = _with(state, "passed", failure_signature=None, signature_repeats=0)
@@ -112,9 +121,34 @@ def decide(
     retry = _with(
         state, "coding", attempt=state.attempt + 1, failure_signature=signature,
         signature_repeats=repeats, last_hint=outcome.hint,
-        extra={**state.extra, "tester_retries": 0, "last_outcome": status},
+        extra={**state.extra, "tester_retries": 0, "starved_reruns": 0,
+               "last_outcome": status},
     )
     return Decision("retry_coder", retry, f"{status}; coder retries as attempt {retry.attempt}")
+
+
+def _starved(state: UnitState) -> Decision:
+    """A starved run is infrastructure: re-run the tests later, never count it as a failure."""
+    reruns = int(state.extra.get("starved_reruns", 0))
+    if reruns >= STARVED_RERUNS:
+        why = f"infrastructure: {reruns + 1} test runs in a row starved of CPU"
+        blocked = _with(state, "blocked", blocked_reason=why,
+                        extra={**state.extra, "block_kind": "infrastructure"})
+        return Decision("block", blocked, f"{why} (the machine is overloaded); free some CPU, "
+                        "then `devloop unblock`", True)
+    delay = min(STARVED_BACKOFF_S * 2**reruns, STARVED_BACKOFF_CAP_S)
+    extra = {**state.extra, "starved_reruns": reruns + 1}
+    return Decision(
+        "retry_tester", _with(state, "testing", extra=extra),
+        f"test run starved of CPU (a busy machine, not a failure); re-run in {delay:g} s",
+        delay_s=delay,
+    )
+
+
+def awaited_tester_try(state: UnitState) -> int:
+    """The tester try the loop waits for in the current attempt (tester and starved re-runs)."""
+    extra = state.extra
+    return int(extra.get("tester_retries", 0)) + int(extra.get("starved_reruns", 0)) + 1
 
 
 def _tester_fault(outcome: AttemptOutcome) -> str | None:
@@ -191,5 +225,6 @@ def unblock(state: UnitState, hint: str) -> UnitState:
     return state.model_copy(update={
         "status": "coding", "attempt": state.attempt + 1, "failure_signature": None,
         "signature_repeats": 0, "last_hint": hint, "last_error": None, "blocked_reason": None,
-        "extra": {**_cleared(state), "human_hint": hint, "tester_retries": 0},
+        "extra": {**_cleared(state), "human_hint": hint, "tester_retries": 0,
+                  "starved_reruns": 0},
     })

@@ -145,6 +145,15 @@ class RunResult(Record):
     retry_budget_left: int = 0
     duration_ms: int = 0
     stdout_tail: str | None = None
+    # Where the time went: wall clock, CPU of every process of the run, and time the run
+    # had runnable processes but none on a CPU (a busy machine, not slow code).
+    wall_s: float | None = None
+    cpu_s: float | None = None
+    wait_s: float | None = None
+    # Starved: the machine gave the run too little CPU to judge the code; an
+    # infrastructure result (neither green nor red) that the loop re-runs later.
+    starved: bool = False
+    starved_reason: str | None = None
 
 
 # --- bugs.ndjson ----------------------------------------------------------------------
@@ -306,3 +315,4 @@ class TesterOutput(Payload):
     duration_ms: int
     tokens_used: int
     sandbox_violations: list[str] = Field(default_factory=list)
+    starved: bool = False  # the last run got too little CPU to judge the code

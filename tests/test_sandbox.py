@@ -402,7 +402,7 @@ def test_sandboxed_commands_run_at_the_configured_lower_priority(
     if os.geteuid() == 0 and autogroups.exists() and autogroups.read_text().strip() == "1":
         # The whole session weighs as nice 7, not only the processes in it.
         assert lines[1].endswith(" nice 7"), lines
-    assert run(BwrapSandbox(settings), view, "nice").stdout == "19\n"  # the default
+    assert run(BwrapSandbox(settings), view, "nice").stdout == "5\n"  # the default
 
 
 def test_the_sandbox_has_no_controlling_terminal(sandbox: BwrapSandbox, view: Path) -> None:

@@ -48,8 +48,9 @@ def status_table(state: ProjectStatus) -> Table:
 
 
 def _why(row: UnitRow) -> str:
-    """The blocked reason, else the last error (a waiting model's, a failed step's)."""
-    return (row.blocked_reason or row.last_error or "")[:160]
+    """The blocked reason, else the last error (a waiting model's, a failed step's), else
+    a note (test runs starved by a busy machine)."""
+    return (row.blocked_reason or row.last_error or row.note or "")[:160]
 
 
 def live_view(state: ProjectStatus, footer: str | None = None) -> Group:

@@ -60,14 +60,14 @@ def events(hostname: str) -> EventDispatcher:
 
 
 class Progress:
-    """A step's task-progress events: the whole picture (step, total, turn, tokens) each
-    time, sent only when it changed (Flower shows the last one, as state PROGRESS)."""
+    """A step's task-progress events: the whole picture (step, total, turn, tokens, note)
+    each time, sent only when it changed (Flower shows the last one, as state PROGRESS)."""
 
-    FIELDS = ("step", "total", "turn", "tokens")
+    FIELDS = ("step", "total", "turn", "tokens", "note")
 
     def __init__(self, task: Task, msg: StepMsg) -> None:
         self.task, self.msg = task, msg
-        self.shown: dict[str, int | None] = dict.fromkeys(self.FIELDS)
+        self.shown: dict[str, int | str | None] = dict.fromkeys(self.FIELDS)
 
     def __call__(self, event: ProgressEvent) -> None:
         now = {k: getattr(event, k) if getattr(event, k) is not None else v

@@ -35,12 +35,13 @@ class ToolResult:
 class ProgressEvent:
     """Progress a session reports (the worker turns these into Celery events)."""
 
-    kind: str  # "todo" | "runtime_state" | "timeline" | "turn" | "tool"
+    kind: str  # "todo" | "runtime_state" | "timeline" | "turn" | "tool" | "tests"
     step: int | None = None
     total: int | None = None
     turn: int | None = None
     tokens: int | None = None
     detail: dict[str, Any] = field(default_factory=dict)
+    note: str | None = None  # what slows the session down ("" clears it), e.g. a busy machine
 
 
 @dataclass

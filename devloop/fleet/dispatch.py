@@ -18,7 +18,14 @@ from devloop.fleet.records import (
     save_step,
 )
 from devloop.ledgers import BugLedger, Timeline
-from devloop.loop import TESTER_RETRIES, AttemptOutcome, decide, recovered, unblock
+from devloop.loop import (
+    TESTER_RETRIES,
+    AttemptOutcome,
+    awaited_tester_try,
+    decide,
+    recovered,
+    unblock,
+)
 from devloop.project import load_project
 from devloop.store import ImportReport, RedisStore, UnitState, promote_memory
 
@@ -102,6 +109,7 @@ def decide_after(
         hint=tested.hint,
         tester_status=tested.status,
         tester_reason=tested.summary or tested.reason,
+        starved=tested.starved,
     )
     started = time.time()
     decision = decide(state, outcome, budget=budget)
@@ -144,7 +152,7 @@ def decide_after(
             pid=pid, unit_id=unit, attempt=msg.attempt, mode=msg.mode,
             tester_try=_try(new), skip_coder=True,
         )
-        return [Dispatch(msg=nxt)]
+        return [Dispatch(msg=nxt, countdown_s=decision.delay_s)]
     block_downstream(store, pid, unit)
     return []
 
@@ -252,7 +260,8 @@ def reconcile(
 
 
 def _leased(store: RedisStore, pid: str, unit: str, attempt: int) -> bool:
-    roles = ["coder", *(f"tester.{n}" for n in range(1, TESTER_RETRIES + 2))]
+    starved = int(store.get_state(pid, unit).extra.get("starved_reruns", 0))
+    roles = ["coder", *(f"tester.{n}" for n in range(1, TESTER_RETRIES + starved + 2))]
     owners = [store.lease_owner(pid, unit, attempt, role) for role in roles]
     return any(owners)
 
@@ -274,7 +283,7 @@ def _resend(store: RedisStore, pid: str, unit: str, state: UnitState) -> Dispatc
 
 def _try(state: UnitState) -> int:
     """The tester try the loop waits for in the current attempt."""
-    return int(state.extra.get("tester_retries", 0)) + 1
+    return awaited_tester_try(state)
 
 
 def _graph(store: RedisStore, pid: str) -> dict[str, list[str]]:

@@ -40,6 +40,7 @@ class StepOutcome(BaseModel):
     crash_reason: str | None = None
     failures: list[tuple[str, str]] = []  # (test, what it got)
     hint: str | None = None
+    starved: bool = False  # tester: the run got too little CPU to judge the code
 
 
 class StepRecord(BaseModel):

@@ -7,7 +7,7 @@ import time
 from pydantic import BaseModel
 
 from devloop.fleet.records import environment_error, steps_of
-from devloop.store import RedisStore
+from devloop.store import RedisStore, UnitState
 
 DONE = ("passed", "blocked", "blocked_upstream")
 
@@ -24,6 +24,7 @@ class UnitRow(BaseModel):
     last_hint: str | None = None
     last_error: str | None = None  # the model's error while waiting_model, a step's exception
     blocked_reason: str | None = None
+    note: str | None = None  # why the unit waits that is not its code's fault (a busy machine)
 
 
 class ProjectStatus(BaseModel):
@@ -43,6 +44,14 @@ class ProjectStatus(BaseModel):
 
     def count(self, status: str) -> int:
         return sum(u.status == status for u in self.units)
+
+
+def load_note(state: UnitState) -> str | None:
+    """A unit held up by a busy machine says so: its starved test runs, re-run later."""
+    starved = int(state.extra.get("starved_reruns", 0))
+    if starved and state.status == "testing":
+        return f"test run starved of CPU {starved}x: re-run after a backoff"
+    return None
 
 
 def project_status(store: RedisStore, pid: str, now: float | None = None) -> ProjectStatus:
@@ -65,6 +74,7 @@ def project_status(store: RedisStore, pid: str, now: float | None = None) -> Pro
                 last_hint=state.last_hint,
                 last_error=state.last_error,
                 blocked_reason=state.blocked_reason if state.status == "blocked" else None,
+                note=load_note(state),
             )
         )
     return ProjectStatus(pid=pid, units=rows, environment_error=environment_error(store, pid))

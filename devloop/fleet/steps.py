@@ -219,6 +219,7 @@ def _run(
             crash_reason=_crash_reason(env, msg) if tester.crashed else None,
             failures=[(f.test, str(f.got)) for f in tester.failures],
             hint=first.hint if first else None,
+            starved=tester.starved,
         )
         output, tokens = tester.model_dump(mode="json", by_alias=True), tester.tokens_used
         timings = run.prepared.timings

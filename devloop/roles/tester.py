@@ -90,6 +90,13 @@ def rerun_problems(store: RedisStore, p: Prepared) -> list[str]:
     return problems
 
 
+def _after_starved(store: RedisStore, request: RoleRequest) -> bool:
+    """Whether this try re-runs a run the machine starved (the tests are not in question)."""
+    previous = f"runs/run-{request.attempt}-{request.tester_try - 1}/result.json"
+    raw = store.unit_file(request.pid, request.unit_id, previous)
+    return raw is not None and RunResult.model_validate_json(raw).starved
+
+
 def _remember_checked(store: RedisStore, p: Prepared) -> None:
     """The session passed its self-check: its tests are the ones a re-run may trust."""
     record = {
@@ -106,7 +113,7 @@ def rerun(p: Prepared) -> RunResult:
     """Re-run the existing tests with no model at all: the zero-token retry."""
     s = p.services
     result = run_and_record(s, p.ctx.view)
-    verdict = "test_passed" if result.ok else "test_failed"
+    verdict = "test_passed" if result.ok else "test_starved" if result.starved else "test_failed"
     for kind in ("unit_tested", verdict):
         s.timeline.append(
             kind,
@@ -133,7 +140,9 @@ def run_tester(
     session: SessionResult | None = None
     try:
         task = tester_task(request)
-        zero_token = request.mode == "retry" and request.tester_try == 1
+        zero_token = request.mode == "retry" and (
+            request.tester_try == 1 or _after_starved(store, request)
+        )
         if zero_token and checks.test_sources(p.ctx.unit_dir):
             problems = rerun_problems(store, p)
             if problems:
@@ -179,6 +188,7 @@ def _output(
         acceptance_coverage=round(acc_cov, 3),
         contract_coverage=round(contract_cov, 3),
         crashed=bool(result.crashed) if result else True,
+        starved=bool(result and result.starved),
         duration_ms=(session.duration_ms if session else 0) + (result.duration_ms if result else 0),
         tokens_used=tokens,
     )

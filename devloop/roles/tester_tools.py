@@ -7,11 +7,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from devloop.agent.tools import Tool, ToolContext, ToolResult
+from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
 from devloop.ledgers import BugNotOwned, BugTransitionError
 from devloop.roles.state_tools import services
 from devloop.roles.testrun import run_and_record
 from devloop.runners.hints import build_hint
+from devloop.runners.timing import load_note
 
 
 class RunTestsInput(BaseModel):
@@ -46,6 +47,10 @@ class RunTestsTool(Tool):
         }
         if result.crashed:
             report["crash_reason"] = result.crash_reason
+        if result.starved:
+            report["starved"] = True
+            report["starved_reason"] = result.starved_reason
+        ctx.emit(ProgressEvent("tests", note=load_note(result)))
         return ToolResult(
             json.dumps(report, ensure_ascii=False, indent=1),
             data=report,

@@ -1,13 +1,14 @@
 """What every test runner shares: the protocol, the outcome, crash verdicts, run files.
 
     TestRunner (protocol)   run(view=, unit_id=, run_id=, attempt=, ...) -> RunOutcome
-    +-- VitestRunner        node units: vitest's JSON reporter
-    +-- PytestRunner        python units: pytest's JUnit XML
+    +-- VitestRunner        node units: a reporter on the channel, details from report.json
+    +-- PytestRunner        python units: a plugin on the channel, details from junit.xml
 
 A runner runs `units/{unit}/tests/**` against `units/{unit}/code/**` in its sandbox, with
-cwd `units/{unit}` and only `units/{unit}/runs/{run}` writable, parses the report into a
-`RunResult`, and writes result.json, stdout.txt and stderr.txt into that run dir from the
-host. Red tests, crashes and timeouts are results, never exceptions.
+cwd `units/{unit}` and only `units/{unit}/runs/{run}` writable, takes the verdict from the
+channel once it agrees with the exit status and the report, and writes result.json,
+stdout.txt and stderr.txt into that run dir from the host. Red tests, crashes, timeouts
+and starved runs are results, never exceptions.
 """
 
 from __future__ import annotations
@@ -20,12 +21,17 @@ from typing import TYPE_CHECKING, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from devloop.config import load_settings
 from devloop.models import Failure, RunResult, RunSummary
+from devloop.runners import timing
+from devloop.runners.verdict import DISAGREE
 from devloop.safedir import Dir
 from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
 
 TIMEOUT_S = 60.0  # the seed's limit for one test run (tester rule 9)
+# A test run waits at most this long for a host-wide CPU slot, then runs without one.
+SLOT_WAIT_S = 600.0
 REPORT_CAP = 16 * 1024 * 1024
 STACK_CAP = 4000
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
@@ -145,24 +151,32 @@ class Parsed:
     summary: RunSummary = field(default_factory=RunSummary)
     failures: list[Failure] = field(default_factory=list)
     crash_reason: str | None = None
+    # The names of the tests the report file says passed and failed, to check against
+    # the channel (the file is the tests' to rewrite: detail, never the verdict).
+    passed: set[str] = field(default_factory=set)
+    failed: set[str] = field(default_factory=set)
 
 
 def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOutcome:
     """Turn a parsed report and the observation into the verdict, and write the run files."""
-    reason = parsed.crash_reason
+    reason, starved = parsed.crash_reason, None
     if obs.timed_out:
         tail = [ln.strip() for ln in obs.stdout.splitlines() if ln.strip()][-3:]
         last = decisive_lines(obs.stderr) or " | ".join(tail)
-        reason = (
-            f"{tool} passed the {spec.timeout_s:g} s limit and was killed: a test never finished "
-            "(an unresolved promise, a server or handle left open, an endless loop)"
-            + (f"; last output: {last}" if last else "")
-        )
+        reason, was_starved = timing.killed_reason(obs, tool, spec.timeout_s, last)
+        if was_starved:
+            starved, reason = reason, None
     elif reason is None and parsed.summary.total == 0:
         found = decisive_lines(obs.stderr + "\n" + obs.stdout)
         reason = f"{tool} ran no tests" + (f": {found}" if found else "")
+    elif reason is None:
+        starved = timing.starved_timeouts(obs, parsed.failures)
+    green = reason is None and not starved and parsed.summary.failed == 0
+    if green and parsed.summary.total > 0 and obs.exit_code != 0:
+        # Whatever the reports say, a runner that exited non-zero never passes a unit.
+        reason = f"{DISAGREE}: the tests passed, yet {tool} exited with status {obs.exit_code}"
     crashed = reason is not None
-    ok = not crashed and parsed.summary.failed == 0 and parsed.summary.total > 0
+    ok = not crashed and not starved and parsed.summary.failed == 0 and parsed.summary.total > 0
     result = RunResult(
         run_id=spec.run_id,
         unit_id=spec.unit_id,
@@ -171,11 +185,16 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
         crashed=crashed,
         crash_reason=reason,
         summary=parsed.summary,
-        failures=[] if crashed else parsed.failures,
-        next_action="none" if ok else "retry_tester" if crashed else "retry_coder",
+        failures=[] if crashed or starved else _excused(parsed.failures, obs),
+        next_action="none" if ok else "retry_tester" if crashed or starved else "retry_coder",
         retry_budget_left=spec.retry_budget_left,
         duration_ms=obs.duration_ms,
-        stdout_tail=output_tail(obs) if crashed else None,
+        stdout_tail=output_tail(obs) if crashed or starved else None,
+        wall_s=round(obs.duration_ms / 1000, 3),
+        cpu_s=obs.cpu_s,
+        wait_s=obs.wait_s,
+        starved=starved is not None,
+        starved_reason=starved,
     )
     write_run_file(spec.view, spec.run_file("stdout.txt"), obs.stdout)
     write_run_file(spec.view, spec.run_file("stderr.txt"), obs.stderr)
@@ -188,6 +207,29 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
         exit_code=obs.exit_code,
         timed_out=obs.timed_out,
     )
+
+
+def _excused(failures: list[Failure], obs: Observation) -> list[Failure]:
+    """Timeouts of a red run that waited for a CPU say so: the code may not be slow."""
+    share = timing.wait_share(obs)
+    if share < timing.STARVED_SHARE / 2:
+        return failures
+    note = (
+        f" Note: this run spent {share:.0%} of its time waiting for a CPU (a busy machine), "
+        "so this timeout may not be the code's fault."
+    )
+    return [
+        f.model_copy(update={"hint": f.hint + note}) if timing.is_timeout(f) else f
+        for f in failures
+    ]
+
+
+def cache_dir_of(toolchain: Path) -> Path:
+    """The cache dir a toolchain was installed into (`<cache>/toolchains/<name>/...`)."""
+    for parent in toolchain.parents:
+        if parent.name == "toolchains":
+            return parent.parent
+    return load_settings().cache_dir
 
 
 def read_report(view: Path, rel: str, cap: int = REPORT_CAP) -> str | None:

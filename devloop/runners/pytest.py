@@ -1,4 +1,8 @@
-"""`PytestRunner`: a python unit's tests under pytest, read from its JUnit XML.
+"""`PytestRunner`: a python unit's tests under pytest; the verdict from its channel.
+
+The verdict comes from the `verdict_channel` plugin (devloop.runners.channel), checked
+against pytest's exit status and its collected count; the JUnit XML only supplies each
+failure's message and traceback, and must name the same tests failed and passed.
 
 Tests import the unit's code by module name: `code/` is put on sys.path (`-o
 pythonpath=code`, relative to the rootdir, which is the unit dir), so `code/todo.py` is
@@ -6,9 +10,9 @@ pythonpath=code`, relative to the rootdir, which is the unit dir), so `code/todo
 The default `prepend` import mode lets tests import helpers that sit next to them in
 tests/. In the sandbox, with the test venv bound read-only at its own path:
 
-    PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 <venv>/bin/python -m pytest -q
-        -p no:cacheprovider --rootdir=. -o pythonpath=code -o junit_family=xunit1
-        --junitxml=runs/{run}/junit.xml tests
+    PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 VERDICT_FD=<fd> PYTHONPATH=<plugins>
+        <venv>/bin/python -m pytest -q -p verdict_channel -p no:cacheprovider --rootdir=.
+        -o pythonpath=code -o junit_family=xunit1 --junitxml=runs/{run}/junit.xml tests
 """
 
 from __future__ import annotations
@@ -20,20 +24,25 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from devloop.models import Failure, RunSummary
+from devloop.models import Failure
 from devloop.runners.base import (
+    SLOT_WAIT_S,
     TIMEOUT_S,
     Parsed,
     RunOutcome,
     RunSpec,
+    cache_dir_of,
     clean_stack,
     decisive_lines,
     finish,
     read_report,
     with_source,
 )
+from devloop.runners.channel import PYTEST_PLUGIN, Channel, Records, plugin_dir
 from devloop.runners.hints import build_hint
+from devloop.runners.verdict import Exit, FileReport, disagreement, tally_pytest
 from devloop.sandbox import Sandbox
+from devloop.sandbox.slots import run_slot
 
 # pytest's exit codes that mean the tests did not run as written.
 CRASH_EXITS = {2: "was interrupted", 3: "hit an internal error", 4: "could not start (usage error)"}
@@ -47,9 +56,11 @@ _UNITTEST = re.compile(r"^AssertionError: (.+?) != (.+)$", re.M)
 class PytestRunner:
     """Runs a python unit's pytest suite in the sandbox with a read-only test venv."""
 
-    def __init__(self, sandbox: Sandbox, venv: Path) -> None:
+    def __init__(self, sandbox: Sandbox, venv: Path, plugins: Path | None = None) -> None:
         self.sandbox = sandbox
         self.venv = venv
+        self.cache_dir = cache_dir_of(venv)
+        self.plugins = plugins or plugin_dir(self.cache_dir)
 
     def run(
         self,
@@ -65,20 +76,25 @@ class PytestRunner:
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         spec.prepare()
         python = shlex.quote(str(self.venv / "bin" / "python"))
-        command = (
-            f"PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 {python} -m pytest -q "
-            "-p no:cacheprovider --rootdir=. -o pythonpath=code -o junit_family=xunit1 "
-            f"--junitxml={spec.run_rel}/junit.xml tests"
-        )
-        obs = self.sandbox.run(
-            command,
-            view=view,
-            cwd=spec.unit_rel,
-            writable=[spec.writable],
-            timeout_s=timeout_s,
-            # The venv's pyvenv.cfg and scripts name their own path: bind it at the same one.
-            ro_binds=[(self.venv, str(self.venv))],
-        )
+        with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel() as channel:
+            command = (
+                f"PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 VERDICT_FD={channel.fd} "
+                f"PYTHONPATH={shlex.quote(str(self.plugins))} {python} -m pytest -q "
+                f"-p {PYTEST_PLUGIN} -p no:cacheprovider --rootdir=. -o pythonpath=code "
+                f"-o junit_family=xunit1 --junitxml={spec.run_rel}/junit.xml tests"
+            )
+            obs = self.sandbox.run(
+                command,
+                view=view,
+                cwd=spec.unit_rel,
+                writable=[spec.writable],
+                timeout_s=timeout_s,
+                # The venv's pyvenv.cfg and scripts name their own path: bind it at the
+                # same one; the plugin dir likewise, read-only.
+                ro_binds=[(self.venv, str(self.venv)), (self.plugins, str(self.plugins))],
+                pass_fds=[channel.fd],
+            )
+            stream = channel.close()
         parsed = Parsed()
         if not obs.timed_out:
             output = obs.stdout + "\n" + obs.stderr
@@ -91,7 +107,18 @@ class PytestRunner:
             elif parsed.crash_reason is None and obs.exit_code in CRASH_EXITS:
                 found = decisive_lines(output)
                 parsed.crash_reason = f"pytest {CRASH_EXITS[obs.exit_code]}: {found or '?'}"
+            elif parsed.crash_reason is None:
+                parsed.crash_reason = check(parsed, stream, obs.exit_code)
         return finish(spec, parsed, obs, "pytest")
+
+
+def check(parsed: Parsed, stream: Records, exit_code: int) -> str | None:
+    """The channel's account against the exit status, the count and junit.xml."""
+    tally = tally_pytest(stream.records)
+    status = tally.end.get("status") if tally.end else None
+    implied = Exit(status if isinstance(status, int) else None)
+    report = FileReport(passed=parsed.passed, failed=parsed.failed)
+    return disagreement(tally, stream.problems, exit_code, implied, report)
 
 
 def parse_junit(raw: str | None, output: str, spec: RunSpec) -> Parsed:
@@ -103,7 +130,8 @@ def parse_junit(raw: str | None, output: str, spec: RunSpec) -> Parsed:
         root = ET.fromstring(raw)
     except ET.ParseError as exc:
         return Parsed(crash_reason=f"pytest's junit report is not valid XML ({exc})")
-    summary, failures, crashes = RunSummary(), [], []
+    out = Parsed()
+    crashes = []
     for case in root.iter("testcase"):
         problem = case.find("failure")
         if problem is None:
@@ -111,17 +139,19 @@ def parse_junit(raw: str | None, output: str, spec: RunSpec) -> Parsed:
         if problem is not None and problem.get("message") == "collection failure":
             crashes.append(_collection_error(case, problem.text or ""))
             continue
-        summary.total += 1
+        out.summary.total += 1
         if problem is not None:
-            summary.failed += 1
-            failures.append(_failure(case, problem, spec))
+            out.summary.failed += 1
+            out.failures.append(_failure(case, problem, spec))
+            out.failed.add(node_id(case))
         elif case.find("skipped") is not None:
-            summary.skipped += 1
+            out.summary.skipped += 1
         else:
-            summary.passed += 1
+            out.summary.passed += 1
+            out.passed.add(node_id(case))
     if crashes:
-        return Parsed(summary, failures, "; ".join(crashes[:3]))
-    return Parsed(summary, failures)
+        out.crash_reason = "; ".join(crashes[:3])
+    return out
 
 
 def node_id(case: ET.Element) -> str:

@@ -1,12 +1,17 @@
-"""`VitestRunner`: a node unit's tests under vitest 3, read from its JSON reporter.
+"""`VitestRunner`: a node unit's tests under vitest 3; the verdict from its channel.
+
+The verdict comes from `vitest_reporter.mjs` (devloop.runners.channel), run in vitest's
+main process and checked against the exit status and the collected count; the JSON
+report only supplies failure messages, and must name the same tests failed and passed.
 
 It writes into runs/{run}/ a `vitest.config.mjs` (root = the unit dir; jsdom and
 @vitejs/plugin-vue only for vue units), a `devloop-setup.mjs` that records 5xx bodies and
 console.error per test into the test's `meta` (so a 500's server-side stack reaches the
 hint), and a `devloop-syntax.cjs` esbuild check, run only after a load failure because
-vite's import analysis hides the real SyntaxError. Then, in the sandbox: `node
-../../node_modules/vitest/vitest.mjs run --config runs/{run}/vitest.config.mjs
---reporter=default --reporter=json --outputFile.json=runs/{run}/report.json`.
+vite's import analysis hides the real SyntaxError. Then, in the sandbox: `VERDICT_FD=<fd>
+node ../../node_modules/vitest/vitest.mjs run --config runs/{run}/vitest.config.mjs
+--reporter=default --reporter=json --outputFile.json=runs/{run}/report.json
+--reporter=<plugins>/vitest_reporter.mjs`.
 """
 
 from __future__ import annotations
@@ -20,24 +25,30 @@ from typing import Any
 
 from devloop.models import Failure, RunSummary
 from devloop.runners.base import (
+    SLOT_WAIT_S,
     TIMEOUT_S,
     Parsed,
     RunOutcome,
     RunSpec,
+    cache_dir_of,
     clean_stack,
     decisive_lines,
     finish,
     read_report,
     with_source,
 )
+from devloop.runners.channel import VITEST_REPORTER, Channel, Records, plugin_dir
 from devloop.runners.hints import build_hint
+from devloop.runners.verdict import Exit, FileReport, disagreement, tally_vitest
 from devloop.safedir import Dir
 from devloop.safetree import TooMany, walk
 from devloop.sandbox import Observation, Sandbox
+from devloop.sandbox.slots import run_slot
 
 COMMAND = (
-    "NO_COLOR=1 node ../../node_modules/vitest/vitest.mjs run --config {run}/vitest.config.mjs"
-    " --reporter=default --reporter=json --outputFile.json={run}/report.json"
+    "NO_COLOR=1 VERDICT_FD={fd} node ../../node_modules/vitest/vitest.mjs run"
+    " --config {run}/vitest.config.mjs --reporter=default --reporter=json"
+    " --outputFile.json={run}/report.json --reporter={reporter}"
 )
 INCLUDE = "tests/**/*.{spec,test}.{js,mjs,cjs,ts,mts,cts,jsx,tsx}"
 _SCRIPT = re.compile(r"\.[cm]?[jt]sx?$")
@@ -111,9 +122,11 @@ for (const file of process.argv.slice(2)) {
 class VitestRunner:
     """Runs a node unit's vitest suite in the sandbox, node_modules bound read-only."""
 
-    def __init__(self, sandbox: Sandbox, node_modules: Path) -> None:
+    def __init__(self, sandbox: Sandbox, node_modules: Path, plugins: Path | None = None) -> None:
         self.sandbox = sandbox
         self.node_modules = node_modules
+        self.cache_dir = cache_dir_of(node_modules)
+        self.plugins = plugins or plugin_dir(self.cache_dir)
 
     def run(
         self,
@@ -134,15 +147,25 @@ class VitestRunner:
             root.write_atomic(spec.run_file("vitest.config.mjs"), config_text(spec), replace=True)
             root.write_atomic(spec.run_file("devloop-setup.mjs"), SETUP, replace=True)
             root.write_atomic(spec.run_file("devloop-syntax.cjs"), SYNTAX_CHECK, replace=True)
-        obs = self._run(spec, COMMAND.format(run=spec.run_rel), timeout_s)
-        parsed = Parsed()
-        if not obs.timed_out:
-            parsed = parse_report(read_report(view, spec.run_file("report.json")), obs.stderr, spec)
-            if parsed.crash_reason and _SYNTAXISH.search(parsed.crash_reason):
-                parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
+        reporter = shlex.quote(str(self.plugins / VITEST_REPORTER))
+        with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S):
+            with Channel() as channel:
+                command = COMMAND.format(run=spec.run_rel, fd=channel.fd, reporter=reporter)
+                obs = self._run(spec, command, timeout_s, channel.fd)
+                stream = channel.close()
+            parsed = Parsed()
+            if not obs.timed_out:
+                report = read_report(view, spec.run_file("report.json"))
+                parsed = parse_report(report, obs.stderr, spec)
+                if parsed.crash_reason and _SYNTAXISH.search(parsed.crash_reason):
+                    parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
+                if parsed.crash_reason is None:
+                    parsed.crash_reason = check(parsed, stream, obs.exit_code, spec)
         return finish(spec, parsed, obs, "vitest")
 
-    def _run(self, spec: RunSpec, command: str, timeout_s: float) -> Observation:
+    def _run(
+        self, spec: RunSpec, command: str, timeout_s: float, channel: int | None = None
+    ) -> Observation:
         """One command in the unit dir, the toolchain bound, only the run dir writable."""
         return self.sandbox.run(
             command,
@@ -150,9 +173,10 @@ class VitestRunner:
             cwd=spec.unit_rel,
             writable=[spec.writable],
             timeout_s=timeout_s,
-            ro_binds=[(self.node_modules, "node_modules")],
+            ro_binds=[(self.node_modules, "node_modules"), (self.plugins, str(self.plugins))],
             # vite writes both at start-up; the toolchain is read-only.
             tmpfs=["node_modules/.vite-temp", "node_modules/.vite"],
+            pass_fds=[] if channel is None else [channel],
         )
 
     def _syntax_reason(self, spec: RunSpec) -> str | None:
@@ -169,6 +193,26 @@ class VitestRunner:
         if broken is None:
             return None
         return f"vitest could not load {broken.group(1)}: " + "; ".join(errors[:3])
+
+
+def check(parsed: Parsed, stream: Records, exit_code: int, spec: RunSpec) -> str | None:
+    """The channel's account against the exit status, the count and report.json."""
+    tally = tally_vitest(stream.records, spec.relative)
+    end = tally.end or {}
+    reason = end.get("reason")
+    # Red with no failed test: unhandled errors, a module that did not load, a failed hook.
+    errors = _count(end.get("unhandled")) + (reason == "failed") + sum(
+        _count(r.get("errors")) for r in stream.records if r.get("e") == "module"
+    )
+    # vitest exits 1 for failed tests and for errors outside them; "interrupted" has no status.
+    expected = None if reason not in ("passed", "failed") else 1 if errors else 0
+    report = FileReport(passed=parsed.passed, failed=parsed.failed)
+    return disagreement(tally, stream.problems, exit_code, Exit(expected, errors), report)
+
+
+def _count(value: Any) -> int:
+    """A count from a record, 0 when it is not one."""
+    return value if isinstance(value, int) and value > 0 else 0
 
 
 def config_text(spec: RunSpec) -> str:
@@ -220,6 +264,8 @@ def parse_report(raw: str | None, stderr: str, spec: RunSpec) -> Parsed:
         return Parsed(crash_reason=f"vitest found no test files matching {INCLUDE}")
     sections = stderr_sections(stderr)
     statuses, failures, load_errors = [], [], []
+    passed_names: set[str] = set()
+    failed_names: set[str] = set()
     for file in files:
         name = spec.relative(str(file.get("name", "?")))
         tests = file.get("assertionResults") or []
@@ -227,17 +273,23 @@ def parse_report(raw: str | None, stderr: str, spec: RunSpec) -> Parsed:
             load_errors.append(_load_error(name, str(file.get("message") or ""), sections))
         statuses += [test.get("status") for test in tests]
         failures += [_failure(test, spec) for test in tests if test.get("status") == "failed"]
+        for test in tests:
+            label = f"{name}::{test.get('fullName')}"
+            if test.get("status") in ("passed", "failed"):
+                (passed_names if test.get("status") == "passed" else failed_names).add(label)
     passed, failed = statuses.count("passed"), len(failures)
     summary = RunSummary(
         total=len(statuses), passed=passed, failed=failed, skipped=len(statuses) - passed - failed
     )
+    out = Parsed(summary, failures, passed=passed_names, failed=failed_names)
     if load_errors:
-        return Parsed(summary, failures, "; ".join(load_errors[:3]))
+        out.crash_reason = "; ".join(load_errors[:3])
+        return out
     if not failures and data.get("success") is False and summary.total:
         failures.append(_outside_failure(sections, spec))
         summary.failed += 1  # counted so the run is red (no assertion failed)
         summary.total += 1
-    return Parsed(summary, failures)
+    return out
 
 
 def _failure(test: dict[str, Any], spec: RunSpec) -> Failure:

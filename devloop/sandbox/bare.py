@@ -22,6 +22,7 @@ from devloop.sandbox.base import (
     view_relative,
 )
 from devloop.sandbox.process import limit_setter, run_process
+from devloop.sandbox.weight import sandbox_group
 
 log = logging.getLogger(__name__)
 
@@ -53,6 +54,7 @@ class BareSandbox:
         timeout_s: float | None = None,
         ro_binds: Sequence[tuple[Path, str]] = (),
         tmpfs: Sequence[str] = (),
+        pass_fds: Sequence[int] = (),
     ) -> Observation:
         """Run `command` with `/bin/sh -c` in `view/cwd`, unsandboxed; see `Sandbox.run`."""
         refused = check_command(command)
@@ -83,6 +85,8 @@ class BareSandbox:
             # RLIMIT_NPROC would count every process of the worker's own uid.
             preexec=limit_setter(self.limits, processes=False),
             nice=self.limits.nice,
+            pass_fds=pass_fds,
+            cpu_group=sandbox_group(self.settings.sandbox_cpu_shares),
         )
 
 

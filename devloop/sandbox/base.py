@@ -8,7 +8,7 @@ import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
@@ -26,6 +26,10 @@ SANDBOX_ROOT = PurePosixPath("/project")
 # as a shell reports a misused builtin).
 REFUSED_EXIT = 2
 
+# Why a command was killed: its time limit (time it was given, waits excluded), its CPU
+# limit (all its processes together), or wall time past the limit while starved of CPU.
+Limit = Literal["time", "cpu", "starved"]
+
 GiB = 1024**3
 MiB = 1024**2
 
@@ -38,10 +42,14 @@ class Observation(BaseModel):
     exit_code: int  # 128+N when killed by signal N (137 on timeout); 2 when refused
     stdout: str  # capped; a marker at the end says how many bytes were cut
     stderr: str
-    duration_ms: int
-    timed_out: bool = False
+    duration_ms: int  # wall time
+    timed_out: bool = False  # killed at a limit (which one: `limit`)
     truncated: bool = False
     refused: str | None = None  # jsonGuard's message when the command never ran
+    cpu_s: float = 0.0  # CPU used by all its processes
+    wait_s: float = 0.0  # time it had runnable processes and none on a CPU
+    limit: Limit | None = None
+    meter: str = ""  # how cpu_s and wait_s were measured: "cgroup", "proc" or "" (never ran)
 
 
 class Sandbox(Protocol):
@@ -57,8 +65,12 @@ class Sandbox(Protocol):
         timeout_s: float | None = None,
         ro_binds: Sequence[tuple[Path, str]] = (),
         tmpfs: Sequence[str] = (),
+        pass_fds: Sequence[int] = (),
     ) -> Observation:
-        """Run `command` with `/bin/sh -c` in `view/cwd`; only `writable` may change."""
+        """Run `command` with `/bin/sh -c` in `view/cwd`; only `writable` may change.
+
+        `pass_fds` (inheritable or not) stay open in the command at the same numbers.
+        """
         ...
 
 

@@ -31,6 +31,7 @@ from devloop.sandbox.base import (
 )
 from devloop.sandbox.etc import HOSTNAME, sandbox_etc
 from devloop.sandbox.process import limit_setter, run_process
+from devloop.sandbox.weight import sandbox_group
 
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
 FIX = (
@@ -85,6 +86,7 @@ class BwrapSandbox:
         timeout_s: float | None = None,
         ro_binds: Sequence[tuple[Path, str]] = (),
         tmpfs: Sequence[str] = (),
+        pass_fds: Sequence[int] = (),
     ) -> Observation:
         """Run `command` with `/bin/sh -c` in /project/`cwd`; see `Sandbox.run`."""
         refused = check_command(command)
@@ -106,6 +108,8 @@ class BwrapSandbox:
             output_cap=self.settings.output_cap_bytes,
             preexec=limit_setter(self.limits, processes=self._root),
             nice=self.limits.nice,
+            pass_fds=pass_fds,
+            cpu_group=sandbox_group(self.settings.sandbox_cpu_shares),
             user=self._user,
             group=self.gid if self._root else None,
         )

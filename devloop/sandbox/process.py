@@ -1,4 +1,4 @@
-"""Run one child process: rlimits, its own session, a wall clock, capped output."""
+"""Run one child process: rlimits, its own session, time and CPU limits, capped output."""
 
 from __future__ import annotations
 
@@ -15,12 +15,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
-from devloop.sandbox.base import Limits, Observation
+from devloop.sandbox.base import Limit, Limits, Observation
+from devloop.sandbox.meter import Meter, make_meter
+from devloop.sandbox.weight import join
 
 _CHUNK = 64 * 1024
 # How long to wait for the output pipes to close once the process group is dead; only a
 # process that left the group (setsid in an unsandboxed run) can hold them longer.
 _DRAIN_S = 2.0
+# How often the limits are checked while a command runs (two small cgroup reads each).
+_POLL_S = 0.5
+# A command starved of CPU gets this many times its limit in wall time before it is killed.
+STARVED_FACTOR = 3.0
 
 
 @dataclass
@@ -97,25 +103,37 @@ def run_process(
     user: int | None = None,
     group: int | None = None,
     nice: int = 0,
+    pass_fds: Sequence[int] = (),
+    cpu_group: str | None = None,
 ) -> Observation:
-    """Run argv in a new session at `nice`; on timeout, and after it exits, kill its group."""
+    """Run argv in a new session at `nice`; on a limit, and after it exits, kill its group.
+
+    The limit is on the time the command was given, not on the wall clock: time its
+    processes spent runnable but waiting for a CPU (a loaded machine) does not count,
+    up to `STARVED_FACTOR` times the limit of wall time. All its processes together may
+    use `timeout_s` seconds of CPU. `pass_fds` stay open in the child at the same numbers;
+    `cpu_group` is the cgroup.procs file of the sandboxes' shared CPU weight, if any.
+    """
+    meter = make_meter()
     started = time.monotonic()
-    proc = subprocess.Popen(
-        list(argv),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=cwd,
-        start_new_session=True,
-        preexec_fn=preexec,
-        user=user,
-        group=group,
-        # Dropping to another uid must drop root's supplementary groups (gid 0) too.
-        extra_groups=[] if user is not None else None,
-        close_fds=True,
-    )
+    try:
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=cwd,
+            start_new_session=True,
+            preexec_fn=_child_setup(meter, cpu_group, preexec, user, group),
+            close_fds=True,
+            pass_fds=tuple(pass_fds),
+        )
+    except BaseException:
+        meter.close()  # its cgroup, if it made one
+        raise
     assert proc.stdout is not None and proc.stderr is not None
+    meter.start(proc.pid)
     lower_autogroup(proc.pid, nice)
     out, err = CappedOutput(output_cap), CappedOutput(output_cap)
     readers = [
@@ -124,22 +142,79 @@ def run_process(
     ]
     for reader in readers:
         reader.start()
-    timed_out = not _wait_unreaped(proc.pid, timeout_s)
+    limit = _watch(proc.pid, meter, started, timeout_s)
     # The leader is alive or a zombie (not reaped yet), so its group id is still ours:
     # kill every process left in the group, background children included.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
+    meter.kill()
     returncode = proc.wait()
+    wall = time.monotonic() - started
+    usage = meter.close()
     for reader in readers:
         reader.join(_DRAIN_S)
     return Observation(
         exit_code=exit_status(returncode),
         stdout=out.text(),
         stderr=err.text(),
-        duration_ms=round((time.monotonic() - started) * 1000),
-        timed_out=timed_out,
+        duration_ms=round(wall * 1000),
+        timed_out=limit is not None,
         truncated=out.truncated or err.truncated,
+        cpu_s=round(usage.cpu_s, 3),
+        wait_s=round(min(usage.wait_s, wall), 3),
+        limit=limit,
+        meter=meter.source,
     )
+
+
+def _child_setup(
+    meter: Meter,
+    cpu_group: str | None,
+    preexec: Callable[[], None],
+    user: int | None,
+    group: int | None,
+) -> Callable[[], None]:
+    """Join the cgroups (while still privileged), drop to user:group, then `preexec`."""
+
+    def setup() -> None:
+        meter.join()
+        join(cpu_group)
+        if user is not None:
+            # Dropping to another uid must drop root's supplementary groups (gid 0) too.
+            os.setgroups([])
+            gid = group if group is not None else user
+            os.setregid(gid, gid)
+            os.setreuid(user, user)
+        preexec()
+
+    return setup
+
+
+def _watch(pid: int, meter: Meter, started: float, timeout_s: float | None) -> Limit | None:
+    """Wait for `pid` to exit without reaping it; the limit it reached first, if any."""
+    fd = os.pidfd_open(pid)
+    try:
+        while True:
+            if timeout_s is None:
+                select.select([fd], [], [])
+                return None
+            wall = time.monotonic() - started
+            use = meter.usage()
+            given = wall - use.wait_s
+            if use.cpu_s >= timeout_s:
+                return "cpu"
+            if given >= timeout_s:
+                return "time"
+            if wall >= timeout_s * STARVED_FACTOR:
+                return "starved"
+            # Given time never runs faster than the wall clock: sleep until it could be up.
+            step = min(timeout_s - given, timeout_s * STARVED_FACTOR - wall, _POLL_S)
+            # select() retries on EINTR with the remaining timeout (PEP 475).
+            ready, _, _ = select.select([fd], [], [], max(step, 0.01))
+            if ready:
+                return None
+    finally:
+        os.close(fd)
 
 
 def lower_autogroup(pid: int, nice: int) -> None:
@@ -155,14 +230,3 @@ def lower_autogroup(pid: int, nice: int) -> None:
         return
     with contextlib.suppress(OSError):  # no autogroup support, the rate limit, or exited
         Path(f"/proc/{pid}/autogroup").write_text(str(nice))
-
-
-def _wait_unreaped(pid: int, timeout_s: float | None) -> bool:
-    """Wait for `pid` to exit without reaping it; False when the timeout passed first."""
-    fd = os.pidfd_open(pid)
-    try:
-        # select() retries on EINTR with the remaining timeout (PEP 475).
-        ready, _, _ = select.select([fd], [], [], timeout_s)
-        return bool(ready)
-    finally:
-        os.close(fd)

@@ -64,6 +64,9 @@ def test_none_and_missing_keys_become_failures_with_hints(
     assert all(is_useful_hint(f.hint) for f in result.failures)
     assert result.attempt == 2 and result.retry_budget_left == 3
     assert written(view) == result
+    # result.json says where the time went.
+    assert result.wall_s is not None and result.wall_s > 0 and result.cpu_s is not None
+    assert 0 < result.cpu_s < 60 and result.wait_s is not None and result.wait_s >= 0
 
 
 def test_the_fixed_code_passes(runner: PytestRunner, make_view: MakeView, fixtures: Path) -> None:
@@ -154,6 +157,154 @@ def test_a_symlink_planted_at_result_json_is_replaced_not_followed(
     assert result.ok
     assert (view / "units/todo-py/code/todo.py").read_text() == before
     assert not (view / "units/todo-py/runs/run-1/result.json").is_symlink()
+
+
+VARIED_SUITE = """\
+import pytest
+
+@pytest.mark.parametrize("n", [1, 2, "a.b"])
+def test_param(n):
+    assert n
+
+@pytest.mark.skip(reason="no")
+def test_skipped():
+    assert False
+
+@pytest.mark.xfail(reason="known")
+def test_xfail():
+    assert False
+
+@pytest.mark.xfail(reason="lucky")
+def test_xpass():
+    assert True
+
+class TestGroup:
+    class TestInner:
+        def test_deep(self):
+            assert True
+
+    def test_method(self):
+        assert True
+"""
+
+
+def test_a_varied_passing_suite_is_green_on_every_account(
+    runner: PytestRunner, make_view: MakeView, fixtures: Path
+) -> None:
+    # Parameters, nested classes, skips, xfail, xpass and a module skipped whole: the
+    # channel, the exit status and junit.xml must agree on all of them.
+    view = make_view("python/todo-py")
+    shutil.copy(fixtures / "fixes/todo.py", view / "units/todo-py/code/todo.py")
+    (view / "units/todo-py/tests/test_varied.py").write_text(VARIED_SUITE)
+    (view / "units/todo-py/tests/test_skipped_module.py").write_text(
+        "import pytest\npytest.skip('not here', allow_module_level=True)\n"
+    )
+    out = run(runner, view)
+    assert out.exit_code == 0 and out.result.ok, out.result.crash_reason
+    assert out.result.summary.model_dump() == {
+        "total": 13, "passed": 10, "failed": 0, "skipped": 3
+    }
+
+
+# --- the verdict nobody can forge ----------------------------------------------------
+
+GREEN_JUNIT = (
+    '<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" errors="0" '
+    'failures="0" skipped="0" tests="4">'
+    + "".join(
+        f'<testcase classname="tests.test_todo" name="{name}" file="tests/test_todo.py" '
+        'time="0.001" />'
+        for name in (
+            "test_create_strips_the_title",
+            "test_create_without_title_is_rejected",
+            "test_rename_without_title_keeps_the_old_one",
+            "test_missing_title_answers_400",
+        )
+    )
+    + "</testsuite></testsuites>"
+)
+
+
+def test_code_that_rewrites_the_junit_report_at_exit_is_a_crash_not_a_pass(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/todo-py")
+    todo = view / "units/todo-py/code/todo.py"
+    # The code under test rewrites the report to "all passed" once pytest is done.
+    todo.write_text(
+        f"import atexit, pathlib\nGREEN = {GREEN_JUNIT!r}\n"
+        "atexit.register(lambda: pathlib.Path('runs/run-1/junit.xml').write_text(GREEN))\n"
+        + todo.read_text()
+    )
+    out = run(runner, view)
+    assert out.exit_code == 1 and "3 failed" in out.stdout  # pytest itself said red
+    junit = (view / "units/todo-py/runs/run-1/junit.xml").read_text()
+    assert junit == GREEN_JUNIT  # the forgery happened
+    result = out.result
+    assert not result.ok and result.crashed and result.next_action == "retry_tester"
+    assert result.crash_reason is not None
+    assert result.crash_reason.startswith("report and exit status disagree: the report file says")
+    assert written(view) == result
+
+
+def test_code_that_exits_zero_after_failing_tests_is_a_crash_not_a_pass(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/todo-py")
+    todo = view / "units/todo-py/code/todo.py"
+    todo.write_text(
+        f"import atexit, os, pathlib\nGREEN = {GREEN_JUNIT!r}\n"
+        "def _forge():\n"
+        "    pathlib.Path('runs/run-1/junit.xml').write_text(GREEN)\n"
+        "    os._exit(0)\n"
+        "atexit.register(_forge)\n" + todo.read_text()
+    )
+    out = run(runner, view)
+    assert out.exit_code == 0 and "3 failed" in out.stdout
+    result = out.result
+    assert not result.ok and result.crashed
+    assert result.crash_reason == (
+        "report and exit status disagree: the runner's final record says status 1, "
+        "but it exited with status 0"
+    )
+
+
+FORGED_LINES = {
+    # The failing tests "pass" first; the real records then report them a second time.
+    "duplicates": "".join(
+        f'{{"e": "phase", "id": "tests/test_todo.py::{t}", "when": "{w}", "outcome": "passed"}}\n'
+        for t in ("test_create_without_title_is_rejected", "test_missing_title_answers_400",
+                  "test_rename_without_title_keeps_the_old_one")
+        for w in ("setup", "call", "teardown")
+    ),
+    # A second count and a second final record saying all is well.
+    "extra records": '{"e": "collected", "n": 1}\n{"e": "end", "status": 0}\n',
+    # Tests nobody collected, passing.
+    "extra tests": "".join(
+        f'{{"e": "phase", "id": "tests/test_x.py::t{i}", "when": "{w}", "outcome": "passed"}}\n'
+        for i in range(3)
+        for w in ("setup", "call", "teardown")
+    ),
+    # Garbage, and a line cut in half.
+    "garbage": 'not json\n{"e": "end", "sta',
+}
+
+
+@pytest.mark.parametrize("forgery", sorted(FORGED_LINES))
+def test_lines_the_code_writes_into_the_channel_cannot_turn_a_red_run_green(
+    runner: PytestRunner, make_view: MakeView, forgery: str
+) -> None:
+    view = make_view("python/todo-py")
+    todo = view / "units/todo-py/code/todo.py"
+    # The channel's fd is open in the test process: the code under test writes to it.
+    todo.write_text(
+        f"import os\nos.write(int(os.environ['VERDICT_FD']), {FORGED_LINES[forgery]!r}.encode())\n"
+        + todo.read_text()
+    )
+    result = run(runner, view).result
+    assert not result.ok and result.crashed and result.next_action == "retry_tester"
+    assert result.crash_reason is not None
+    assert result.crash_reason.startswith("report and exit status disagree: ")
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import time
 from collections.abc import Callable
@@ -176,6 +177,113 @@ def test_a_symlink_planted_at_result_json_is_replaced_not_followed(
     assert result.ok
     assert (view / "units/todo-be/code/server.js").read_text() == before
     assert not (view / "units/todo-be/runs/run-1/result.json").is_symlink()
+
+
+def test_a_varied_passing_suite_is_green_on_every_account(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    # Skips, todos, each, skipped suites and two tests of one name: the channel, the exit
+    # status and report.json must agree on all of them.
+    view = make_view("node/todo-be")
+    (view / "units/todo-be/tests/todo-be.spec.js").write_text(
+        "import { describe, it, expect } from 'vitest';\n"
+        "it('passes', () => expect(1).toBe(1));\n"
+        "it.skip('is skipped', () => expect(1).toBe(2));\n"
+        "it.todo('is to do');\n"
+        "describe('a suite', () => {\n"
+        "  it.each([1, 2])('case %i', (n) => expect(n).toBeGreaterThan(0));\n"
+        "  it('twice', () => expect(2).toBe(2));\n"
+        "  it('twice', () => expect(2).toBe(2));\n"
+        "});\n"
+        "describe.skip('skipped suite', () => { it('never', () => expect(1).toBe(2)); });\n"
+    )
+    out = run(runner, view, "todo-be")
+    assert out.exit_code == 0 and out.result.ok, out.result.crash_reason
+    assert out.result.summary.model_dump() == {"total": 8, "passed": 5, "failed": 0, "skipped": 3}
+
+
+# --- the verdict nobody can forge ----------------------------------------------------
+
+GREEN_REPORT = {
+    "success": True,
+    "numTotalTests": 3,
+    "numPassedTests": 3,
+    "numFailedTests": 0,
+    "testResults": [
+        {
+            "name": "/project/units/todo-be/tests/todo-be.spec.js",
+            "status": "passed",
+            "message": "",
+            "assertionResults": [
+                {"fullName": f"POST /api/todos {title}", "status": "passed", "title": title,
+                 "failureMessages": []}
+                for title in (
+                    "creates a todo that GET lists",
+                    "answers 400 title_required for an empty title",
+                    "answers 400 when the body has no title",
+                )
+            ],
+        }
+    ],
+}
+
+
+def test_a_suite_that_writes_a_green_report_and_kills_vitest_is_a_crash_not_a_pass(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    view = make_view("node/todo-be")
+    forged = json.dumps(GREEN_REPORT)
+    (view / "units/todo-be/tests/zz-forge.spec.js").write_text(
+        "import { writeFileSync } from 'node:fs';\nimport { afterAll, it } from 'vitest';\n"
+        "it('does nothing', () => {});\n"
+        "afterAll(async () => {\n"
+        "  await new Promise((done) => setTimeout(done, 500));\n"
+        f"  writeFileSync('runs/run-1/report.json', {json.dumps(forged)});\n"
+        "  process.kill(process.ppid, 'SIGKILL');\n"
+        "});\n"
+    )
+    out = run(runner, view, "todo-be")
+    assert out.exit_code == 137  # vitest's main process was killed
+    assert (view / "units/todo-be/runs/run-1/report.json").read_text() == forged
+    result = out.result
+    assert not result.ok and result.crashed and result.next_action == "retry_tester"
+    assert result.crash_reason == (
+        "report and exit status disagree: the runner sent no final record and exited "
+        "with status 137"
+    )
+    assert written(view, "todo-be") == result
+
+
+def test_lines_a_test_writes_into_the_channel_cannot_turn_a_red_run_green(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    view = make_view("node/todo-be")
+    # A failing test reports itself passed, and the whole run green, through every way it
+    # might reach the channel: the fd number it inherited (node's workers do not keep
+    # it), and the main process's fd reopened through /proc (refused when the worker is
+    # root and the sandbox is not; possible when both run as one user).
+    (view / "units/todo-be/tests/todo-be.spec.js").write_text(
+        "import { openSync, writeSync } from 'node:fs';\nimport { it, expect } from 'vitest';\n"
+        "const fd = Number(process.env.VERDICT_FD);\n"
+        "const ways = [() => fd, () => openSync(`/proc/${process.ppid}/fd/${fd}`, 'w')];\n"
+        "it('fails', ({ task }) => {\n"
+        "  const lines = [\n"
+        "    { e: 'test', id: task.id, module: task.file.filepath, name: task.name,"
+        " outcome: 'passed' },\n"
+        "    { e: 'end', reason: 'passed', modules: 1, unhandled: 0 },\n"
+        "  ].map((r) => JSON.stringify(r) + '\\n').join('');\n"
+        "  for (const way of ways) { try { writeSync(way(), lines); } catch {} }\n"
+        "  expect(1).toBe(2);\n"
+        "});\n"
+    )
+    out = run(runner, view, "todo-be")
+    result = out.result
+    assert out.exit_code == 1 and not result.ok
+    if result.crashed:  # the lines got through, and were caught
+        assert result.crash_reason is not None
+        assert result.crash_reason.startswith("report and exit status disagree: ")
+    else:  # they could not get through: the run is red on its own failure
+        assert [f.test for f in result.failures] == ["fails"]
 
 
 def test_links_planted_where_the_runner_writes_its_files_are_replaced_not_followed(

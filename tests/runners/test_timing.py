@@ -1,0 +1,158 @@
+"""Why a run took long: a hang, an endless loop, or a machine that gave it no CPU.
+
+Real pytest in the real sandbox. Starvation is made real: busy neighbours, one per CPU,
+each in a session of its own at nice 0, beside a sandbox at nice 19 without the shared
+cgroup weight (its whole session weighs 15 against each neighbour's 1024).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from devloop.config import Settings
+from devloop.models import Failure, RunResult
+from devloop.runners import PytestRunner
+from devloop.runners.timing import load_note, starved_timeouts
+from devloop.sandbox import BwrapSandbox, Observation
+from devloop.sandbox.process import STARVED_FACTOR
+from devloop.sandbox.slots import cpu_count
+
+MakeView = Callable[[str], Path]
+UNIT = "todo-py"
+SLACK_S = 30.0
+
+
+@pytest.fixture(scope="module")
+def runner(sandbox: BwrapSandbox, python_toolchain_dir: Path) -> PytestRunner:
+    return PytestRunner(sandbox, python_toolchain_dir)
+
+
+@pytest.fixture
+def neighbours() -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`while :; do :; done`, one per CPU, each in a session (an autogroup) of its own."""
+    procs = [
+        subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
+        for _ in range(cpu_count())
+    ]
+    try:
+        yield procs
+    finally:
+        for proc in procs:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+SPIN_1S = (
+    "    import time\n    end = time.thread_time() + 1\n"
+    "    while time.thread_time() < end:\n        pass"
+)
+
+
+def suite(view: Path, body: str) -> None:
+    (view / f"units/{UNIT}/tests/test_todo.py").write_text(f"def test_it():\n{body}\n")
+
+
+def run(runner: PytestRunner, view: Path, timeout_s: float) -> tuple[RunResult, float]:
+    started = time.monotonic()
+    out = runner.run(
+        view=view, unit_id=UNIT, run_id="run-1", attempt=1, retry_budget_left=3,
+        timeout_s=timeout_s,
+    )  # fmt: skip
+    written = view / f"units/{UNIT}/runs/run-1/result.json"
+    assert RunResult.model_validate_json(written.read_text()) == out.result
+    return out.result, time.monotonic() - started
+
+
+def test_the_spinning_suite_passes_in_its_limit_on_a_free_machine(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/todo-py")
+    suite(view, SPIN_1S)
+    result, _ = run(runner, view, 3)
+    assert result.ok and not result.starved
+    assert result.cpu_s is not None and result.cpu_s >= 1.0
+
+
+def test_a_sleeping_test_is_killed_at_its_limit_and_called_a_hang(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/todo-py")
+    suite(view, "    import time\n    time.sleep(600)")
+    result, took = run(runner, view, 3)
+    assert took < 3 * STARVED_FACTOR + SLACK_S
+    assert result.crashed and not result.starved and result.next_action == "retry_tester"
+    assert result.crash_reason is not None
+    assert result.crash_reason.startswith("pytest passed the 3 s limit and was killed")
+    assert "almost no CPU" in result.crash_reason
+    assert result.wall_s is not None and result.wall_s >= 3
+    assert result.cpu_s is not None and result.cpu_s < 1.5
+
+
+def test_an_endless_loop_is_killed_at_its_cpu_limit_and_called_a_loop(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/todo-py")
+    suite(view, "    while True:\n        pass")
+    result, took = run(runner, view, 3)
+    assert took < 3 * STARVED_FACTOR + SLACK_S
+    assert result.crashed and not result.starved
+    assert result.crash_reason is not None
+    assert result.crash_reason.startswith("pytest was killed at its 3 s CPU limit")
+    assert "endless loop" in result.crash_reason
+    assert result.cpu_s is not None and result.cpu_s >= 1.5
+
+
+def test_a_run_starved_of_cpu_is_starved_not_red_and_not_blamed_on_the_code(
+    settings: Settings,
+    python_toolchain_dir: Path,
+    make_view: MakeView,
+    neighbours: list[subprocess.Popen[bytes]],
+) -> None:
+    # No shared cgroup weight (which would give the sandbox its share): nice 19 alone.
+    starving = settings.model_copy(update={"sandbox_nice": 19, "sandbox_cpu_shares": 0})
+    humble = PytestRunner(BwrapSandbox(starving), python_toolchain_dir)
+    view = make_view("python/todo-py")
+    # One second of CPU in a 3 s limit: on a free machine it passes at once.
+    suite(view, SPIN_1S)
+    result, took = run(humble, view, 3)
+    assert took < 3 * STARVED_FACTOR + SLACK_S
+    assert result.starved and not result.ok and not result.crashed
+    assert result.next_action == "retry_tester" and result.failures == []
+    assert result.starved_reason is not None
+    assert result.starved_reason.startswith("the machine was too busy to run the tests")
+    assert result.wall_s is not None and result.wait_s is not None
+    assert result.wait_s > 0.5 * result.wall_s  # it waited for a CPU most of the time
+
+
+def obs(wall_s: float, wait_s: float) -> Observation:
+    return Observation(
+        exit_code=1, stdout="", stderr="", duration_ms=int(wall_s * 1000), wait_s=wait_s
+    )
+
+
+TIMED_OUT = Failure(test="t", stack="Error: Test timed out in 5000ms.")
+ASSERTED = Failure(test="u", stack="AssertionError: expected 500 to be 400")
+
+
+def test_tests_that_time_out_while_the_run_waits_for_a_cpu_are_starved() -> None:
+    assert starved_timeouts(obs(20, 12), [TIMED_OUT]) is not None
+    assert starved_timeouts(obs(20, 1), [TIMED_OUT]) is None  # a real slow test
+    assert starved_timeouts(obs(20, 12), [TIMED_OUT, ASSERTED]) is None  # a real failure too
+    assert starved_timeouts(obs(20, 12), []) is None
+
+
+def test_the_load_note_says_starved_busy_or_nothing() -> None:
+    def result(**fields: object) -> RunResult:
+        return RunResult(run_id="r", unit_id="u", attempt=1, ok=False).model_copy(update=fields)
+
+    assert load_note(result(starved=True)).startswith("starved: ")
+    busy = load_note(result(wall_s=20.0, wait_s=12.0))
+    assert busy == "busy machine: the last test run waited 12 s of 20 s for a CPU"
+    assert load_note(result(wall_s=20.0, wait_s=1.0)) == ""

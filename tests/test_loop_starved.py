@@ -1,0 +1,58 @@
+"""A test run starved of CPU is infrastructure: re-run after a backoff, never a failure."""
+
+from __future__ import annotations
+
+from devloop.loop import (
+    STARVED_BACKOFF_CAP_S,
+    STARVED_RERUNS,
+    AttemptOutcome,
+    awaited_tester_try,
+    decide,
+)
+from devloop.store.records import UnitState
+
+STARVED = AttemptOutcome("completed", tester_ran=True, starved=True)
+RED = AttemptOutcome("completed", tester_ran=True, failures=(("POST 400", "500"),), hint="h")
+CRASH = AttemptOutcome("completed", tester_ran=True, crashed=True, crash_reason="SyntaxError")
+
+
+def under_test(**changes: object) -> UnitState:
+    return UnitState(status="testing", attempt=2).model_copy(update=changes)
+
+
+def test_a_starved_run_re_runs_the_tester_after_a_growing_backoff_without_counting() -> None:
+    state = under_test(failure_signature="abc", signature_repeats=2)
+    delays = []
+    for n in range(1, STARVED_RERUNS + 1):
+        d = decide(state, STARVED)
+        assert d.action == "retry_tester" and "starved" in d.reason
+        assert d.state.status == "testing" and d.state.attempt == 2  # the coder is not sent
+        # Not a failure: the signature and its count stay as they were.
+        assert (d.state.failure_signature, d.state.signature_repeats) == ("abc", 2)
+        assert awaited_tester_try(d.state) == n + 1  # each re-run is a tester try of its own
+        delays.append(d.delay_s)
+        state = d.state
+    assert delays == sorted(delays) and delays[0] > 0 and delays[-1] <= STARVED_BACKOFF_CAP_S
+
+
+def test_a_machine_that_stays_overloaded_blocks_the_unit_as_infrastructure() -> None:
+    state = under_test(extra={"starved_reruns": STARVED_RERUNS})
+    d = decide(state, STARVED)
+    assert d.action == "block" and d.state.status == "blocked" and d.dependents_blocked
+    assert d.state.extra["block_kind"] == "infrastructure"
+    assert (d.state.blocked_reason or "").startswith("infrastructure: ")
+    assert d.reason.startswith("infrastructure: ")
+
+
+def test_starved_re_runs_do_not_use_up_the_crash_retry_or_the_retry_budget() -> None:
+    state = decide(under_test(attempt=5), STARVED).state  # the last attempt of the budget
+    crash = decide(state, CRASH)
+    assert crash.action == "retry_tester"  # the tester's one crash retry is still there
+    assert awaited_tester_try(crash.state) == 3
+
+
+def test_a_red_run_after_starved_ones_retries_the_coder_from_the_first_tester_try() -> None:
+    state = decide(decide(under_test(), STARVED).state, STARVED).state
+    d = decide(state, RED)
+    assert d.action == "retry_coder" and d.state.attempt == 3
+    assert awaited_tester_try(d.state) == 1 and d.state.signature_repeats == 1
