@@ -69,22 +69,36 @@ class Interrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
+@dataclass
+class Received:
+    """The signal interrupt_on() turned into Interrupted, if one came. Checked after the
+    block too: Python may wrap the Interrupted raised mid-import into another error."""
+
+    signum: int | None = None
+
+    @property
+    def exit_code(self) -> int | None:
+        return None if self.signum is None else 128 + self.signum
+
+
 @contextmanager
 def interrupt_on(
     signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP),
-) -> Iterator[None]:
+) -> Iterator[Received]:
     """Turn `signals` into Interrupted while the block runs (Python's default handler for
     SIGTERM exits without running finally blocks, leaving children behind). After the first
     one, further signals are ignored so the clean-up it started can finish."""
+    received = Received()
 
     def handler(signum: int, frame: object) -> None:
         for sig in signals:
             signal.signal(sig, signal.SIG_IGN)
+        received.signum = signum
         raise Interrupted(signum)
 
     previous: dict[int, Any] = {sig: signal.signal(sig, handler) for sig in signals}
     try:
-        yield
+        yield received
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)

@@ -25,7 +25,7 @@ from devloop.fleet.status import ProjectStatus, project_status
 from devloop.project import load_project
 from devloop.redis_server import RedisServerError, connect
 from devloop.store import RedisStore
-from devloop.supervisor import Interrupted, interrupt_on
+from devloop.supervisor import Received, interrupt_on
 from workers.app import configure
 from workers.children import CrashLoop, RunChildren, start_children
 from workers.dispatch import send
@@ -105,41 +105,44 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
         for problem in problems:
             err.print(str(problem), markup=False)
         return EXIT_INVALID
+    received = Received()
     try:
-        with interrupt_on():  # Ctrl-C, SIGTERM and SIGHUP unwind: children stopped, in order
+        with interrupt_on() as received:  # Ctrl-C, SIGTERM, SIGHUP: children stopped, in order
             final = _run(options, settings, console)
-    except KeyboardInterrupt as stopped:
-        console.print()
-        notes = getattr(stopped, "__notes__", None) or [
-            f"interrupted; run `devloop run {options.project_dir}` again to resume"
-        ]
-        err.print(notes[-1], markup=False)
-        return stopped.exit_code if isinstance(stopped, Interrupted) else EXIT_INTERRUPTED
-    except GaveUp as gave_up:
-        console.print()  # the live table's last line
-        err.print(f"devloop run: gave up: {gave_up}", markup=False)
-        return EXIT_FAILED
-    except (redis.RedisError, OperationalError) as lost:
-        console.print()
-        err.print(
-            f"devloop run: gave up: Redis went away ({one_line(lost)}); "
-            "run `devloop run` again to resume",
-            markup=False,
-        )
-        return EXIT_FAILED
-    except (DevLoopError, OSError) as broken:
-        err.print(f"devloop run: gave up: {one_line(broken)}", markup=False)
-        return EXIT_FAILED
-    except Exception as bug:  # a bug of ours: the reason here, the traceback in a file
-        log = _write_traceback(options.project_dir)
-        err.print(f"devloop run: gave up: unexpected {one_line(bug)} (traceback in {log})",
-                  markup=False)
-        return EXIT_FAILED
+    except BaseException as stopped:
+        # An interrupt may surface as another error (raised mid-import, Python wraps it).
+        if received.exit_code is not None or isinstance(stopped, KeyboardInterrupt):
+            console.print()
+            notes = getattr(stopped, "__notes__", None) or [
+                f"interrupted; run `devloop run {options.project_dir}` again to resume"
+            ]
+            err.print(notes[-1], markup=False)
+            return received.exit_code or EXIT_INTERRUPTED
+        if not isinstance(stopped, Exception):
+            raise
+        return _gave_up(stopped, options, console, err)
     for row in final.units:
         if row.status == "blocked":
             console.print(f"{row.unit_id}: blocked: {row.blocked_reason or 'see devloop status'}",
                           markup=False, highlight=False)
     return EXIT_OK if final.all_passed else EXIT_BLOCKED
+
+
+def _gave_up(error: Exception, options: RunOptions, console: Console, err: Console) -> int:
+    """Say why the run gave up, in one line (a bug of ours: its traceback in a file)."""
+    console.print()  # the live table's last line
+    if isinstance(error, GaveUp):
+        err.print(f"devloop run: gave up: {error}", markup=False)
+    elif isinstance(error, redis.RedisError | OperationalError):
+        err.print(f"devloop run: gave up: Redis went away ({one_line(error)}); "
+                  "run `devloop run` again to resume", markup=False)
+    elif isinstance(error, DevLoopError | OSError):
+        err.print(f"devloop run: gave up: {one_line(error)}", markup=False)
+    else:
+        log = _write_traceback(options.project_dir)
+        err.print(f"devloop run: gave up: unexpected {one_line(error)} (traceback in {log})",
+                  markup=False)
+    return EXIT_FAILED
 
 
 def _mid_flight(store: RedisStore, pid: str, project_dir: Path) -> str:

@@ -103,6 +103,33 @@ def test_a_signal_stops_everything_and_a_second_run_resumes(
     assert all(a == [1] for a in logged.values()), logged  # nothing committed twice
 
 
+@pytest.mark.parametrize("after_s", [0.2, 0.7, 1.5])
+def test_a_sigterm_at_any_moment_of_start_up_ends_in_143_with_nothing_left(
+    run: RunProcess, after_s: float
+) -> None:
+    # Importing, starting Redis, the workers, the first sends: an interrupt may land in
+    # any of them (mid-import, Python even wraps it into another error).
+    run.start()
+    seen: set[int] = set()
+    deadline = time.monotonic() + after_s
+    while time.monotonic() < deadline:
+        seen |= {p.pid for p in run.children()}
+        time.sleep(0.02)
+    run.signal(signal.SIGTERM)
+    code = run.wait(60)
+    if code == -signal.SIGTERM:
+        # Still importing, before it owned anything: Python's own handler ended it.
+        assert not seen, run.output()
+    else:
+        assert code == 128 + signal.SIGTERM, run.output()
+        assert "interrupted" in run.err.read_text()
+    assert "Traceback" not in run.output()
+    deadline = time.monotonic() + SLACK_S
+    while any(alive(pid) for pid in seen) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for pid in seen if alive(pid)], "a process of the run outlived it"
+
+
 def test_everything_the_run_started_dies_with_it_on_sigkill(run: RunProcess) -> None:
     run.start()
     run.wait_for("two live workers and Redis",
