@@ -154,6 +154,8 @@ class RunResult(Record):
     # infrastructure result (neither green nor red) that the loop re-runs later.
     starved: bool = False
     starved_reason: str | None = None
+    # sha256 of the code the tests ran against (code/** as DevLoop hashes a file set).
+    code_digest: str | None = None
 
 
 # --- bugs.ndjson ----------------------------------------------------------------------

@@ -19,7 +19,7 @@ from devloop.config import Settings
 from devloop.ids import check_id, id_dir
 from devloop.safedir import Dir, Refused
 from devloop.safetree import Entry, Limits, TooMany, printable, walk
-from devloop.store import RedisStore, UnitSource
+from devloop.store import Fence, RedisStore, UnitSource
 from devloop.views import make_view, remove_view
 from devloop.writeset import allowed, writable_roots, write_set
 
@@ -79,8 +79,10 @@ class Workspace:
         settings: Settings,
         run_id: str | None = None,
         try_no: int = 1,
+        fence: Fence | None = None,
     ) -> None:
         self.store, self.pid, self.unit, self.role, self.attempt = store, pid, unit, role, attempt
+        self.fence = fence  # the step's lease: its commit lands only while it holds it
         check_id(unit, "unit id")  # it names the view dir and units/{unit} inside it
         self.run_id = run_id
         # A tester's second try in the same attempt commits once more, under its own name.
@@ -273,6 +275,7 @@ class Workspace:
             attempt=self.attempt,
             base_version=self.base_version,
             changes=changes.files,
+            fence=self.fence,
         )
         return CommitOutcome(
             applied=result.applied,

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import redis
 from kombu.exceptions import OperationalError
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
 from rich.console import Console
 from rich.live import Live
 
@@ -176,7 +178,11 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
             stub = stack.enter_context(StubServer(options.script or project_dir / "stub.yaml"))
             env.update(ANTHROPIC_BASE_URL=stub.base_url, ANTHROPIC_API_KEY="stub")
         configure(endpoint.celery_url)
-        store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
+        # Short retries for the run's own client: a dead embedded Redis is noticed (and
+        # restarted) at the next look, not after the workers' ten seconds of retries.
+        quick = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3)
+        store = RedisStore(connect(endpoint.url, retry=quick),
+                           file_cap_bytes=settings.file_cap_bytes)
         stack.callback(store.close)
         report, dispatches = enqueue_project(store, project_dir)
         try:

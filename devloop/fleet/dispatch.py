@@ -50,11 +50,16 @@ def _start(store: RedisStore, pid: str, unit: str) -> Dispatch:
 
 
 def _start_all(store: RedisStore, pid: str, units: list[str]) -> list[Dispatch]:
-    """_start for each unit, their states written in one round trip."""
+    """_start for each unit still pending: a compare-and-set from pending to coding, so a
+    release and a reconcile racing for one unit start it once (a `loop_release` event each)."""
     now = time.time()
     state = UnitState(status="coding", attempt=1, started_at=now, updated_at=now)
-    store.put_states(pid, dict.fromkeys(units, state))
-    return [Dispatch(msg=StepMsg(pid=pid, unit_id=u, attempt=1, mode="implement")) for u in units]
+    won = store.start_units(pid, units, state)
+    timeline = Timeline(store.sink(pid, "timeline"))
+    for unit in won:
+        timeline.append("loop_release", unit_id=unit, agent="loop",
+                        summary="released: every unit it depends on passed")
+    return [Dispatch(msg=StepMsg(pid=pid, unit_id=u, attempt=1, mode="implement")) for u in won]
 
 
 def enqueue_project(store: RedisStore, project_dir: Path) -> tuple[ImportReport, list[Dispatch]]:

@@ -18,7 +18,8 @@ from redis.client import Pipeline
 
 from devloop.fleet.messages import StepMsg
 from devloop.safedir import Dir
-from devloop.store import RedisStore, UnitState, scripts
+from devloop.store import Fence, RedisStore, UnitState, scripts
+from devloop.store.fence import fenced
 
 STEPS_FILE = "agent-state/fleet-steps.ndjson"
 
@@ -170,19 +171,41 @@ def begin_step(
     )
 
 
+# KEYS: steps, lease.  ARGV: step field, record, owner.  The record of a step that still
+# holds its lease, stored (unless one is there) and the lease given up in the same step.
+SAVE_FENCED = (
+    scripts.FENCE_CHECK.format(key=2, arg=3)
+    + """
+local created = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
+local stored = redis.call('HGET', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
+return {created, stored}
+"""
+)
+
+
 def save_step(
     store: RedisStore,
     pid: str,
     unit: str,
     record: StepRecord,
     also: Callable[[Pipeline], object] = lambda pipe: None,
+    fence: Fence | None = None,
 ) -> StepRecord:
     """Store a step's record unless one is there already; return the one that counts.
 
-    `also` queues more commands into the same round trip (a step gives up its lease).
+    `also` queues more commands into the same round trip. With `fence` (the step's lease)
+    the record lands only while the step holds it (LeaseLost if not), and the lease is
+    given up with it.
     """
     key = steps_key(store, pid, unit)
     name = field(record.role, record.attempt, record.tester_try)
+    if fence is not None:
+        with fenced(fence):
+            created, stored = store.client.eval(
+                SAVE_FENCED, 2, key, fence.lease, name, record.model_dump_json(), fence.owner
+            )
+        return record if created else StepRecord.model_validate_json(stored)
     with store.client.pipeline(transaction=False) as pipe:
         pipe.hsetnx(key, name, record.model_dump_json())
         pipe.hget(key, name)

@@ -15,7 +15,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import redis
-from redis.client import Pipeline
 
 from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
@@ -36,7 +35,7 @@ from devloop.models import RunResult
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester
-from devloop.store import RedisStore, UnitState
+from devloop.store import Fence, LeaseLost, RedisStore, UnitState
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_S = 15.0
@@ -85,16 +84,24 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
         raise StepSuperseded(f"{msg.task_id(role)}: {why}")
     if not start.leased:
         raise StepBusy(msg, role, env.lease_ttl_s)
+    # Every write of the step is fenced by its lease: a worker paused past its lease while
+    # another took the step over finds its writes refused (LeaseLost) when it wakes.
+    fence = Fence(store.keys(pid).lease(unit, msg.attempt, lease_role), env.owner)
     beat = Heartbeat(env, msg, lease_role)
     started = time.time()
     try:
-        _mark(store, msg, state, "coding" if role == "coder" else "testing")
-        record = _run(role, env, msg, started, state, start.coder)
+        _mark(store, msg, state, "coding" if role == "coder" else "testing", fence)
+        record = _run(role, env, msg, started, state, start.coder, fence, beat.lost)
+    except LeaseLost as lost:
+        beat.stop()
+        raise _taken_over(msg, role, lost) from None
     except redis.RedisError:
         beat.stop()
         raise  # Redis itself is away: the caller retries; the lease runs out on its own
     except Exception as exc:
         beat.stop()
+        if not _holds(store, msg, lease_role, env.owner):
+            raise _taken_over(msg, role, exc) from exc  # a zombie records nothing
         store.release(pid, unit, msg.attempt, lease_role, env.owner)
         raise step_failed(store, env.settings, msg, role, exc) from exc
     except BaseException:
@@ -103,17 +110,18 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
         raise
     beat.stop()
     outcome = record.outcome or StepOutcome()
+    if beat.lost.is_set() or not _holds(store, msg, lease_role, env.owner):
+        raise _taken_over(msg, role, None)
     if outcome.status == "recovery_required":
         # Not an outcome to keep: the same step runs again, and calls the model for real.
         store.release(pid, unit, msg.attempt, lease_role, env.owner)
         error = outcome.summary or outcome.reason
         raise model_unavailable(store, env.settings, msg, role, error)
-
-    def give_up_lease(pipe: Pipeline) -> None:
-        store.queue_release(pipe, pid, unit, msg.attempt, lease_role, env.owner)
-
-    # The record and the lease's release share one round trip: the next step waits on it.
-    saved = save_step(store, pid, unit, record, also=give_up_lease)
+    # The record and the lease's release are one fenced step: the next step waits on it.
+    try:
+        saved = save_step(store, pid, unit, record, fence=fence)
+    except LeaseLost as lost:
+        raise _taken_over(msg, role, lost) from None
     if recovered(state) is not None:
         _clear_marks(store, msg)
     return saved.msg
@@ -130,10 +138,15 @@ def decide_step(env: StepEnv, msg: StepMsg) -> list[Dispatch]:
 
 
 class Heartbeat:
-    """Renews a step's lease every env.heartbeat_s on a thread of its own, until stopped."""
+    """Renews a step's lease every env.heartbeat_s on a thread of its own, until stopped.
+
+    A renewal that finds the lease gone (it ran out while this worker was paused, and
+    another took the step over) sets `lost`: the session stops at its next turn.
+    """
 
     def __init__(self, env: StepEnv, msg: StepMsg, lease_role: str) -> None:
         self.env, self.msg, self.lease_role = env, msg, lease_role
+        self.lost = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True)
         self._thread.start()
@@ -141,9 +154,16 @@ class Heartbeat:
     def _beat(self) -> None:
         env, msg = self.env, self.msg
         while not self._stopped.wait(env.heartbeat_s):
-            env.store.heartbeat(
-                msg.pid, msg.unit_id, msg.attempt, self.lease_role, env.owner, env.lease_ttl_s
-            )
+            try:
+                held = env.store.heartbeat(
+                    msg.pid, msg.unit_id, msg.attempt, self.lease_role, env.owner,
+                    env.lease_ttl_s,
+                )
+            except redis.RedisError:
+                continue  # Redis restarting: try again at the next beat
+            if not held:
+                self.lost.set()
+                return
 
     def stop(self) -> None:
         """Stop renewing (the lease then lasts until released or its TTL runs out)."""
@@ -151,7 +171,20 @@ class Heartbeat:
         self._thread.join(timeout=5)
 
 
-def _mark(store: RedisStore, msg: StepMsg, state: UnitState, status: str) -> None:
+def _holds(store: RedisStore, msg: StepMsg, lease_role: str, owner: str) -> bool:
+    """Whether owner still holds the step's lease."""
+    return store.lease_owner(msg.pid, msg.unit_id, msg.attempt, lease_role) == owner
+
+
+def _taken_over(msg: StepMsg, role: str, cause: BaseException | None) -> StepSuperseded:
+    """The end of a step whose lease another worker took while this one was paused."""
+    why = f" ({cause})" if isinstance(cause, LeaseLost) else ""
+    return StepSuperseded(f"{msg.task_id(role)}: its lease was taken over{why}; stopped")
+
+
+def _mark(
+    store: RedisStore, msg: StepMsg, state: UnitState, status: str, fence: Fence
+) -> None:
     """Move the unit from state to coding/testing for this attempt (compare-and-set, best
     effort: a state changed since it was read stays as it is)."""
     if state.attempt == msg.attempt and state.status != status:
@@ -162,7 +195,7 @@ def _mark(store: RedisStore, msg: StepMsg, state: UnitState, status: str) -> Non
                 "started_at": state.started_at or time.time(),
             }
         )
-        store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
+        store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new, fence)
 
 
 def _clear_marks(store: RedisStore, msg: StepMsg) -> None:
@@ -180,14 +213,19 @@ def _run(
     started: float,
     state: UnitState,
     coder_record: StepRecord | None,
+    fence: Fence,
+    cancel: threading.Event,
 ) -> StepRecord:
     """Run the role and build the step's record, with the outcome decide reads."""
     coder_status = (coder_record.outcome or StepOutcome()).status if coder_record else None
     if role == "coder":
         request = RoleRequest(
-            msg.pid, msg.unit_id, "coder", msg.mode, msg.attempt, reflect_hint=state.last_hint
+            msg.pid, msg.unit_id, "coder", msg.mode, msg.attempt, reflect_hint=state.last_hint,
+            fence=fence,
         )
-        run, coder = run_coder(env.store, env.settings, env.provider(), request, env.emit)
+        run, coder = run_coder(
+            env.store, env.settings, env.provider(), request, env.emit, cancel
+        )
         session = run.session
         outcome = StepOutcome(
             status=session.status if session else "completed",
@@ -204,9 +242,11 @@ def _run(
         why = state.extra.get("tester_retry_reason") if msg.tester_try > 1 else None
         request = RoleRequest(
             msg.pid, msg.unit_id, "tester", mode, msg.attempt, run_id=msg.run_id,
-            tester_try=msg.tester_try, reflect_hint=why,
+            tester_try=msg.tester_try, reflect_hint=why, fence=fence,
         )
-        run, tester = run_tester(env.store, env.settings, env.provider(), request, env.emit)
+        run, tester = run_tester(
+            env.store, env.settings, env.provider(), request, env.emit, cancel
+        )
         session = run.session
         first = next(iter(tester.failures), None)
         outcome = StepOutcome(

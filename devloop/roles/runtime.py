@@ -28,7 +28,7 @@ from devloop.runners.base import TestRunner
 from devloop.runners.pytest import PytestRunner
 from devloop.runners.vitest import VitestRunner
 from devloop.stacks import StackMounts, stack_sandbox
-from devloop.store import ProjectRecord, RedisStore, UnitSource
+from devloop.store import Fence, ProjectRecord, RedisStore, UnitSource
 from devloop.workspace import CommitOutcome, Workspace
 
 Role = Literal["coder", "tester"]
@@ -49,6 +49,8 @@ class RoleRequest:
     run_id: str | None = None  # the tester's run (and write set)
     reflect_hint: str | None = None  # coder: the loop's hint; tester: why it tries again
     tester_try: int = 1  # the tester's try within the attempt (a session of its own)
+    # The step's lease: every write of the session lands only while the step holds it.
+    fence: Fence | None = None
 
 
 @dataclass
@@ -116,6 +118,7 @@ def prepare(
         settings=settings,
         run_id=request.run_id,
         try_no=request.tester_try,
+        fence=request.fence,
     )
     try:
         prepared = _build(store, settings, request, emit, source, ws, ws.materialize(source))
@@ -146,17 +149,18 @@ def _build(
         ro = mounts.ro_binds[0][0]
         runner = VitestRunner(sandbox, ro) if stack == "node" else PytestRunner(sandbox, ro)
     pid, unit, role = request.pid, request.unit_id, request.role
+    fence = request.fence
     services = RoleServices(
         pid=pid,
         unit_id=unit,
         role=role,
         attempt=request.attempt,
         units=record.units,
-        bugs=BugLedger(store.sink(pid, "bugs")),
-        timeline=Timeline(store.sink(pid, "timeline")),
-        save_state=lambda path, data: store.put_agent_state(pid, path, data),
+        bugs=BugLedger(store.sink(pid, "bugs", fence)),
+        timeline=Timeline(store.sink(pid, "timeline", fence)),
+        save_state=lambda path, data: store.put_agent_state(pid, path, data, fence),
         # Kept for this unit's sessions until it passes (promote_memory), then everyone's.
-        save_memory=lambda name, note: store.put_pending_note(pid, role, unit, name, note),
+        save_memory=lambda name, note: store.put_pending_note(pid, role, unit, name, note, fence),
         violations=lambda: [str(v) for v in ws.collect().violations],
         runner=runner,
         run_id=request.run_id,
@@ -294,7 +298,9 @@ def run_session(
         provider,
         tools,
         p.ctx,
-        lambda n: StoreCheckpointer(store, r.pid, f"reassess.{r.role}.{label}.{n}", r.unit_id),
+        lambda n: StoreCheckpointer(
+            store, r.pid, f"reassess.{r.role}.{label}.{n}", r.unit_id, r.fence
+        ),
     )
     if r.role == "coder":
 
@@ -313,7 +319,7 @@ def run_session(
         provider,
         toolset(r.role, tools),
         p.ctx,
-        StoreCheckpointer(store, r.pid, r.role, r.unit_id),
+        StoreCheckpointer(store, r.pid, r.role, r.unit_id, r.fence),
         self_check=self_check,
         workspace=p.ws,
         reassess=reassess,

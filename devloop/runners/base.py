@@ -26,8 +26,10 @@ from devloop.models import Failure, RunResult, RunSummary
 from devloop.runners import timing
 from devloop.runners.verdict import DISAGREE
 from devloop.safedir import Dir
+from devloop.safetree import walk
 from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
+from devloop.store.filesets import files_digest
 
 TIMEOUT_S = 60.0  # the seed's limit for one test run (tester rule 9)
 # A test run waits at most this long for a host-wide CPU slot, then runs without one.
@@ -157,6 +159,24 @@ class Parsed:
     failed: set[str] = field(default_factory=set)
 
 
+def code_digest(view: Path, unit_rel: str) -> str | None:
+    """The digest of the unit's code/** in the view (None when it cannot be read whole):
+    which code a verdict is about. Tester runs cannot change code/, so after the run is the
+    same as before it."""
+    try:
+        with Dir.open(view) as root:
+            entries = [e for e in walk(root, f"{unit_rel}/code") if e.kind == "file"]
+            if any(e.problem for e in entries):
+                return None
+            return files_digest({
+                f"code/{e.rel}": root.read_bytes(f"{unit_rel}/code/{e.rel}") for e in entries
+            })
+    except FileNotFoundError:
+        return files_digest({})
+    except OSError:  # TooMany, a link, a fifo: not a code set anyone can commit
+        return None
+
+
 def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOutcome:
     """Turn a parsed report and the observation into the verdict, and write the run files."""
     reason, starved = parsed.crash_reason, None
@@ -195,6 +215,7 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
         wait_s=obs.wait_s,
         starved=starved is not None,
         starved_reason=starved,
+        code_digest=code_digest(spec.view, spec.unit_rel),
     )
     write_run_file(spec.view, spec.run_file("stdout.txt"), obs.stdout)
     write_run_file(spec.view, spec.run_file("stderr.txt"), obs.stderr)

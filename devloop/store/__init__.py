@@ -25,6 +25,7 @@ commits nothing. Check-then-write steps run as Lua scripts or under WATCH/MULTI.
 
 from __future__ import annotations
 
+from devloop.store.fence import Fence, LeaseLost
 from devloop.store.filesets import UnsafePath
 from devloop.store.keys import Keys, Ledger
 from devloop.store.project import ProjectRecord, promote_memory
@@ -42,8 +43,10 @@ from devloop.store.streams import RedisStreamSink
 
 __all__ = [
     "CommitResult",
+    "Fence",
     "ImportReport",
     "Keys",
+    "LeaseLost",
     "Ledger",
     "ProjectNotImported",
     "ProjectRecord",

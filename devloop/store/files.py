@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from devloop.errors import FileTooLarge
 from devloop.store.base import StoreBase, decode_hash
+from devloop.store.fence import Fence, fenced
 from devloop.store.filesets import safe_relpath, too_large
 from devloop.store.records import CommitResult, UnitFiles
 
@@ -41,17 +42,22 @@ class FilesMixin(StoreBase):
         attempt: int,
         base_version: int,
         changes: dict[str, bytes | None],
+        fence: Fence | None = None,
     ) -> CommitResult:
         """Apply changes (None deletes) if the unit is still at base_version and this
-        (role, attempt) has not committed yet; FileTooLarge if the result passes the cap."""
+        (role, attempt) has not committed yet; FileTooLarge if the result passes the cap.
+
+        With a fence, only while the step's lease is still its own (LeaseLost if not)."""
         keys = self.keys(pid)
-        args: list[str | bytes | int] = [f"{role}:{attempt}", base_version, self.file_cap_bytes]
+        args: list[str | bytes | int] = [
+            f"{role}:{attempt}", base_version, self.file_cap_bytes, fence.owner if fence else ""
+        ]
         for path, data in changes.items():
             name = safe_relpath(path).as_posix()
             args += [name, "d", b""] if data is None else [name, "w", data]
-        reply = self._commit_files(
-            keys=[keys.files(unit), keys.meta(unit), keys.commits(unit)], args=args
-        )
+        names = [keys.files(unit), keys.meta(unit), keys.commits(unit)]
+        with fenced(fence):
+            reply = self._commit_files(keys=names + ([fence.lease] if fence else []), args=args)
         applied, version = bool(reply[0]), int(reply[1])
         reason = reply[2].decode() if len(reply) > 2 else None
         if reason == "too large":

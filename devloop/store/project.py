@@ -10,6 +10,7 @@ from typing import Any, TypeVar
 from devloop.ids import check_id
 from devloop.models import Stack, UnitsFile, UnitSpec
 from devloop.store.base import StoreBase, decode_hash, text
+from devloop.store.fence import Fence, fenced_call
 from devloop.store.filesets import safe_relpath
 from devloop.store.records import ProjectNotImported
 
@@ -99,10 +100,19 @@ class ProjectMixin(StoreBase):
         path = safe_relpath(f"{role}/{name}").as_posix()
         self.client.hset(self.keys(pid).memory, path, note.encode("utf-8"))
 
-    def put_pending_note(self, pid: str, role: str, unit: str, name: str, note: str) -> None:
+    def put_pending_note(
+        self, pid: str, role: str, unit: str, name: str, note: str, fence: Fence | None = None
+    ) -> None:
         """Write a note a session of unit recorded: other units see it once unit passes."""
         path = safe_relpath(f"{pending_prefix(role, unit)}{name}.md").as_posix()
-        self.client.hset(self.keys(pid).memory, path, note.encode("utf-8"))
+        self._hset(self.keys(pid).memory, path, note.encode("utf-8"), fence)
+
+    def _hset(self, key: str, field: str, value: bytes, fence: Fence | None) -> None:
+        """HSET, fenced by a step's lease when one is given."""
+        if fence is not None:
+            fenced_call(self.client, fence, [key], "HSET", key, field, value)
+        else:
+            self.client.hset(key, field, value)
 
     def promote_notes(self, pid: str, unit: str) -> list[str]:
         """Move unit's pending notes (every role) to the project's notes, naming their
@@ -134,9 +144,11 @@ class ProjectMixin(StoreBase):
         data: bytes | None = self.client.hget(self.keys(pid).agent_state, path)
         return data
 
-    def put_agent_state(self, pid: str, path: str, data: bytes) -> None:
+    def put_agent_state(
+        self, pid: str, path: str, data: bytes, fence: Fence | None = None
+    ) -> None:
         """Write agent-state/{path}."""
-        self.client.hset(self.keys(pid).agent_state, safe_relpath(path).as_posix(), data)
+        self._hset(self.keys(pid).agent_state, safe_relpath(path).as_posix(), data, fence)
 
     def delete_project(self, pid: str) -> int:
         """Remove every key of pid; returns how many were removed."""

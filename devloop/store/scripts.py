@@ -7,10 +7,18 @@ empties the script cache).
 
 from __future__ import annotations
 
-# KEYS: files, meta, commits.  ARGV: marker, base_version, cap, then (path, op, data)*
-# with op "w" (write data) or "d" (delete).  The marker check comes first so a
+# A fenced write's first lines: KEYS[n] the step's lease, ARGV[m] its owner.
+FENCE_CHECK = """
+if KEYS[{key}] and redis.call('GET', KEYS[{key}]) ~= ARGV[{arg}] then
+  return redis.error_reply('DEVLOOP_LEASE_LOST')
+end
+"""
+
+# KEYS: files, meta, commits[, lease].  ARGV: marker, base_version, cap, owner, then
+# (path, op, data)* with op "w" (write data) or "d" (delete).  With a lease, the commit
+# lands only while owner holds it.  The marker check comes before the version check so a
 # redelivered commit reads as a duplicate, not as a conflict.
-COMMIT_FILES = """
+COMMIT_FILES = FENCE_CHECK.format(key=4, arg=4) + """
 local version = tonumber(redis.call('HGET', KEYS[2], 'version') or '0')
 if redis.call('HEXISTS', KEYS[3], ARGV[1]) == 1 then
   return {0, version, 'already committed'}
@@ -22,7 +30,7 @@ local sizes = {}
 for _, path in ipairs(redis.call('HKEYS', KEYS[1])) do
   sizes[path] = redis.call('HSTRLEN', KEYS[1], path)
 end
-for i = 4, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   if ARGV[i + 1] == 'd' then sizes[ARGV[i]] = nil else sizes[ARGV[i]] = #ARGV[i + 2] end
 end
 local total = 0
@@ -30,7 +38,7 @@ for _, n in pairs(sizes) do total = total + n end
 if total > tonumber(ARGV[3]) then
   return {0, version, 'too large', total}
 end
-for i = 4, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   if ARGV[i + 1] == 'd' then
     redis.call('HDEL', KEYS[1], ARGV[i])
   else
@@ -43,9 +51,9 @@ redis.call('HSET', KEYS[3], ARGV[1], version)
 return {1, version}
 """
 
-# KEYS: state.  ARGV: expected status, expected attempt, new state JSON.
+# KEYS: state[, lease].  ARGV: expected status, expected attempt, new state JSON[, owner].
 # A unit with no state yet counts as pending at attempt 0.
-CAS_STATE = """
+CAS_STATE = FENCE_CHECK.format(key=2, arg=4) + """
 local status, attempt = 'pending', 0
 local current = redis.call('GET', KEYS[1])
 if current then

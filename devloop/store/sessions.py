@@ -6,15 +6,28 @@ import json
 from typing import Any
 
 from devloop.store.base import StoreBase
+from devloop.store.fence import Fence, fenced_call
 
 
 class SessionsMixin(StoreBase):
     """`save_session`, `load_session` and `drop_session`."""
 
-    def save_session(self, pid: str, role: str, unit: str, transcript: dict[str, Any]) -> None:
-        """Checkpoint the transcript (one SET, so a reader sees the old or the new one)."""
-        data = json.dumps(transcript, ensure_ascii=False, separators=(",", ":"))
-        self.client.set(self.keys(pid).session(role, unit), data.encode("utf-8"))
+    def save_session(
+        self,
+        pid: str,
+        role: str,
+        unit: str,
+        transcript: dict[str, Any],
+        fence: Fence | None = None,
+    ) -> None:
+        """Checkpoint the transcript (one SET, so a reader sees the old or the new one);
+        with a fence, only while the step's lease is still its own (LeaseLost if not)."""
+        data = json.dumps(transcript, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        key = self.keys(pid).session(role, unit)
+        if fence is not None:
+            fenced_call(self.client, fence, [key], "SET", key, data)
+        else:
+            self.client.set(key, data)
 
     def load_session(self, pid: str, role: str, unit: str) -> dict[str, Any] | None:
         """The last checkpoint, or None when the session never ran."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from devloop.store.base import StoreBase
+from devloop.store.fence import Fence, fenced
 from devloop.store.records import UnitState
 
 
@@ -33,6 +34,19 @@ class StateMixin(StoreBase):
                 pipe.set(self.keys(pid).state(unit), state.model_dump_json())
             pipe.execute()
 
+    def start_units(self, pid: str, units: list[str], state: UnitState) -> list[str]:
+        """Move each listed unit from pending (attempt 0) to state, in one round trip; the
+        units that were still pending (the others were started by someone else)."""
+        if not units:
+            return []
+        data = state.model_dump_json()
+        with self.client.pipeline(transaction=False) as pipe:
+            for unit in units:
+                self._cas_state(keys=[self.keys(pid).state(unit)], args=["pending", 0, data],
+                                client=pipe)
+            won = pipe.execute()
+        return [unit for unit, ok in zip(units, won, strict=True) if ok]
+
     def cas_state(
         self,
         pid: str,
@@ -40,10 +54,12 @@ class StateMixin(StoreBase):
         expected_status: str,
         expected_attempt: int,
         new_state: UnitState,
+        fence: Fence | None = None,
     ) -> bool:
-        """Replace the state only if it is still (expected_status, expected_attempt)."""
-        done = self._cas_state(
-            keys=[self.keys(pid).state(unit)],
-            args=[expected_status, expected_attempt, new_state.model_dump_json()],
-        )
+        """Replace the state only if it is still (expected_status, expected_attempt); with a
+        fence, only while the step's lease is still its own (LeaseLost if not)."""
+        keys = [self.keys(pid).state(unit)] + ([fence.lease] if fence else [])
+        args = [expected_status, expected_attempt, new_state.model_dump_json()]
+        with fenced(fence):
+            done = self._cas_state(keys=keys, args=args + ([fence.owner] if fence else []))
         return bool(done)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from devloop.redis_server import connect
 from devloop.store.base import DEFAULT_FILE_CAP
 from devloop.store.export import ExportMixin
+from devloop.store.fence import Fence
 from devloop.store.files import FilesMixin
 from devloop.store.importer import ImportMixin
 from devloop.store.keys import Ledger
@@ -31,9 +32,10 @@ class RedisStore(
         """A store over a new client of url (redis://, unix:// or redis+socket://)."""
         return cls(connect(url), file_cap_bytes=file_cap_bytes)
 
-    def sink(self, pid: str, ledger: Ledger) -> RedisStreamSink:
-        """The append sink of a ledger ("bugs" or "timeline") of project pid."""
-        return RedisStreamSink(self.client, self.keys(pid).stream(ledger))
+    def sink(self, pid: str, ledger: Ledger, fence: Fence | None = None) -> RedisStreamSink:
+        """The append sink of a ledger ("bugs" or "timeline") of project pid (its appends
+        fenced by a step's lease when one is given)."""
+        return RedisStreamSink(self.client, self.keys(pid).stream(ledger), fence)
 
     def close(self) -> None:
         """Close the client's connections."""

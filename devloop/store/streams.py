@@ -6,6 +6,8 @@ from typing import Any
 
 import redis
 
+from devloop.store.fence import Fence, fenced_call
+
 STREAM_FIELD = b"line"
 
 
@@ -19,16 +21,22 @@ def entry_lines(fields: dict[Any, Any]) -> list[str]:
 class RedisStreamSink:
     """An append-only ledger in a Redis stream, safe for many writers on many hosts."""
 
-    def __init__(self, client: redis.Redis, key: str) -> None:
+    def __init__(self, client: redis.Redis, key: str, fence: Fence | None = None) -> None:
         self.client = client
         self.key = key
+        self.fence = fence  # a step's lease: its appends land only while it holds it
 
     def __repr__(self) -> str:
         return f"RedisStreamSink({self.key!r})"
 
     def append(self, line: str) -> None:
         """Store one record as one entry (XADD is atomic; the final newline is implied)."""
-        self.client.xadd(self.key, {STREAM_FIELD: line.removesuffix("\n").encode("utf-8")})
+        data = line.removesuffix("\n").encode("utf-8")
+        if self.fence is not None:
+            fenced_call(self.client, self.fence, [self.key], "XADD", self.key, "*",
+                        STREAM_FIELD, data)
+            return
+        self.client.xadd(self.key, {STREAM_FIELD: data})
 
     def lines(self) -> list[str]:
         """Every line of every record, in append order, without the newlines."""
