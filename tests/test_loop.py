@@ -155,3 +155,17 @@ def test_blocking_reaches_every_downstream_unit() -> None:
     graph = {"db": [], "be": ["db"], "fe": ["be"], "cli": ["db"], "docs": []}
     assert dag.downstream(graph, "db") == ["be", "cli", "fe"]
     assert dag.downstream(graph, "docs") == []
+
+
+def test_a_coder_session_that_ran_out_of_budget_or_got_stuck_is_retried_then_blocked() -> None:
+    for ended in (AttemptOutcome("budget_exceeded", coder_reason="budget_turns"),
+                  AttemptOutcome("stuck", coder_reason="stuck")):
+        first = decide(coding(), ended)
+        assert first.action == "retry_coder" and first.state.attempt == 2  # not passed
+        state = first.state
+        for _ in range(2):
+            last = decide(state.model_copy(update={"status": "testing"}), ended)
+            state = last.state
+        # The same way three times: blocked for a human, never tested green by accident.
+        assert (last.action, last.reason) == ("block", "the same failure 3 times")
+        assert last.state.status == "blocked"

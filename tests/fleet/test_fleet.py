@@ -2,22 +2,17 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 from devloop.fleet.records import steps_of
 from devloop.ledgers import BugLedger, parse_coder_log
+from devloop.llm.stub import StubServer
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
 from tests.leftovers import views_of_killed_processes
-
-# Short enough for a dead worker's lease to lapse quickly, long enough that a live worker's
-# heartbeat (every quarter of it) keeps it on a loaded machine.
-FAST_LEASE = {"DEVLOOP_LEASE_TTL_S": "6"}
-# A SIGKILLed worker never acks: Redis redelivers its task after the visibility timeout.
-FAST_REDELIVERY = {**FAST_LEASE, "DEVLOOP_VISIBILITY_TIMEOUT_S": "6"}
+from tests.workers.runproc import RunProcess, clean_env, kill_worker
 
 
 def coder_log(store: RedisStore, pid: str, unit: str) -> list[int]:
@@ -45,32 +40,31 @@ def test_layered_project_passes_and_releases_in_dependency_order(
             assert first_start[unit] >= passed_at[dep], (unit, dep)
 
 
-def test_a_worker_killed_mid_session_still_completes_the_unit_once(
-    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
-) -> None:
+def test_a_worker_killed_mid_session_still_completes_the_unit_once(tmp_path: Path) -> None:
+    # Through `devloop run` (its supervisor and its reconciler, not a loop of the test's),
+    # with the model a stub this test runs, so it can see every request.
     plans = [UnitPlan("slow", coder_latency_ms={2: 4000})]
     project = build(tmp_path / "p", plans)
-    with views_of_killed_processes(), fleet(
-        redis_store, redis_server.celery_url, project, script(plans), workers=1,
-        settings_env=FAST_REDELIVERY,
-    ) as f:
-        deadline = time.monotonic() + 60
-        while ("coder.c-test.p-fleet.slow", 1) not in f.requests("coder") or len(
-            [r for r in f.stub.requests if r.session_key.startswith("coder") and r.turn == 2]
-        ) == 0:
-            assert time.monotonic() < deadline, "turn 2 never started"
-            time.sleep(0.1)
-        f.kill_worker(f.workers[0])  # mid-turn 2 (the stub is still sleeping on it)
-        f.add_worker()
-        # Redis redelivers the unacked task after the visibility timeout, or the reconciler
-        # re-sends it once the dead worker's lease has expired: whichever comes first.
-        final = f.wait(timeout_s=120, reconcile_grace_s=5)
-    assert final.all_passed
-    assert coder_log(redis_store, f.pid, "slow") == [1]
-    turns = [t for key, t in f.requests("coder.c-test.p-fleet.slow")]
+    with StubServer(script(plans)) as stub, views_of_killed_processes():
+        env = clean_env(ANTHROPIC_BASE_URL=stub.base_url, ANTHROPIC_API_KEY="test",
+                        DEVLOOP_LEASE_TTL_S="6", DEVLOOP_RECONCILE_GRACE_S="5")
+        run = RunProcess(project, workers=1, env=env, llm="anthropic").start()
+        try:
+            run.wait_for("coder turn 2", lambda: [
+                r for r in stub.requests if r.session_key.startswith("coder") and r.turn == 2
+            ])
+            [worker] = run.workers_now()
+            kill_worker(worker)  # mid-turn 2 (the stub is still sleeping on it)
+            assert run.wait(300) == 0, run.output()
+        finally:
+            run.close()
+        turns = [r.turn for r in stub.requests
+                 if r.session_key == "coder.c-test.p-fleet.slow" and r.status == 200]
+    log = (project / "units/slow/coder.log").read_text()
+    assert [d.attempt for d in parse_coder_log(log)] == [1]
     assert turns.count(1) == 1  # the answered turn before the kill was not asked again
     assert sorted(set(turns)) == [1, 2, 3]
-    assert BugLedger(redis_store.sink(f.pid, "bugs")).list() == []
+    assert not (project / "bugs.ndjson").exists() or not (project / "bugs.ndjson").read_text()
 
 
 def test_a_task_longer_than_the_visibility_timeout_never_runs_twice_at_once(
@@ -109,23 +103,23 @@ def test_a_unit_failing_the_same_way_is_blocked_and_its_dependents_wait(
     assert "got 41 where 42 was expected" in hint and "`assert value() == 42`" in hint
 
 
-def test_redis_restarted_mid_run_the_run_completes(
-    redis_store: RedisStore, tmp_path: Path
-) -> None:
+def test_a_shared_redis_restarted_mid_run_the_run_completes(tmp_path: Path) -> None:
+    # A Redis the run did not start (DEVLOOP_REDIS_URL) goes away and comes back from its
+    # AOF: `devloop run` waits for it and its reconciler re-sends what the outage cancelled.
     plans = [UnitPlan("one", coder_latency_ms={2: 1500}), UnitPlan("two", ["one"])]
     project = build(tmp_path / "p", plans)
-    with RedisServer(tmp_path / "aof-redis", appendonly=True) as server:
-        store = RedisStore(server.client())
-        with fleet(store, server.celery_url, project, script(plans), workers=2,
-                   settings_env=FAST_REDELIVERY) as f:
-            deadline = time.monotonic() + 60
-            while not any(t == 2 for _, t in f.requests("coder.c-test.p-fleet.one")) and not [
-                r for r in f.stub.requests if r.turn == 2
-            ]:
-                assert time.monotonic() < deadline
-                time.sleep(0.1)
+    with RedisServer(tmp_path / "aof-redis", appendonly=True) as server, \
+            StubServer(script(plans)) as stub:
+        env = clean_env(DEVLOOP_REDIS_URL=server.celery_url, ANTHROPIC_BASE_URL=stub.base_url,
+                        ANTHROPIC_API_KEY="test", DEVLOOP_LEASE_TTL_S="6",
+                        DEVLOOP_RECONCILE_GRACE_S="5")
+        run = RunProcess(project, workers=2, env=env, llm="anthropic").start()
+        try:
+            run.wait_for("coder turn 2 of one", lambda: [r for r in stub.requests if r.turn == 2])
             server.restart()
-            # A task the broker outage cancelled is re-sent by the reconciler.
-            final = f.wait(timeout_s=120, reconcile_grace_s=5)
-        assert final.all_passed
-        assert coder_log(store, f.pid, "one") == [1] and coder_log(store, f.pid, "two") == [1]
+            assert run.wait(300) == 0, run.output()
+        finally:
+            run.close()
+        store = RedisStore(server.client())
+        assert coder_log(store, "p-fleet", "one") == [1]
+        assert coder_log(store, "p-fleet", "two") == [1]

@@ -25,11 +25,12 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @dataclass
 class RunProcess:
-    """One `devloop run DIR --llm stub` and its output files."""
+    """One `devloop run DIR --llm stub` (or against a stub the test runs) and its output."""
 
     project: Path
     workers: int = 2
     env: dict[str, str] = field(default_factory=clean_env)
+    llm: str = "stub"  # "anthropic" with ANTHROPIC_BASE_URL in env: a stub the test runs
     proc: subprocess.Popen[bytes] | None = None
     runs: int = 0
 
@@ -46,7 +47,7 @@ class RunProcess:
         self.runs += 1
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.proc = subprocess.Popen(
-                [DEVLOOP, "run", str(self.project), "--llm", "stub", "--workers",
+                [DEVLOOP, "run", str(self.project), "--llm", self.llm, "--workers",
                  str(self.workers)],
                 stdout=out, stderr=err, env=self.env,
             )
