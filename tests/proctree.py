@@ -41,6 +41,15 @@ def processes() -> dict[int, Proc]:
     return found
 
 
+def alive(pid: int) -> bool:
+    """Whether pid is a live process (a zombie is not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def descendants(root: int) -> list[Proc]:
     """The live (not zombie) processes below `root`, parents before children."""
     table = processes()

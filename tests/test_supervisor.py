@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from devloop.supervisor import ChildSpec, Event, Supervisor
-from tests.proctree import kill_tree
+from tests.proctree import alive, kill_tree
 
 SLACK_S = 30  # for waits a loaded machine may stretch
 
@@ -117,18 +117,9 @@ def test_children_die_with_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
         parent.kill()  # SIGKILL: no clean-up code of the parent runs
         parent.wait(timeout=10)
         deadline = time.monotonic() + SLACK_S
-        while any(_alive(p) for p in pids) and time.monotonic() < deadline:
+        while any(alive(p) for p in pids) and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert not any(_alive(p) for p in pids)
+        assert not any(alive(p) for p in pids)
     finally:
         kill_tree(parent.pid)
         parent.wait(timeout=10)
-
-
-def _alive(pid: int) -> bool:
-    """Whether pid is a live process (a zombie is not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"

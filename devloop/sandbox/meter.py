@@ -155,16 +155,7 @@ class CgroupMeter:
 
     def join(self) -> None:
         # A command that cannot be accounted still runs: it just reads as idle.
-        try:
-            fd = os.open(self._procs, os.O_WRONLY)
-        except OSError:
-            return
-        try:
-            os.write(fd, str(os.getpid()).encode())
-        except OSError:
-            pass
-        finally:
-            os.close(fd)
+        join_group(self._procs)
 
     def start(self, pid: int) -> None:
         self._sampler.start()
@@ -259,6 +250,20 @@ def make_meter() -> Meter:
 
 
 _parent: list[Path | None] = []
+
+
+def join_group(procs: str | None) -> None:
+    """Move the calling process into the cgroup whose cgroup.procs is `procs` (in the
+    child, before it drops root); quietly nothing when it cannot."""
+    if procs is None:
+        return
+    try:
+        fd = os.open(procs, os.O_WRONLY)
+    except OSError:
+        return
+    with contextlib.suppress(OSError):
+        os.write(fd, str(os.getpid()).encode())
+    os.close(fd)
 
 
 def group_parent() -> Path | None:

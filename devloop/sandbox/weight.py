@@ -20,7 +20,7 @@ import functools
 import os
 from pathlib import Path
 
-from devloop.sandbox.meter import group_parent
+from devloop.sandbox.meter import group_parent, join_group
 
 V1_CPU = Path("/sys/fs/cgroup/cpu")
 GROUP = "devloop-sandboxes"
@@ -69,15 +69,4 @@ def _v2_weight(shares: int) -> None:
 
 def join(procs: str | None) -> None:
     """Move the calling process into the group (in the child, before it drops root)."""
-    if procs is None:
-        return
-    try:
-        fd = os.open(procs, os.O_WRONLY)
-    except OSError:
-        return
-    try:
-        os.write(fd, str(os.getpid()).encode())
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
+    join_group(procs)

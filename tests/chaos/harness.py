@@ -27,7 +27,8 @@ from devloop.store import RedisStore
 from devloop.store.filesets import files_digest
 from devloop.store.snapshot import walk_files
 from tests.fleet.builder import UnitPlan, build, script
-from tests.workers.runproc import RunProcess, alive, clean_env, kill_worker
+from tests.proctree import alive
+from tests.workers.runproc import RunProcess, clean_env, kill_worker
 
 PID = "p-fleet"
 LEASE_TTL_S, GRACE_S = 4.0, 6.0

@@ -103,15 +103,6 @@ class RunProcess:
             self.proc.wait(timeout=30)
 
 
-def alive(pid: int) -> bool:
-    """Whether pid is a live process (a zombie is not)."""
-    try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return False
-    return state != "Z"
-
-
 def kill_worker(proc: Proc) -> None:
     """SIGKILL a worker's main process and its pool processes, as the OOM killer might."""
     for child in [proc, *descendants(proc.pid)]:

@@ -19,8 +19,8 @@ from devloop.redis_server import RedisServer
 from devloop.supervisor import ChildSpec, Supervisor
 from tests.fleet.builder import UnitPlan, build, script
 from tests.leftovers import views_of_killed_processes
-from tests.proctree import descendants, kill_tree
-from tests.workers.runproc import DEVLOOP, SLACK_S, RunProcess, alive, clean_env, kill_worker
+from tests.proctree import alive, descendants, kill_tree
+from tests.workers.runproc import DEVLOOP, SLACK_S, RunProcess, clean_env, kill_worker
 from workers.children import CrashLoop, RunChildren
 from workers.procs import worker_command
 

@@ -12,7 +12,7 @@ from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
 from tests.leftovers import views_of_killed_processes
-from tests.proctree import descendants
+from tests.proctree import alive, descendants
 
 SLACK_S = 30
 
@@ -35,13 +35,6 @@ def test_a_pool_process_mid_session_dies_when_the_worker_is_killed(
         os.kill(worker.pid, signal.SIGKILL)  # the main process only, not its group
         worker.wait(timeout=10)
         deadline = time.monotonic() + SLACK_S
-        while any(Path(f"/proc/{pid}").exists() and _live(pid) for pid in pool):
+        while any(alive(pid) for pid in pool):
             assert time.monotonic() < deadline, "a pool process outlived its worker"
             time.sleep(0.1)
-
-
-def _live(pid: int) -> bool:
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False

@@ -17,7 +17,8 @@ from devloop.ledgers import FileSink, Timeline, parse_coder_log
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.leftovers import views_of_killed_processes
-from tests.workers.runproc import RunProcess, alive, clean_env
+from tests.proctree import alive
+from tests.workers.runproc import RunProcess, clean_env
 
 pytestmark = pytest.mark.timeout(600)
 PID = "p-fleet"
