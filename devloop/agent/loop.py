@@ -127,7 +127,7 @@ class AgentSession:
             "compacted": 0,
         }
         if self.baseline is not None:
-            self.stuck.observe_tests(self.baseline)
+            self.stuck.seed(self.baseline)
             self._note_tests(self.baseline, turn=0)
         self._save()
         return None

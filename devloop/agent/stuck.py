@@ -140,6 +140,12 @@ class StuckTracker:
             self._progress()
         return newly_passing
 
+    def seed(self, baseline: TestTally) -> None:
+        """Start from a run the runtime made before the session (a retry's BASELINE): it
+        sets the outcome and the best count, and is not a repeat of anything."""
+        self.observe_tests(baseline)
+        self.outcome_repeats = 0
+
     def _progress(self) -> None:
         """Progress was made: the repetition counts start again."""
         self.last_call, self.call_repeats, self.idle_turns = None, 0, 0
