@@ -28,7 +28,7 @@ from devloop.agent.spec import (
     WorkspaceHooks,
 )
 from devloop.agent.stuck import StuckTracker, TestTally
-from devloop.agent.tools import ProgressEvent, ToolContext, ToolResult, Toolset
+from devloop.agent.tools import ProgressEvent, ToolContext, Toolset
 from devloop.agent.transcript import (
     append_block,
     append_user_text,
@@ -306,7 +306,10 @@ class AgentSession:
                 self.state["last_error"] = result.text[:2000]
                 entry = regions.failure_entry(name, result.text)
                 window_changed |= regions.remember(self.state["errors"], entry)
-            self._track_files(name, result, written, created)
+            regions.track_files(self.state, result)
+            if getattr(self.toolset.tools.get(name), "writes", False):
+                written += result.changed_files
+            created += result.created_files
             if result.tests is not None:
                 tallies.append((name, result.tests))
             text = (
@@ -338,33 +341,11 @@ class AgentSession:
         self._save()
         return None
 
-    def _track_files(
-        self, name: str, result: ToolResult, written: list[str], created: list[str]
-    ) -> None:
-        """Remember the files a call changed (the session's) and wrote or created (stuck)."""
-        for path in result.changed_files:
-            if path not in self.state["changed_files"]:
-                self.state["changed_files"].append(path)
-        tool = self.toolset.tools.get(name)
-        if tool is not None and tool.writes:
-            written.extend(result.changed_files)
-        created.extend(result.created_files)
-
     def _note_tests(self, tally: TestTally, turn: int) -> None:
-        """Keep the last run's counts, and the files of the state where most tests passed."""
-        if tally.crashed is not None:
-            return
-        self.state["last_tests"] = {"passed": tally.passed, "total": tally.total}
-        best = self.state.get("best")
-        if best is None or tally.passed > best["passed"]:
-            # At turn 0 nothing has changed yet: the empty snapshot is the view as made.
-            files = self.workspace.snapshot() if self.workspace and turn else {}
-            self.state["best"] = {
-                "passed": tally.passed,
-                "total": tally.total,
-                "turn": turn,
-                "snapshot": files,
-            }
+        """Keep the last run's counts, and the files of the state where most tests passed
+        (at turn 0 nothing has changed yet: the empty snapshot is the view as made)."""
+        snapshot = self.workspace.snapshot if self.workspace and turn else dict
+        regions.note_tests(self.state, tally, turn, snapshot)
 
     def _check(self) -> SessionResult | None:
         """The model says it is done: run the role's self-check, hand failures back twice."""

@@ -9,10 +9,12 @@ summarises old turns.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Any
 
 from devloop.agent.context import region_block
 from devloop.agent.stuck import TestTally, normalise
+from devloop.agent.tools import ToolResult
 from devloop.agent.untrusted import wrap_untrusted
 
 ERRORS_WINDOW = 5
@@ -61,6 +63,33 @@ def errors_block(window: list[list[str]]) -> dict[str, Any]:
         "first. It stays when older turns are summarised; if one repeats, change approach.\n"
         + wrap_untrusted("failures from tool output and test runs", lines),
     )
+
+
+def track_files(state: dict[str, Any], result: ToolResult) -> None:
+    """Remember the files a call changed, for the session's result."""
+    for path in result.changed_files:
+        if path not in state["changed_files"]:
+            state["changed_files"].append(path)
+
+
+def note_tests(
+    state: dict[str, Any],
+    tally: TestTally,
+    turn: int,
+    snapshot: Callable[[], dict[str, str | None]],
+) -> None:
+    """Keep the last run's counts, and the files of the state where most tests passed."""
+    if tally.crashed is not None:
+        return
+    state["last_tests"] = {"passed": tally.passed, "total": tally.total}
+    best = state.get("best")
+    if best is None or tally.passed > best["passed"]:
+        state["best"] = {
+            "passed": tally.passed,
+            "total": tally.total,
+            "turn": turn,
+            "snapshot": snapshot(),
+        }
 
 
 def best_words(best: dict[str, Any] | None, last: dict[str, Any] | None) -> str | None:

@@ -1,6 +1,7 @@
 """When a step cannot end normally: the model is unavailable, the step raised, a session's
-package install timed out (infra_flake), or the host cannot run sessions at all. Each path ends: a bounded wait or retry, then `blocked`;
-an environment problem stops the run with its fix.
+package install timed out (infra_flake), or the host cannot run sessions at all. Each path
+ends: a bounded wait or retry, then `blocked`; an environment problem stops the run with
+its fix.
 
     DevLoopError
     +-- StepWaiting          run the same step again after `retry_in_s` (unit state says why)
