@@ -60,7 +60,7 @@ _ANCHOR = re.compile(
     r"|\b[A-Z][a-z]+(?:[A-Z][a-z]+)+\b"  # CamelCase, KeyError
     r"|\[['\"][^'\"]+['\"]\]"  # ["key"]
 )
-MIN_WORDS_ANCHORED = 2  # content words besides what it names
+MIN_WORDS_ANCHORED = 1  # content words besides what it names
 MIN_WORDS_PLAIN = 4
 
 

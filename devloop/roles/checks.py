@@ -133,7 +133,7 @@ def regression_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
     """DONE WHEN: no test that passed in the baseline fails now. The last verify run counts
     when nothing changed since; otherwise the runtime runs the tests itself."""
     last = role.last_verify
-    if last is not None and last["fingerprint"] == role.fingerprint():
+    if last is not None and last["fingerprint"] == verify.code_digest(ctx):
         now: RunResult | None = RunResult.model_validate(last["result"])
     else:
         now = verify.run_existing_tests(ctx)

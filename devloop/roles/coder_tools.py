@@ -187,7 +187,7 @@ class VerifyTestsTool(Tool):
             return ToolResult("no tests under tests/ yet: the tester writes them after you")
         payload = verify.report(role.baseline, result)
         return ToolResult(
-            json.dumps(payload, ensure_ascii=False, indent=1),
+            json.dumps(payload, ensure_ascii=False),
             data=payload,
             untrusted=True,
             tests=verify.tally(result),

@@ -161,7 +161,6 @@ def _build(
         run_id=request.run_id,
         retry_budget_left=max(0, settings.retry_budget - request.attempt),
         mode=request.mode,
-        fingerprint=ws.fingerprint,
     )
     checkpoint = source.checkpoint
     resuming = bool(

@@ -37,11 +37,10 @@ class RoleServices:
     last_run: dict[str, Any] | None = None
     mode: str = ""
     # The coder's own runs of the existing tests (roles/verify.py): the baseline of this
-    # attempt, how many verify runs it made, and the last one with the view's fingerprint.
+    # attempt, how many verify runs it made, and the last one with a digest of code/ then.
     baseline: RunResult | None = None
     verify_runs: int = 0
     last_verify: dict[str, Any] | None = None
-    fingerprint: Callable[[], str] = lambda: ""
     # A coder retry: the tests the tester's last run found failing (reflections name one).
     failing_tests: list[str] = field(default_factory=list)
 

@@ -14,6 +14,7 @@ the baseline, which ran"; tests/ is read-only to the coder, so no test can appea
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass
 from typing import Any
@@ -58,11 +59,22 @@ def run_existing_tests(ctx: ToolContext) -> RunResult | None:
     finally:
         # Whatever the tests left there (links, fifos, deep trees) goes with it.
         remove_tree(ctx.files, f"{ctx.unit_rel}/runs/{run_id}")
-    role.last_verify = {
-        "result": outcome.result.to_json_dict(),
-        "fingerprint": role.fingerprint(),
-    }
+    role.last_verify = {"result": outcome.result.to_json_dict(), "fingerprint": code_digest(ctx)}
     return outcome.result
+
+
+def code_digest(ctx: ToolContext) -> str:
+    """What a run of the tests depends on that the coder can change: code/ (names, sizes,
+    mtimes). coder.log or contract.json changing does not make a verify run stale."""
+    h = hashlib.sha256()
+    code = f"{ctx.unit_rel}/code"
+    try:
+        if ctx.files.is_dir(code):
+            for e in walk(ctx.files, code, Limits()):
+                h.update(f"{e.rel}\0{e.kind}\0{e.size}\0{e.mtime_ns}\0{e.problem}\n".encode())
+    except (TooMany, OSError):
+        h.update(b"unreadable")
+    return h.hexdigest()
 
 
 def tally(result: RunResult) -> TestTally:
