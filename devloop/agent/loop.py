@@ -86,7 +86,9 @@ class AgentSession:
         if saved and theirs == mine:
             if saved["finished"] and saved["result"]["status"] != "recovery_required":
                 return SessionResult.model_validate(saved["result"])
-            self.state = {**saved, "finished": False, "result": None}
+            # A checkpoint saved before the regions existed starts them empty.
+            fresh: dict[str, Any] = {"errors": [], "best": None, "last_tests": None, "compacted": 0}
+            self.state = {**fresh, **saved, "finished": False, "result": None}
             self.stuck = StuckTracker.from_dict(saved["stuck"], self.spec.stuck)
             if self.workspace is not None and saved.get("workspace"):
                 self.workspace.restore(saved["workspace"])
