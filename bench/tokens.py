@@ -133,9 +133,12 @@ def main() -> int:
             "first_turn",
             memory=[note],
             upstream=[],
+            code_exports=[],
+            contract="",
             history=[],
             regressions=[],
             reflect_hint="",
+            baseline=None,
             task="Implement todo-be.",
         )
         result = session.run(first)

@@ -97,6 +97,7 @@ class Workspace:
         self._dir: Dir | None = None
         self.base_version = 0
         self.materialized: dict[str, str] = {}
+        self._base: dict[str, bytes] = {}  # the unit's files as materialized (revert_to)
 
     @property
     def unit_rel(self) -> str:
@@ -134,6 +135,7 @@ class Workspace:
             self._write(f"{id_dir(Path('units'), dep)}/contract.json", contract)
         files = source.files
         self.base_version = files.version
+        self._base = files.files
         for rel, data in files.files.items():
             self._write(f"{self.unit_rel}/{rel}", data, track=True)
         self.files.mkdirs(self.unit_rel)
@@ -254,6 +256,16 @@ class Workspace:
                     self.files.remove(path)
             else:
                 self.files.write_atomic(path, base64.b64decode(encoded), 0o644)
+
+    def revert_to(self, snapshot: dict[str, str | None]) -> None:
+        """Put the write set back as it was when `snapshot()` returned `snapshot`: changes
+        made since are undone (files created since are removed)."""
+        wanted: dict[str, str | None] = {
+            rel: None if rel not in self._base else base64.b64encode(self._base[rel]).decode()
+            for rel in self.collect().files
+        }
+        wanted.update(snapshot)
+        self.restore(wanted)
 
     def describe_changes(self) -> str:
         """One line per changed or refused path since materialize, for a reassess turn."""

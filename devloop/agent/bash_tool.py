@@ -2,16 +2,35 @@
 
 from __future__ import annotations
 
+import re
+
 from pydantic import BaseModel, Field
 
 from devloop.agent.tools import Tool, ToolContext, ToolResult
 from devloop.writeset import writable_roots
 
+# Package installs: when one of these runs out of time, the registry or the network was
+# slow, not the model wrong (coder spec: "npm install timeout -> retry; infra_flake").
+INSTALL = re.compile(
+    r"(?:^|[\s;&|(])(?:npm\s+(?:install|i|ci|add)|yarn(?:\s+(?:install|add))?(?=\s|$)|"
+    r"pnpm\s+(?:install|i|add)|pip3?\s+install|python3?\s+-m\s+pip\s+install|"
+    r"poetry\s+(?:install|add)|uv\s+(?:pip\s+install|sync|add))\b"
+)
+
+
+def is_install(command: str) -> bool:
+    """Whether a shell command installs packages (npm/yarn/pnpm/pip/poetry/uv)."""
+    return INSTALL.search(command) is not None
+
 
 class BashInput(BaseModel):
     command: str = Field(description="A shell command (run with /bin/sh -c).")
     timeout_s: float | None = Field(
-        default=None, gt=0, le=600, description="Wall-clock limit in seconds (default 600)."
+        default=None,
+        gt=0,
+        le=600,
+        description="Wall-clock limit in seconds; at most your role's limit (coder 600, tester "
+        "60), which is also the default.",
     )
 
 
@@ -30,12 +49,13 @@ class BashTool(Tool):
         if ctx.sandbox is None:
             return ToolResult("Bash is not available in this session", is_error=True)
         writable = [f"{ctx.unit_rel}/{p}" for p in writable_roots(ctx.write_patterns)]
+        limit = min(args.timeout_s or ctx.command_timeout_s, ctx.command_timeout_s)
         obs = ctx.sandbox.run(
             args.command,
             view=ctx.view,
             cwd=ctx.unit_rel,
             writable=writable,
-            timeout_s=args.timeout_s or ctx.command_timeout_s,
+            timeout_s=limit,
             ro_binds=ctx.ro_binds,
             tmpfs=ctx.tmpfs,
         )
@@ -46,6 +66,13 @@ class BashTool(Tool):
             parts.append("stdout:\n" + obs.stdout)
         if obs.stderr:
             parts.append("stderr:\n" + obs.stderr)
+        flake = None
+        if obs.timed_out and is_install(args.command):
+            flake = f"a package install timed out after {limit:g} s: {args.command[:200]}"
         return ToolResult(
-            "\n".join(parts), is_error=obs.exit_code != 0, data=obs.model_dump(), untrusted=True
+            "\n".join(parts),
+            is_error=obs.exit_code != 0,
+            data=obs.model_dump(),
+            untrusted=True,
+            infra_flake=flake,
         )

@@ -24,6 +24,7 @@ FLAVORS: dict[str, tuple[str, ...]] = {
         "contract_bridge",
         "sandbox_check",
         "append_coder_log",
+        "verify_tests",
         *COMMON_STATE_TOOLS,
     ),
     "tester": (

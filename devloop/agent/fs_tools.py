@@ -118,7 +118,9 @@ class WriteTool(Tool):
             return ToolResult(_refused(args.path, exc) + "; nothing was written", is_error=True)
         verb = "overwrote" if existed else "created"
         return ToolResult(
-            f"{verb} {rel} ({len(args.content.encode())} bytes)", changed_files=(rel,)
+            f"{verb} {rel} ({len(args.content.encode())} bytes)",
+            changed_files=(rel,),
+            created_files=() if existed else (rel,),
         )
 
 

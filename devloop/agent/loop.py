@@ -11,7 +11,14 @@ import threading
 import time
 from typing import Any
 
-from devloop.agent.context import approx_tokens, clear_old_tool_outputs, for_api
+from devloop.agent import regions
+from devloop.agent.context import (
+    approx_tokens,
+    clear_old_tool_outputs,
+    compact,
+    fit,
+    for_api,
+)
 from devloop.agent.result import SessionResult, SessionStatus
 from devloop.agent.spec import (
     Checkpointer,
@@ -20,8 +27,15 @@ from devloop.agent.spec import (
     SessionSpec,
     WorkspaceHooks,
 )
-from devloop.agent.stuck import StuckTracker
+from devloop.agent.stuck import StuckTracker, TestTally
 from devloop.agent.tools import ProgressEvent, ToolContext, Toolset
+from devloop.agent.transcript import (
+    append_block,
+    append_user_text,
+    close_dangling,
+    identity,
+    last_text,
+)
 from devloop.agent.untrusted import sanitize_summary, wrap_untrusted
 from devloop.llm.base import LLMError, LLMProvider, LLMRequest, LLMTransient, Usage
 
@@ -41,10 +55,14 @@ class AgentSession:
         workspace: WorkspaceHooks | None = None,
         reassess: Reassess | None = None,
         cancel: threading.Event | None = None,
+        baseline: TestTally | None = None,
     ) -> None:
         self.spec, self.provider, self.toolset, self.ctx = spec, provider, toolset, ctx
         self.checkpointer, self.self_check, self.workspace = checkpointer, self_check, workspace
         self.reassess, self.cancel = reassess, cancel or threading.Event()
+        # The tests' outcome before the first edit (a coder retry's BASELINE): progress and
+        # the best state are measured from it.
+        self.baseline = baseline
         self.state: dict[str, Any] = {}
         self.stuck = StuckTracker(spec.stuck)
         self.started = time.monotonic()
@@ -68,17 +86,23 @@ class AgentSession:
         if saved and theirs == mine:
             if saved["finished"] and saved["result"]["status"] != "recovery_required":
                 return SessionResult.model_validate(saved["result"])
-            self.state = {**saved, "finished": False, "result": None}
+            # A checkpoint saved before the regions existed starts them empty.
+            fresh: dict[str, Any] = {"errors": [], "best": None, "last_tests": None, "compacted": 0}
+            self.state = {**fresh, **saved, "finished": False, "result": None}
             self.stuck = StuckTracker.from_dict(saved["stuck"], self.spec.stuck)
             if self.workspace is not None and saved.get("workspace"):
                 self.workspace.restore(saved["workspace"])
-            if saved["finished"] and self.state["messages"][-1]["role"] == "assistant":
+            if saved["result"] and saved["result"]["terminal_reason"] == "infra_flake":
+                self.state["next"] = "tools"  # the turn's calls run again (it was an install)
+            elif saved["finished"] and self.state["messages"][-1]["role"] == "assistant":
                 # The context was full after the model's turn: ask it to carry on.
-                _append_user_text(self.state["messages"], "Continue from where you stopped.")
+                append_user_text(self.state["messages"], "Continue from where you stopped.")
                 self.state["next"] = "query"
             return None
         messages = list(saved["messages"]) if saved else []
-        _append_user_text(messages, task)
+        close_dangling(messages)
+        # Each attempt's task (and the data before it) is a pinned region.
+        append_user_text(messages, task, region="task")
         self.state = {
             "session_key": self.spec.session_key,
             "attempt": self.spec.attempt,
@@ -99,7 +123,14 @@ class AgentSession:
             "finished": False,
             "result": None,
             "workspace": None,
+            "errors": [],
+            "best": None,
+            "last_tests": None,
+            "compacted": 0,
         }
+        if self.baseline is not None:
+            self.stuck.seed(self.baseline)
+            self._note_tests(self.baseline, turn=0)
         self._save()
         return None
 
@@ -114,7 +145,7 @@ class AgentSession:
 
     def final_plan(self) -> str:
         """The unsanitized text of the last assistant turn (a reassess session's plan)."""
-        return _last_text(self.state.get("messages", []))
+        return last_text(self.state.get("messages", []))
 
     @property
     def usage(self) -> Usage:
@@ -132,7 +163,9 @@ class AgentSession:
                 return self._finish("cancelled", "cancelled", "the session was cancelled")
             step = self.state["next"]
             if step == "tools":
-                self._run_tools()
+                ended = self._run_tools()
+                if ended is not None:
+                    return ended
                 continue
             if step == "check":
                 ended = self._check()
@@ -163,27 +196,31 @@ class AgentSession:
         return None
 
     def _unstick(self) -> SessionResult | None:
-        """When stuck, hand one turn to reassess and pin its plan; stuck twice ends it."""
+        """When stuck, hand one turn to reassess and pin its plan; stuck twice ends it.
+
+        Reassess may ask for the files of the best state back (the most tests passing);
+        the runtime reverts them before the session carries on.
+        """
         why = self.stuck.tripped()
         if why is None:
             return None
         if self.reassess is None or self.state["reassessed"] >= self.spec.reassess_limit:
             return self._finish("stuck", "stuck", f"stuck: {why}")
         changes = self.workspace.describe_changes() if self.workspace else "(unknown)"
-        plan = self.reassess(why, self.state["last_error"], changes)
+        best = self.state.get("best")
+        offer = regions.best_words(best, self.state.get("last_tests"))
+        plan = self.reassess(why, self.state["last_error"], changes, offer)
         self.state["reassessed"] += 1
         self.state["pinned"].append(plan)
-        # The plan is a model's text: it is pinned as wrapped data in the transcript (text
-        # blocks are never cleared), never in the system prompt, which stays the same every
-        # turn and so stays cached.
-        _append_user_text(
-            self.state["messages"],
-            "You were judged stuck; a read-only review of your work wrote a new plan. "
-            "Weigh its steps within your instructions, and do not repeat what failed.\n"
-            + wrap_untrusted("what stuck detection measured (it may quote tool output)", why)
-            + "\n"
-            + wrap_untrusted("the plan of the read-only review", plan),
-        )
+        reverted = None
+        if offer and best and self.workspace is not None and regions.wants_revert(plan):
+            self.workspace.revert_to(best["snapshot"])
+            reverted = offer.split(";")[0] + ": its files are back; re-read before you edit."
+            self.state["reverted"] = self.state.get("reverted", 0) + 1
+        # The plan is a model's text: it is pinned as wrapped data in the transcript (a
+        # region block, kept when old turns are summarised), never in the system prompt,
+        # which stays the same every turn and so stays cached.
+        append_block(self.state["messages"], regions.plan_block(why, plan, reverted))
         self.stuck.reset()
         self._save()
         return None
@@ -195,7 +232,9 @@ class AgentSession:
     def _query(self) -> SessionResult | None:
         """Ask the model for its next turn and record it before acting on it."""
         messages = self.state["messages"]
-        clear_old_tool_outputs(messages, self.spec.context_budget_tokens)
+        self.state["compacted"] = self.state.get("compacted", 0) + fit(
+            messages, self.spec.context_budget_tokens
+        )
         request = LLMRequest(
             session_key=self.spec.session_key,
             system=self._system(),
@@ -221,13 +260,17 @@ class AgentSession:
         elif reason in ("end_turn", "stop_sequence"):
             self.state["next"] = "check"
         elif reason == "max_tokens":
-            _append_user_text(
+            append_user_text(
                 messages,
                 "Your reply hit the output limit. Continue from where "
                 "it stopped, in smaller steps.",
             )
         elif reason == "model_context_window_exceeded":
-            if not clear_old_tool_outputs(messages, approx_tokens(messages) // 2, keep_recent=2):
+            half = approx_tokens(messages) // 2
+            if not (
+                compact(messages, half, keep_recent=2)
+                or clear_old_tool_outputs(messages, half, keep_recent=2)
+            ):
                 return self._finish("recovery_required", "context_window", "context is full")
         elif reason == "refusal":
             return self._finish("failed", "refusal", "the model refused to continue")
@@ -241,20 +284,36 @@ class AgentSession:
         self._save()
         return None
 
-    def _run_tools(self) -> None:
-        """Execute every tool call of the last assistant turn, then checkpoint the results."""
-        results = []
+    def _run_tools(self) -> SessionResult | None:
+        """Execute every tool call of the last assistant turn, then checkpoint the results.
+
+        A call that failed for the infrastructure's sake (a package install timed out)
+        ends the session `recovery_required` before any result is kept, so the step runs
+        again and the resumed session runs this turn's calls again.
+        """
+        results: list[dict[str, Any]] = []
+        written: list[str] = []
+        created: list[str] = []
+        tallies: list[tuple[str, TestTally]] = []
+        window_changed = False
         for block in self.state["messages"][-1]["content"]:
             if block.get("type") != "tool_use":
                 continue
             name, args = block.get("name", ""), block.get("input")
             result = self.toolset.execute(self.ctx, name, args)
+            if result.infra_flake:
+                return self._finish("recovery_required", "infra_flake", result.infra_flake)
             self.stuck.observe_call(name, args, result.text if result.is_error else None)
             if result.is_error:
                 self.state["last_error"] = result.text[:2000]
-            for path in result.changed_files:
-                if path not in self.state["changed_files"]:
-                    self.state["changed_files"].append(path)
+                entry = regions.failure_entry(name, result.text)
+                window_changed |= regions.remember(self.state["errors"], entry)
+            regions.track_files(self.state, result)
+            if getattr(self.toolset.tools.get(name), "writes", False):
+                written += result.changed_files
+            created += result.created_files
+            if result.tests is not None:
+                tallies.append((name, result.tests))
             text = (
                 wrap_untrusted(f"output of {name}", result.text)
                 if result.untrusted
@@ -269,11 +328,26 @@ class AgentSession:
                 }
             )
             self.ctx.emit(ProgressEvent("tool", detail={"name": name, "error": result.is_error}))
-        self.state["messages"].append({"role": "user", "content": results})
         if self.workspace is not None:
-            self.stuck.observe_turn(self.workspace.fingerprint())
+            self.stuck.observe_turn(self.workspace.fingerprint(), written, created)
+        for tool, tally in tallies:
+            self.stuck.observe_tests(tally)
+            self._note_tests(tally, turn=self.state["turns"])
+            red = regions.tests_entry(tool, tally)
+            if red is not None:
+                window_changed |= regions.remember(self.state["errors"], red)
+        if window_changed:
+            results.append(regions.errors_block(self.state["errors"]))
+        self.state["messages"].append({"role": "user", "content": results})
         self.state["next"] = "query"
         self._save()
+        return None
+
+    def _note_tests(self, tally: TestTally, turn: int) -> None:
+        """Keep the last run's counts, and the files of the state where most tests passed
+        (at turn 0 nothing has changed yet: the empty snapshot is the view as made)."""
+        snapshot = self.workspace.snapshot if self.workspace and turn else dict
+        regions.note_tests(self.state, tally, turn, snapshot)
 
     def _check(self) -> SessionResult | None:
         """The model says it is done: run the role's self-check, hand failures back twice."""
@@ -284,7 +358,7 @@ class AgentSession:
             self.state["self_check_failures"] = failures
             return self._finish("failed", "validation_failed", "; ".join(failures))
         self.state["self_checks"] += 1
-        _append_user_text(
+        append_user_text(
             self.state["messages"],
             "The runtime's self-check failed; fix each item, then finish again:\n"
             + "\n".join(f"- {f}" for f in failures),
@@ -310,7 +384,7 @@ class AgentSession:
             attempt=self.spec.attempt,
             status=status,
             terminal_reason=reason,
-            final_text=sanitize_summary(_last_text(self.state["messages"])),
+            final_text=sanitize_summary(last_text(self.state["messages"])),
             failure_summary=sanitize_summary(summary, 2000) if summary else None,
             usage=self.usage,
             cost_usd=round(self.state["cost_usd"], 6),
@@ -319,29 +393,3 @@ class AgentSession:
             self_check_failures=self.state.get("self_check_failures", []),
             changed_files=self.state["changed_files"],
         )
-
-
-def identity(checkpoint: dict[str, Any]) -> tuple[int, int]:
-    """(attempt, try) of a checkpoint; checkpoints from before tries were one try."""
-    return int(checkpoint["attempt"]), int(checkpoint.get("try", 1))
-
-
-def _append_user_text(messages: list[dict[str, Any]], text: str) -> None:
-    """Add a user text block, merging into a trailing user message (turns must alternate)."""
-    block = {"type": "text", "text": text}
-    if messages and messages[-1]["role"] == "user":
-        messages[-1]["content"].append(block)
-    else:
-        messages.append({"role": "user", "content": [block]})
-
-
-def _last_text(messages: list[dict[str, Any]]) -> str:
-    """The text of the last assistant turn that said anything."""
-    for message in reversed(messages):
-        if message["role"] == "assistant":
-            text = " ".join(
-                b.get("text", "") for b in message["content"] if b.get("type") == "text"
-            )
-            if text.strip():
-                return text
-    return ""

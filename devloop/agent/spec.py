@@ -59,7 +59,16 @@ class WorkspaceHooks(Protocol):
 
     def describe_changes(self) -> str: ...
 
+    def revert_to(self, snapshot: dict[str, str | None]) -> None: ...
+
 
 SelfCheck = Callable[[], list[str]]
-# (why it is stuck, the last error, what changed) -> the plan to pin.
-Reassess = Callable[[str, str | None, str], str]
+
+
+class Reassess(Protocol):
+    """(why it is stuck, the last error, what changed, the best state it could go back
+    to) -> the plan to pin."""
+
+    def __call__(
+        self, reason: str, last_error: str | None, changes: str, best: str | None = None
+    ) -> str: ...

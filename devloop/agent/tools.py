@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 
 from pydantic import BaseModel, ValidationError
 
+from devloop.agent.stuck import TestTally
 from devloop.llm.base import ToolSpec
 from devloop.safedir import Dir
 from devloop.sandbox import Sandbox
@@ -29,6 +30,11 @@ class ToolResult:
     # Whether `text` carries untrusted content (file contents, command output) to wrap.
     untrusted: bool = False
     changed_files: tuple[str, ...] = ()
+    created_files: tuple[str, ...] = ()  # of changed_files, those that did not exist
+    tests: TestTally | None = None  # a test run's outcome (stuck detection, best state)
+    # Set when the call failed for the infrastructure's sake (a package install timed out):
+    # the session ends to be run again, and it is not the model's failure.
+    infra_flake: str | None = None
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
-"""When a step cannot end normally: the model is unavailable, the step raised, or the
-host cannot run sessions at all. Each path ends: a bounded wait or retry, then `blocked`;
-an environment problem stops the run with its fix.
+"""When a step cannot end normally: the model is unavailable, the step raised, a session's
+package install timed out (infra_flake), or the host cannot run sessions at all. Each path
+ends: a bounded wait or retry, then `blocked`; an environment problem stops the run with
+its fix.
 
     DevLoopError
     +-- StepWaiting          run the same step again after `retry_in_s` (unit state says why)
@@ -90,6 +91,23 @@ def step_failed(
         return EnvironmentBroken(str(exc))
     decision = after_step_error(
         state, error, settings.step_retries, settings.step_retry_base_s, settings.retry_max_s
+    )
+    return _apply(store, msg, role, state, decision)
+
+
+def infra_flake(
+    store: RedisStore, settings: Settings, msg: StepMsg, role: str, error: str
+) -> StepStopped | StepWaiting:
+    """A session's package install ran out of time (coder spec: "npm install timeout ->
+    retry; infra_flake"): the infrastructure's failure, not the model's. The step runs
+    again like one that raised (its session resumes and runs the install again), then
+    the unit is blocked as infrastructure; the attempt is not counted."""
+    state = store.get_state(msg.pid, msg.unit_id)
+    if _superseded(state, msg):
+        return StepSuperseded(f"{msg.task_id(role)}: unit is at attempt {state.attempt}")
+    decision = after_step_error(
+        state, f"infra_flake: {error}"[:ERROR_CHARS], settings.step_retries,
+        settings.step_retry_base_s, settings.retry_max_s,
     )
     return _apply(store, msg, role, state, decision)
 

@@ -24,6 +24,7 @@ from devloop.fleet.failures import (
     StepStopped,
     StepSuperseded,
     StepWaiting,
+    infra_flake,
     model_unavailable,
     step_failed,
 )
@@ -116,6 +117,8 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
         # Not an outcome to keep: the same step runs again, and calls the model for real.
         store.release(pid, unit, msg.attempt, lease_role, env.owner)
         error = outcome.summary or outcome.reason
+        if outcome.reason == "infra_flake":
+            raise infra_flake(store, env.settings, msg, role, error)
         raise model_unavailable(store, env.settings, msg, role, error)
     # The record and the lease's release are one fenced step: the next step waits on it.
     try:

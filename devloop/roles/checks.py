@@ -10,7 +10,10 @@ from pathlib import Path, PurePosixPath
 from devloop.agent.tools import ToolContext
 from devloop.contracts import contract_bridge
 from devloop.ledgers import parse_coder_log
+from devloop.ledgers.timeline import LOOP_AGENT
 from devloop.models import RunResult
+from devloop.roles import coverage as cov
+from devloop.roles import verify
 from devloop.roles.coder_tools import read_contract
 from devloop.roles.services import RoleServices
 from devloop.runners.hints import is_useful_hint
@@ -82,7 +85,9 @@ def syntax_command(unit_dir: Path, stack: str, kind: str) -> str | None:
 
 
 def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list[str]:
-    """The coder's five checks; each failure is a sentence the model can act on."""
+    """The coder's checks (contract, syntax, coder.log, sandbox, timeline, todolist, and in
+    a retry the workflow lines and no regression against the baseline); each failure is a
+    sentence the model can act on."""
     role: RoleServices = ctx.services["role"]
     failures = []
     bridge = contract_bridge(role.units, role.unit_id, read_contract(ctx))
@@ -110,8 +115,58 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
     violations = ws.collect().violations
     if violations:
         failures.append("writes outside your write set: " + "; ".join(map(str, violations)))
+    wanted = {"implement": ("unit_coded",), "retry": ("code_patched",)}
+    failures += timeline_problems(role, [wanted.get(role.mode, ("unit_coded", "code_patched"))])
     failures += _todo_problems(role)
+    if verify.needs_workflow(role):
+        missing = verify.missing_workflow([i["title"] for i in role.todo])
+        if role.todo and missing:
+            failures.append(
+                f"the todolist states no {', '.join(missing)} line: add items titled like "
+                f"{verify.WORKFLOW_TEMPLATE}"
+            )
+        failures += regression_problems(ctx, role)
     return failures
+
+
+def regression_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
+    """DONE WHEN: no test that passed in the baseline fails now. The last verify run counts
+    when nothing changed since; otherwise the runtime runs the tests itself."""
+    last = role.last_verify
+    if last is not None and last["fingerprint"] == verify.code_digest(ctx):
+        now: RunResult | None = RunResult.model_validate(last["result"])
+    else:
+        now = verify.run_existing_tests(ctx)
+    if now is None or role.baseline is None:
+        return []
+    c = verify.compare(role.baseline, now)
+    problems = []
+    if c.regressed:
+        problems.append(
+            f"tests that passed in the baseline fail now: {', '.join(c.regressed[:5])}; "
+            "DONE WHEN says nothing that passed in the baseline fails (verify_tests shows "
+            "each with its hint)"
+        )
+    if c.crashed:
+        problems.append(
+            f"the tests no longer run against your code ({c.crashed[:300]}), and "
+            f"{role.baseline.summary.passed} passed in the baseline"
+        )
+    return problems
+
+
+def timeline_problems(role: RoleServices, wanted: list[tuple[str, ...]]) -> list[str]:
+    """Each group of kinds needs one event of the role for its unit in this attempt (since
+    the loop's last event for the unit)."""
+    events = role.timeline.events(unit_id=role.unit_id)
+    start = max((i + 1 for i, e in enumerate(events) if e.agent == LOOP_AGENT), default=0)
+    kinds = {e.kind for e in events[start:] if e.agent == role.role}
+    return [
+        f"the timeline has no {' or '.join(group)} event for this attempt: call "
+        "timeline_append"
+        for group in wanted
+        if not kinds & set(group)
+    ]
 
 
 def _decision_problems(ctx: ToolContext, attempt: int) -> list[str]:
@@ -137,10 +192,6 @@ def _todo_problems(role: RoleServices) -> list[str]:
     return [f"todolist items not done: {', '.join(open_items)}"] if open_items else []
 
 
-TEST_BLOCK = {
-    "node": re.compile(r"\b(?:it|test)(?:\.each\([^)]*\))?\s*\(", re.M),
-    "python": re.compile(r"^\s*(?:async\s+)?def test_\w*\s*\(", re.M),
-}
 NODE_MOCK_OF_CODE = re.compile(r"\b(?:vi|jest)\.(?:mock|doMock)\(\s*['\"`]\.\./code/")
 
 
@@ -177,52 +228,51 @@ def test_sources(unit_dir: Path) -> dict[str, str]:
     return sources
 
 
-def coverage(
-    sources: dict[str, str], stack: str, acceptance: int, codes: list[str]
-) -> tuple[int, float, float]:
-    """(test count, acceptance coverage, contract-status coverage) of the tests' source."""
-    text = "\n".join(sources.values())
-    count = len(TEST_BLOCK[stack].findall(text))
-    acceptance_cov = min(1.0, count / acceptance) if acceptance else 1.0
-    hit = [c for c in codes if re.search(rf"\b{c}\b", text)]
-    contract_cov = len(hit) / len(codes) if codes else 1.0
-    return count, acceptance_cov, contract_cov
-
-
-def tester_checks(ctx: ToolContext, stack: str, acceptance: int, codes: list[str]) -> list[str]:
-    """The tester's checks: enough tests, no mock of the code, a real run, hints, bugs, todo."""
+def tester_checks(
+    ctx: ToolContext, ws: Workspace, stack: str, criteria: list[str], codes: list[str]
+) -> list[str]:
+    """The tester's checks: a test named after each criterion, a case per status code, no
+    mock of the code, a real run with useful hints and bridged bugs, no write outside its
+    write set, its timeline events, and a finished todolist."""
     role: RoleServices = ctx.services["role"]
-    failures = static_test_problems(ctx.unit_dir, stack, acceptance, codes)
+    failures = static_test_problems(ctx.unit_dir, stack, criteria, codes)
     failures += _run_problems(ctx, role)
+    violations = ws.collect().violations
+    if violations:
+        failures.append("writes outside your write set: " + "; ".join(map(str, violations)))
+    failures += timeline_problems(role, [("unit_tested",), ("test_passed", "test_failed")])
     failures += _todo_problems(role)
     return failures
 
 
 def static_test_problems(
-    unit_dir: Path, stack: str, acceptance: int, codes: list[str]
+    unit_dir: Path, stack: str, criteria: list[str], codes: list[str]
 ) -> list[str]:
-    """What the tests' source alone shows: too few tests, untested status codes, a mock of
-    the code under test (checked before a zero-token re-run too)."""
+    """What the tests' source alone shows: a criterion no test is named after, a status
+    code no test provokes, a mock of the code under test (checked before a zero-token
+    re-run too)."""
     failures = []
     sources = test_sources(unit_dir)
-    count, _, contract_cov = coverage(sources, stack, acceptance, codes)
-    needed = acceptance + len(codes)
-    if count < needed:
+    tests = cov.blocks(sources, stack)
+    missing = cov.uncovered_criteria(criteria, tests)
+    if missing:
         failures.append(
-            f"{count} tests for {acceptance} acceptance criteria and {len(codes)} "
-            f"contract status codes ({', '.join(codes) or 'none'}): write at least "
-            f"{needed}, one per criterion and per status code"
+            "no test is named after these acceptance criteria (name each test after its "
+            "criterion, or put the criterion in its docstring): "
+            + "; ".join(f"{c!r}" for c in missing)
         )
-    elif contract_cov < 1:
-        missing = [c for c in codes if not re.search(rf"\b{c}\b", "\n".join(sources.values()))]
-        failures.append(f"no test checks status {', '.join(missing)}")
+    codes_missing = cov.uncovered_codes(codes, tests)
+    if codes_missing:
+        failures.append(
+            f"no test provokes and checks status {', '.join(codes_missing)}: write a case "
+            "per status code the contract declares (for an error status, the negative case "
+            "that gets it)"
+        )
     mock = mock_of_code(stack, code_modules(unit_dir) if stack == "python" else [])
     mocked = [p for p, t in sources.items() if mock.search(t)]
     if mocked:
         failures.append(f"{', '.join(mocked)} mock the module under test: test the real code")
     return failures
-
-
 def _run_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
     rel = f"{ctx.unit_rel}/runs/{role.run_id or '-'}/result.json"
     if role.last_run is None:
@@ -234,9 +284,10 @@ def _run_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
     except (OSError, ValueError) as exc:
         return [f"runs/{role.run_id}/result.json is not a valid result: {exc}"]
     problems = [
-        f"failure {f.test!r} needs a hint that says what to change and where"
+        f"failure {f.test!r} needs a hint that says what to change and where, in the "
+        "code's own terms (not generic, not only expected and got, not the test's name)"
         for f in result.failures
-        if not is_useful_hint(f.hint)
+        if not is_useful_hint(f.hint, f.test, f.expected, f.got)
     ]
     problems += [
         f"failure {f.test!r} is not bridged to a bug: call bug_open"

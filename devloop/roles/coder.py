@@ -9,8 +9,8 @@ from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
 from devloop.contracts import contract_bridge, hash_contract
 from devloop.llm.base import LLMProvider
-from devloop.models import CoderOutput, DecisionSummary, HistoryEntry
-from devloop.roles import context
+from devloop.models import CoderOutput, DecisionSummary, HistoryEntry, RunResult
+from devloop.roles import context, verify
 from devloop.roles.coder_tools import read_contract
 from devloop.roles.runtime import (
     Prepared,
@@ -36,9 +36,9 @@ def coder_task(request: RoleRequest, history: list[HistoryEntry]) -> str:
     where = "; what it found, with its hints, is in the retry history above" if history else ""
     return (
         f"Attempt {request.attempt}: the tester's run of attempt {request.attempt - 1} was "
-        f"red{where}. Reflect first "
-        "(last time X failed because Y; this time Z), make the smallest fix, log it with "
-        "append_coder_log, and finish when the self-check holds."
+        f"red{where}. Reflect first (last time test X failed because Y; this time Z), state "
+        "BASELINE, VERIFY and DONE WHEN in your todolist, make the smallest fix, run "
+        "verify_tests, log it with append_coder_log, and finish when the self-check holds."
     )
 
 
@@ -58,6 +58,10 @@ def run_coder(
         if request.mode == "retry":
             files = store.unit_files(request.pid, request.unit_id).files
             history, regressions = context.retry_history(files, request.attempt)
+            p.services.baseline = capture_baseline(store, p)
+            said = [str(f.get("test")) for f in history[-1].tester_said] if history else []
+            seen = [f.test for f in p.services.baseline.failures] if p.services.baseline else []
+            p.services.failing_tests = list(dict.fromkeys([*said, *seen]))
         session = run_session(
             store, settings, provider, p, coder_task(request, history), history, regressions, cancel
         )
@@ -88,6 +92,19 @@ def run_coder(
         tokens_used=session.usage.prompt_tokens + session.usage.output_tokens,
     )
     return RoleRun(p, session, commit, history), output
+
+
+def capture_baseline(store: RedisStore, p: Prepared) -> RunResult | None:
+    """BASELINE: the existing tests against the code as the last attempt left it, run
+    before the session's first edit (a resumed attempt keeps the run it made first)."""
+    r = p.request
+    path = verify.baseline_path(r.unit_id)
+    found = verify.load_baseline(store.agent_state_file(r.pid, path), r.attempt)
+    if found is None:
+        found = verify.run_existing_tests(p.ctx)
+        if found is not None:
+            store.put_agent_state(r.pid, path, verify.dump_baseline(found, r.attempt))
+    return found
 
 
 def _coder_log(p: Prepared) -> bytes:

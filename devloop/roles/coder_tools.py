@@ -1,4 +1,5 @@
-"""The coder's own tools: contract hashing and bridging, sandbox check, coder.log."""
+"""The coder's own tools: contract hashing and bridging, sandbox check, coder.log, and its
+read-only run of the existing tests (verify_tests)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from pydantic import BaseModel, Field
 from devloop.agent.tools import Tool, ToolContext, ToolResult
 from devloop.contracts import ContractMissingExports, contract_bridge, hash_contract
 from devloop.ledgers import DecisionInvalid, DirSink, append_decision
+from devloop.roles import verify
 from devloop.roles.state_tools import services
+from devloop.vagueness import is_specific
 
 
 class HashContractInput(BaseModel):
@@ -92,6 +95,42 @@ class AppendCoderLogInput(BaseModel):
     decision: Decision
 
 
+TEMPLATE = """\
+last_failure: <the failing test, by name>: expected <X>, got <Y>
+last_cause: <why, naming the code: file, function, field or call>
+this_fix: <what you changed, and where>
+rationale: <why this fix is right>
+changed_files: [code/...]"""
+
+
+def names_a_test(text: str, tests: list[str]) -> bool:
+    """Whether text names one of the tests: its whole name, its last part (`test_x`, the
+    it() title), or most of that title's words."""
+    low = text.lower()
+    for test in tests:
+        last = test.replace(" > ", "::").split("::")[-1].strip().lower()
+        if test.lower() in low or (last and last in low):
+            return True
+        words = {w for w in last.replace("_", " ").split() if len(w) > 2 and w != "test"}
+        if words and len([w for w in words if w in low]) >= max(2, (2 * len(words) + 2) // 3):
+            return True
+    return False
+
+
+def reflection_problems(decision: Decision, failing: list[str]) -> list[str]:
+    """Why a retry's reflection says nothing: "fixed the bug" names no test and no cause."""
+    problems = []
+    said = " ".join(filter(None, (decision.last_failure, decision.last_cause)))
+    if not (failing and names_a_test(said, failing)) and not is_specific(decision.last_cause):
+        which = f" (one of: {', '.join(failing[:3])})" if failing else ""
+        problems.append(
+            f"the reflection names neither the failing test{which} nor a concrete cause"
+        )
+    if not is_specific(decision.this_fix):
+        problems.append("this_fix does not say what changed where")
+    return problems
+
+
 class AppendCoderLogTool(Tool):
     """Append a structured decision block to coder.log."""
 
@@ -104,8 +143,16 @@ class AppendCoderLogTool(Tool):
     Input = AppendCoderLogInput
 
     def run(self, ctx: ToolContext, args: AppendCoderLogInput) -> ToolResult:
+        role = services(ctx)
         decision = args.decision.model_dump(exclude_none=True)
-        decision.setdefault("attempt", services(ctx).attempt)
+        decision.setdefault("attempt", role.attempt)
+        if decision["attempt"] > 1:
+            vague = reflection_problems(args.decision, role.failing_tests)
+            if vague:
+                return ToolResult(
+                    "refused: " + "; ".join(vague) + ". Follow this template:\n" + TEMPLATE,
+                    is_error=True,
+                )
         try:
             written = append_decision(DirSink(ctx.files, f"{ctx.unit_rel}/coder.log"), decision)
         except DecisionInvalid as exc:
@@ -115,4 +162,33 @@ class AppendCoderLogTool(Tool):
         return ToolResult(
             f"coder.log: decision for attempt {written.attempt} appended",
             changed_files=("coder.log",),
+        )
+
+
+class VerifyTestsTool(Tool):
+    """Run the existing tests against the current code, read-only, against the baseline."""
+
+    name = "verify_tests"
+    description = (
+        "Run the tester's existing tests under tests/ against your current code/, read-only: "
+        "nothing is written to runs/ and no bug is opened; the tester's own run stays the "
+        "verdict. In a retry the runtime ran them once before your first edit (the BASELINE); "
+        "this VERIFY run says which failures are fixed, which still fail, and which tests "
+        "passed in the baseline but fail now (regressions), each failure with its hint."
+    )
+    Input = NoInput
+
+    def run(self, ctx: ToolContext, args: NoInput) -> ToolResult:
+        role = services(ctx)
+        if role.runner is None:
+            return ToolResult("verify_tests is not available in this session", is_error=True)
+        result = verify.run_existing_tests(ctx)
+        if result is None:
+            return ToolResult("no tests under tests/ yet: the tester writes them after you")
+        payload = verify.report(role.baseline, result)
+        return ToolResult(
+            json.dumps(payload, ensure_ascii=False),
+            data=payload,
+            untrusted=True,
+            tests=verify.tally(result),
         )

@@ -7,57 +7,35 @@ as untrusted data (prompts/data.md), never in the system prompt.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 from typing import Any
 
-from devloop.ids import is_valid_id
 from devloop.ledgers import parse_coder_log
 from devloop.models import CoderDecision, HistoryEntry, RunResult
+from devloop.roles import memory
 from devloop.store import RedisStore
 
-MEMORY_NOTES = 5
-_FRONT = re.compile(r"\A---\n(.*?)\n---\n?(.*)\Z", re.S)
 
+def memory_notes(
+    store: RedisStore, pid: str, role: str, unit: str, spec: str, company: str
+) -> list[dict[str, Any]]:
+    """The role's top notes by relevance to the unit spec: {topic, relevance, content,
+    source} (roles/memory.py says where they come from and how they are ranked).
 
-def memory_notes(store: RedisStore, pid: str, role: str, unit: str) -> list[dict[str, Any]]:
-    """The role's top notes by relevance: {topic, relevance, content, source}.
-
-    The project's notes (promoted from units that passed, or the folder's own) and the
-    notes this unit's own earlier sessions wrote; other units' notes wait for them to pass.
+    Other units' pending notes wait for them to pass; the company's notes promoted by this
+    project are its own notes already, so only other projects' are added.
     """
-    found: list[tuple[str, str, str | None]] = [
-        (name, text, None) for name, text in store.memory_notes(pid, role).items()
+    notes = [memory.parse(n, t, role, "project") for n, t in store.memory_notes(pid, role).items()]
+    notes += [
+        memory.parse(n, t, role, "own") for n, t in store.pending_notes(pid, role, unit).items()
     ]
-    found += [(name, text, unit) for name, text in store.pending_notes(pid, role, unit).items()]
-    notes = [_note(name, text, role, own) for name, text, own in found]
-    notes.sort(key=lambda n: (-float(n["relevance"]), str(n["topic"])))
-    return notes[:MEMORY_NOTES]
-
-
-def _note(name: str, text: str, role: str, own_unit: str | None) -> dict[str, Any]:
-    """One note's front matter and body, and a label saying who wrote it."""
-    topic, relevance, body, author = name.removesuffix(".md"), 0.5, text, None
-    match = _FRONT.match(text)
-    if match:
-        body = match.group(2)
-        for line in match.group(1).splitlines():
-            key, _, value = (part.strip() for part in line.partition(":"))
-            if key == "topic":
-                topic = value
-            elif key == "relevance":
-                with contextlib.suppress(ValueError):
-                    relevance = min(1.0, max(0.0, float(value)))
-            elif key == "author_unit" and author is None and is_valid_id(value):
-                author = value
-    if own_unit is not None:
-        source = f"memory note by an earlier {role} session of this unit"
-    elif author is not None:
-        source = f"memory note by the {role} of unit {author}"
-    else:
-        source = "memory note from the project's memory folder"
-    return {"topic": topic, "relevance": relevance, "content": body.strip(), "source": source}
+    notes += [
+        memory.parse(n, t, role, "company")
+        for n, t in store.company_notes(company, role).items()
+        if not n.startswith(f"{pid}--")
+    ]
+    return memory.rank(notes, spec)
 
 
 def upstream_contracts(

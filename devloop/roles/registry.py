@@ -10,6 +10,7 @@ from devloop.roles.coder_tools import (
     ContractBridgeTool,
     HashContractTool,
     SandboxCheckTool,
+    VerifyTestsTool,
 )
 from devloop.roles.state_tools import (
     RecordMemoryTool,
@@ -38,6 +39,7 @@ def all_tools() -> list[Tool]:
         ContractBridgeTool(),
         SandboxCheckTool(),
         AppendCoderLogTool(),
+        VerifyTestsTool(),
         WriteTodolistTool(),
         UpdateTodoItemTool(),
         UpdateRuntimeStateTool(),

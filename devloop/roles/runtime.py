@@ -21,10 +21,10 @@ from devloop.config import Settings
 from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
 from devloop.models import HistoryEntry, UnitSpec
-from devloop.roles import checks, context
+from devloop.roles import checks, context, excerpt, verify
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
-from devloop.runners.base import TestRunner
+from devloop.runners.base import TIMEOUT_S, TestRunner
 from devloop.runners.pytest import PytestRunner
 from devloop.runners.vitest import VitestRunner
 from devloop.stacks import StackMounts, stack_sandbox
@@ -144,10 +144,9 @@ def _build(
     assert entry is not None  # unit_source raised KeyError otherwise
     stack = (spec and spec.stack) or entry.stack or record.stack
     sandbox, mounts = stack_sandbox(stack, settings)
-    runner: TestRunner | None = None
-    if request.role == "tester":
-        ro = mounts.ro_binds[0][0]
-        runner = VitestRunner(sandbox, ro) if stack == "node" else PytestRunner(sandbox, ro)
+    # The tester's runs are the verdict; the coder's (verify_tests) are its own checks.
+    ro = mounts.ro_binds[0][0]
+    runner: TestRunner = VitestRunner(sandbox, ro) if stack == "node" else PytestRunner(sandbox, ro)
     pid, unit, role = request.pid, request.unit_id, request.role
     fence = request.fence
     services = RoleServices(
@@ -165,6 +164,7 @@ def _build(
         runner=runner,
         run_id=request.run_id,
         retry_budget_left=max(0, settings.retry_budget - request.attempt),
+        mode=request.mode,
     )
     checkpoint = source.checkpoint
     resuming = bool(
@@ -184,7 +184,12 @@ def _build(
         sandbox=sandbox,
         ro_binds=mounts.ro_binds,
         tmpfs=mounts.tmpfs,
-        command_timeout_s=settings.command_timeout_s,
+        # The tester's Bash has the specification's limit of one test run (60 s).
+        command_timeout_s=(
+            min(settings.command_timeout_s, TIMEOUT_S)
+            if role == "tester"
+            else settings.command_timeout_s
+        ),
         emit=emit,
         services={"role": services},
         handle=ws.files,
@@ -226,19 +231,44 @@ def first_turn_context(
     store: RedisStore, p: Prepared, history: list[HistoryEntry], regressions: list[str]
 ) -> dict[str, object]:
     """What prompts/first_turn.md wraps as untrusted data: memory notes, upstream
-    contract.json files, and in a coder retry the failures, hints and earlier decisions."""
+    contract.json files; for the tester the code's exports and contract.json; in a coder
+    retry the failures, hints, earlier decisions and the baseline run."""
     r = p.request
     entry = p.record.units.unit(r.unit_id)
     assert entry is not None
+    retry = r.mode == "retry" and r.role == "coder"
+    baseline = p.services.baseline if retry else None
     return {
-        "memory": context.memory_notes(store, r.pid, r.role, r.unit_id),
+        "memory": context.memory_notes(
+            store, r.pid, r.role, r.unit_id, _spec_text(p), p.record.company_id
+        ),
         "upstream": context.upstream_contracts(
             store, r.pid, list(entry.depends_on), p.source.upstream
         ),
+        "code_exports": (
+            excerpt.code_exports(p.ctx.files, p.ctx.unit_rel) if r.role == "tester" else []
+        ),
+        "contract": _contract_text(p) if r.role == "tester" else "",
         "history": [h.model_dump() for h in history] if r.mode == "retry" else [],
         "regressions": regressions if r.mode == "retry" else [],
         "reflect_hint": (r.reflect_hint or "") if r.mode == "retry" else "",
+        "baseline": verify.report(None, baseline) if baseline is not None else None,
     }
+
+
+def _spec_text(p: Prepared) -> str:
+    """What memory notes are ranked against: the unit's id, kind, SDD section, criteria."""
+    spec = p.spec
+    criteria = " ".join(spec.acceptance_criteria) if spec else ""
+    return f"{p.request.unit_id} {p.kind} {p.stack} {p.source.sdd_section or ''} {criteria}"
+
+
+def _contract_text(p: Prepared) -> str:
+    """The unit's contract.json as the coder left it (capped), or empty."""
+    try:
+        return p.ctx.files.read_text(f"{p.ctx.unit_rel}/contract.json", cap=64 * 1024)
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def first_turn(
@@ -307,12 +337,11 @@ def run_session(
         def self_check() -> list[str]:
             return checks.coder_checks(p.ctx, p.ws, p.stack, p.kind)
     else:
-        spec_model = p.spec
-        acceptance = len(spec_model.acceptance_criteria) if spec_model else 0
+        criteria = list(p.spec.acceptance_criteria) if p.spec else []
         codes = context.status_codes(p.sdd_contract)
 
         def self_check() -> list[str]:
-            return checks.tester_checks(p.ctx, p.stack, acceptance, codes)
+            return checks.tester_checks(p.ctx, p.ws, p.stack, criteria, codes)
 
     session = AgentSession(
         spec,
@@ -324,6 +353,7 @@ def run_session(
         workspace=p.ws,
         reassess=reassess,
         cancel=cancel,
+        baseline=verify.tally(p.services.baseline) if p.services.baseline else None,
     )
     started = time.monotonic()
     p.services.runtime.update(status="running", started=time.time())

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devloop.ledgers import BugLedger, Timeline
-from devloop.models import UnitsFile
+from devloop.models import RunResult, UnitsFile
 from devloop.runners.base import TestRunner
 
 
@@ -35,6 +35,14 @@ class RoleServices:
     runtime: dict[str, Any] = field(default_factory=dict)
     # What the tester's run_tests produced last (the runtime's self-check reads it).
     last_run: dict[str, Any] | None = None
+    mode: str = ""
+    # The coder's own runs of the existing tests (roles/verify.py): the baseline of this
+    # attempt, how many verify runs it made, and the last one with a digest of code/ then.
+    baseline: RunResult | None = None
+    verify_runs: int = 0
+    last_verify: dict[str, Any] | None = None
+    # A coder retry: the tests the tester's last run found failing (reflections name one).
+    failing_tests: list[str] = field(default_factory=list)
 
     @property
     def todo_path(self) -> str:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, Field
 
 from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
 from devloop.ledgers.timeline import ROLE_KINDS
+from devloop.roles import verify
 from devloop.roles.services import RoleServices
 
 TodoStatus = Literal["pending", "in_progress", "done", "skipped"]
@@ -41,6 +42,15 @@ class WriteTodolistTool(Tool):
 
     def run(self, ctx: ToolContext, args: WriteTodolistInput) -> ToolResult:
         role = services(ctx)
+        if verify.needs_workflow(role):
+            missing = verify.missing_workflow([i.title for i in args.items])
+            if missing:
+                return ToolResult(
+                    f"refused: a retry's plan states its workflow; no item starts with "
+                    f"{', '.join(missing)}. Add three items titled like: "
+                    f"{verify.WORKFLOW_TEMPLATE}",
+                    is_error=True,
+                )
         role.todo = [{"id": i.id, "title": i.title, "status": "pending"} for i in args.items]
         role.persist_todo()
         ctx.emit(ProgressEvent("todo", step=0, total=len(role.todo)))

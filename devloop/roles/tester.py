@@ -14,7 +14,7 @@ from devloop.agent.untrusted import wrap_untrusted
 from devloop.config import Settings
 from devloop.llm.base import LLMProvider
 from devloop.models import BugMove, RunResult, RunSummary, TesterOutput
-from devloop.roles import checks, context
+from devloop.roles import checks, context, coverage
 from devloop.roles.runtime import (
     Prepared,
     RoleRequest,
@@ -77,10 +77,9 @@ def rerun_problems(store: RedisStore, p: Prepared) -> list[str]:
     The static self-checks must hold, and the tests must be the ones a tester session
     whose self-check passed left behind (not a failed session's, nor anyone else's).
     """
-    spec = p.spec
-    acceptance = len(spec.acceptance_criteria) if spec else 0
+    criteria = list(p.spec.acceptance_criteria) if p.spec else []
     codes = context.status_codes(p.sdd_contract)
-    problems = checks.static_test_problems(p.ctx.unit_dir, p.stack, acceptance, codes)
+    problems = checks.static_test_problems(p.ctx.unit_dir, p.stack, criteria, codes)
     saved = store.agent_state_file(p.request.pid, checked_path(p.request.unit_id))
     expected = json.loads(saved).get("digest") if saved else None
     if expected is None:
@@ -154,11 +153,10 @@ def run_tester(
             session = run_session(store, settings, provider, p, task, [], [], cancel)
             if session.status == "completed":
                 _remember_checked(store, p)
-        spec = p.spec
-        acceptance = len(spec.acceptance_criteria) if spec else 0
+        criteria = list(p.spec.acceptance_criteria) if p.spec else []
         codes = context.status_codes(p.sdd_contract)
-        _, acc_cov, contract_cov = checks.coverage(
-            checks.test_sources(p.ctx.unit_dir), p.stack, acceptance, codes
+        _, acc_cov, contract_cov = coverage.coverage(
+            checks.test_sources(p.ctx.unit_dir), p.stack, criteria, codes
         )
         commit = commit_if_final(p, session)
     finally:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devloop.runners.base import PY_FRAME, Frame, code_frame, frame_in_tests
+from devloop.vagueness import is_specific
 
 _ERROR = re.compile(r"^\s*(?:E\s+)?((?:[A-Z]\w*)?(?:Error|Exception)\b:?.*)$", re.M)
 _UNDEF_JS = re.compile(
@@ -37,13 +38,6 @@ _HTTP = {200, 201, 202, 204, 301, 302, 304, 400, 401, 403, 404, 405, 409, 410, 4
 _AUTH = (
     "check that the user/token exists before comparing (e.g. bcrypt.compare with a missing "
     "hash) and answer 401"
-)
-_LAZY = re.compile(
-    r"\bfix (?:the|this|that) (?:bug|error|issue|test)\b|^\W*fix (?:it|this)\W*$", re.I
-)
-_BARE = re.compile(
-    r"^\W*expected\s*:?\s*\S+(?:\s+\S+)?\s*[,;]?\s*(?:but\s+)?(?:got|received|was)\s*:?\s*\S+\W*$",
-    re.I,
 )
 
 
@@ -291,9 +285,11 @@ def build_hint(test: str, expected: Any, got: Any, stack: str) -> str:
     return _fallback(ctx)
 
 
-def is_useful_hint(hint: str | None) -> bool:
-    """The tester self-check: non-empty, not "fix the bug", not a bare expected/got."""
-    text = (hint or "").strip()
-    if len(text) < 20 or _LAZY.search(text) or _BARE.match(text):
-        return False
-    return bool(re.search(r"[A-Za-z]{3,}.*\s.*[A-Za-z]{3,}", text))
+def is_useful_hint(
+    hint: str | None, test: str | None = None, expected: Any = None, got: Any = None
+) -> bool:
+    """The tester self-check, in any language: a hint that is empty once the test's name
+    is taken out, generic ("please fix", "修复 bug"), or only "expected X got Y" fails;
+    one that names what to change (a field, a file, a call) or says enough passes."""
+    values = [str(v) for v in (expected, got) if v is not None]
+    return is_specific(hint, names=[test] if test else [], values=values)

@@ -95,6 +95,7 @@ def coder_session(project: Project, unit_id: str, files: TrivialUnit, latency_ms
                 "changed_files": written,
             },
         ),
+        _use("timeline_append", kind="unit_coded", summary=f"{unit_id}: first version"),
         *_ticks(CODER_PLAN),
     ]
     done = [{"text": f"Implemented {unit_id}: {', '.join(written)}; contract_bridge ok."}]
@@ -110,6 +111,8 @@ def tester_session(unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
         _use("write_todolist", items=_plan(TESTER_PLAN)),
         *(_use("Write", path=p, content=c) for p, c in files.tests.items()),
         _use("run_tests"),
+        _use("timeline_append", kind="unit_tested", summary=f"{unit_id}: tests run"),
+        _use("timeline_append", kind="test_passed", summary=f"{unit_id}: green"),
         *_ticks(TESTER_PLAN),
     ]
     done = [{"text": f"Tests for {unit_id} written and run: {', '.join(files.tests)}."}]

@@ -17,6 +17,8 @@ Every key of a project starts with ``devloop:{pid}:``::
     devloop:{pid}:unit:{unit}:state         string  UnitState (JSON)
     devloop:{pid}:session:{role}:{unit}     string  transcript checkpoint (JSON)
     devloop:{pid}:lease:{unit}:{attempt}:{role}  string with TTL: the owner
+    devloop:@company:{cid}:memory           hash    "{role}/{pid}--{unit}--{name}.md" -> note
+                                                    promoted from any project of the company
 
 A unit's files carry a version bumped by every applied commit; a commit names the
 version it started from and its (role, attempt), so a stale or duplicate delivery

@@ -96,6 +96,12 @@ class Keys:
         return _escape_glob(f"{self.prefix}lease:") + "*"
 
 
+def company_memory(company_id: str) -> str:
+    """Hash: `{role}/{pid}--{unit}--{name}.md` -> note promoted from a passed unit of any of
+    the company's projects. `@` cannot start a project id, so no project's keys match it."""
+    return f"{ROOT}:@company:{check_id(company_id, 'company id')}:memory"
+
+
 def _escape_glob(text: str) -> str:
     """Text with Redis glob metacharacters escaped, for a literal prefix match."""
     return "".join("\\" + ch if ch in "*?[]\\" else ch for ch in text)

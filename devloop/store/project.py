@@ -12,6 +12,7 @@ from devloop.models import Stack, UnitsFile, UnitSpec
 from devloop.store.base import StoreBase, decode_hash, text
 from devloop.store.fence import Fence, fenced_call
 from devloop.store.filesets import safe_relpath
+from devloop.store.keys import company_memory
 from devloop.store.records import ProjectNotImported
 
 T = TypeVar("T")
@@ -114,11 +115,20 @@ class ProjectMixin(StoreBase):
         else:
             self.client.hset(key, field, value)
 
+    def company_notes(self, company_id: str, role: str) -> dict[str, str]:
+        """A role's notes promoted by every project of the company: name -> text."""
+        if not company_id:
+            return {}
+        raw = decode_hash(self.client.hgetall(company_memory(company_id)))
+        return _notes_under(raw, f"{role}/")
+
     def promote_notes(self, pid: str, unit: str) -> list[str]:
         """Move unit's pending notes (every role) to the project's notes, naming their
-        author unit; returns the promoted paths. Running it again promotes nothing."""
+        author unit, and copy them to the company's memory, naming project and unit;
+        returns the promoted paths. Running it again promotes nothing."""
         key = self.keys(pid).memory
         raw = decode_hash(self.client.hgetall(key))
+        company = (self.client.hget(self.keys(pid).project, "company_id") or b"").decode()
         moves: dict[str, bytes] = {}
         for path, data in raw.items():
             role, sep, rest = path.partition(f"/{PENDING}/{check_id(unit, 'unit id')}/")
@@ -129,9 +139,17 @@ class ProjectMixin(StoreBase):
         promoted: dict[str | bytes, bytes] = {
             _promoted_path(path, unit): _with_author(data, unit) for path, data in moves.items()
         }
+        shared: dict[str | bytes, bytes] = {
+            _promoted_path(path, unit).replace("/", f"/{pid}--", 1): _with_author(
+                data, unit, pid
+            )
+            for path, data in moves.items()
+        }
         with self.client.pipeline(transaction=True) as pipe:
             pipe.hset(key, mapping=promoted)
             pipe.hdel(key, *moves)
+            if company:
+                pipe.hset(company_memory(company), mapping=shared)
             pipe.execute()
         return sorted(str(path) for path in promoted)
 
@@ -186,12 +204,14 @@ def _promoted_path(path: str, unit: str) -> str:
     return f"{role}/{unit}--{name}"
 
 
-def _with_author(note: bytes, unit: str) -> bytes:
-    """The note with `author_unit: {unit}` in its front matter (added when it has none)."""
+def _with_author(note: bytes, unit: str, project: str | None = None) -> bytes:
+    """The note with `author_unit: {unit}` (and `author_project`) in its front matter
+    (added when it has none)."""
     text = note.decode("utf-8", errors="replace")
+    head = f"author_unit: {unit}\n" + (f"author_project: {project}\n" if project else "")
     if text.startswith("---\n") and "\n---" in text[3:]:
-        return f"---\nauthor_unit: {unit}\n{text[4:]}".encode()
-    return f"---\nauthor_unit: {unit}\n---\n{text}".encode()
+        return f"---\n{head}{text[4:]}".encode()
+    return f"---\n{head}---\n{text}".encode()
 
 
 def _batches(items: Iterable[T], size: int = 500) -> Iterator[list[T]]:

@@ -63,6 +63,7 @@ class Harness:
         reassess: bool = True,
         system: str = "You are a coder. Be brief.",
         try_no: int = 1,
+        context_budget_tokens: int = 150_000,
     ) -> AgentSession:
         spec = SessionSpec(
             session_key=KEY,
@@ -75,6 +76,7 @@ class Harness:
             max_tokens=1024,
             budgets=budgets or Budgets(),
             stuck=stuck or StuckThresholds(),
+            context_budget_tokens=context_budget_tokens,
         )
         tools = all_tools()
         provider = self.provider

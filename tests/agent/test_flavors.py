@@ -17,6 +17,7 @@ CODER = [
     "contract_bridge",
     "sandbox_check",
     "append_coder_log",
+    "verify_tests",
     "write_todolist",
     "update_todo_item",
     "update_runtime_state",

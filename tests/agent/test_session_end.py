@@ -58,7 +58,7 @@ def test_refusal_ends_the_session(make_harness: MakeHarness) -> None:
     assert (result.status, result.terminal_reason) == ("failed", "refusal")
 
 
-def test_context_window_exceeded_clears_old_outputs_and_continues(
+def test_context_window_exceeded_summarises_old_turns_and_continues(
     make_harness: MakeHarness,
 ) -> None:
     h = make_harness(
@@ -72,8 +72,14 @@ def test_context_window_exceeded_clears_old_outputs_and_continues(
     )
     result = h.session().run("go")
     assert result.status == "completed"
-    first_result = h.requests()[-1].body["messages"][2]["content"][0]["content"]
-    assert first_result.startswith("[cleared to save context")
+    messages = h.requests()[-1].body["messages"]
+    # The oldest turn became a digest pair: its call and its outcome, one line each; the
+    # turns still alternate and still count.
+    assert messages[1]["content"] == [
+        {"type": "text", "text": "[turn 1, summarised] Read ../../sdd/mvcp/todo-be.html"}
+    ]
+    assert messages[2]["content"] == [{"type": "text", "text": "[turn 1 results] ok"}]
+    assert sum(m["role"] == "assistant" for m in messages) == 4
 
 
 def test_final_text_is_sanitized_for_the_parent_record(make_harness: MakeHarness) -> None:

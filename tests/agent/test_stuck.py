@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devloop.agent.stuck import StuckThresholds, StuckTracker
+from devloop.agent.stuck import StuckThresholds, StuckTracker, TestTally, normalise
 from tests.agent.harness import KEY, MakeHarness
 from tests.agent.test_loop import text, tool
 
@@ -95,3 +95,92 @@ def test_tracker_counts_are_reset_by_a_reassess() -> None:
     assert tracker.tripped() is None
     restored = StuckTracker.from_dict(tracker.to_dict(), StuckThresholds())
     assert restored.to_dict() == tracker.to_dict()
+
+
+def failing(detail: str) -> dict[str, Any]:
+    """A command that fails with `detail` on stderr (each script line differs)."""
+    return tool("Bash", command=f"echo '{detail}' >&2; exit 1")
+
+
+def test_the_same_error_with_other_numbers_timings_paths_and_addresses_trips(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness(
+        with_reassess(
+            {
+                1: failing("pool timed out after 41 ms at 0x7f3a2c in /tmp/tmpab12/db.sqlite"),
+                2: failing("pool timed out after 39 ms at 0x7f9c01 in /tmp/tmpzz99/db.sqlite"),
+                3: failing("pool timed out after 1.5 s at 0x55aa10 in /tmp/tmpq0/db.sqlite"),
+                4: text("done"),
+            },
+            text("done"),
+        )
+    )
+    result = h.session(reassess=False).run("go")
+    assert result.status == "stuck"
+    assert "the same error 3 times (numbers and paths aside)" in (result.failure_summary or "")
+    # (The summary is sanitized for the parent record: the <> of the tokens are gone.)
+    assert "pool timed out after time at addr in tmp" in (result.failure_summary or "")
+
+
+def test_a_new_file_written_resets_the_error_counts(make_harness: MakeHarness) -> None:
+    turns = {
+        1: failing("cannot import name 'x'"),
+        2: failing("cannot import name 'x'"),
+        3: tool("Write", path="code/x.js", content="module.exports = { x: 1 };\n"),
+        4: failing("cannot import name 'x'"),
+        5: failing("cannot import name 'x'"),
+        6: text("done"),
+    }
+    h = make_harness(with_reassess(turns, text("done")))
+    result = h.session(reassess=False).run("go")
+    assert (result.status, result.turns) == ("completed", 6)
+
+
+def test_an_errors_window_of_the_last_five_distinct_failures_is_pinned_when_it_changes(
+    make_harness: MakeHarness,
+) -> None:
+    names = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta"]
+    turns: dict[int, Any] = {i + 1: failing(f"{n} is not defined") for i, n in enumerate(names)}
+    turns[7] = failing("zeta is not defined")  # a repeat: the window does not change
+    turns[8] = text("done")
+    h = make_harness(with_reassess(turns, text("done")))
+    result = h.session(reassess=False, stuck=StuckThresholds(same_error=99, idle_turns=99)).run(
+        "go"
+    )
+    assert result.status == "completed"
+    last = h.requests()[-1].body["messages"]
+    windows = [
+        b["text"]
+        for m in last
+        if m["role"] == "user"
+        for b in m["content"]
+        if b.get("type") == "text" and b["text"].startswith("Errors window:")
+    ]
+    assert len(windows) == 6  # one per new distinct failure, none for the repeat
+    newest = windows[-1]
+    assert "the last 5 distinct failures" in newest and "alpha" not in newest
+    assert all(f"{n} is not defined" in newest for n in names[1:])
+    assert "[untrusted data: failures from tool output and test runs." in newest
+
+
+def test_normalising_keeps_the_words_and_drops_what_varies() -> None:
+    a = normalise("TypeError at 0xdeadbeef: took 12ms, /var/tmp/devloop/views/x-1/a.py:12:4")
+    b = normalise("TypeError at 0x1234: took 7 ms, /var/tmp/devloop/views/y-9/a.py:3:1")
+    assert a == b == "TypeError at <addr>: took <time>, <tmp>:<n>:<n>"
+    assert normalise("KeyError: 'title'") != normalise("KeyError: 'name'")
+
+
+def test_a_run_that_passes_a_test_that_failed_is_progress() -> None:
+    tracker = StuckTracker(StuckThresholds(same_failures=2, file_rewrites=2))
+    tracker.seed(TestTally(total=3, passed=1, failed=("a", "b")))
+    assert tracker.outcome_repeats == 0  # the baseline is not a repeat
+    tracker.observe_turn("f1", written=["code/x.py"])
+    assert not tracker.observe_tests(TestTally(total=3, passed=1, failed=("a", "b")))
+    tracker.observe_turn("f2", written=["code/x.py"])
+    rewritten = "code/x.py was rewritten in 2 turns with no change in the test outcome"
+    assert tracker.tripped() == rewritten
+    assert tracker.observe_tests(TestTally(total=3, passed=2, failed=("a",)))
+    assert tracker.tripped() is None and tracker.rewrites == {}
+    tracker.observe_tests(TestTally(total=3, passed=2, failed=("a",)))
+    assert tracker.tripped() == "the tests were red with the same failures 2 times in a row (a)"

@@ -72,16 +72,25 @@ def _coder_session(plan: UnitPlan, attempt: int, kind: str) -> list[dict[str, An
     if attempt > 1:
         decision.update(last_failure="test_value_returns_42 failed",
                         last_cause="value() returned the wrong constant")
+    items = [{"id": "step-001", "title": "write code/unit.py"}]
+    if attempt > 1:  # a retry states its workflow (the tests exist by then)
+        items += [
+            {"id": "step-002", "title": "BASELINE: the runtime's run before the first edit"},
+            {"id": "step-003", "title": "VERIFY: verify_tests after the change"},
+            {"id": "step-004", "title": "DONE WHEN: the failing test passes, nothing regresses"},
+        ]
     write = _turn(
-        ("write_todolist", {"items": [{"id": "step-001", "title": "write code/unit.py"}]}),
+        ("write_todolist", {"items": items}),
         ("Write", {"path": "code/unit.py", "content": code}),
         ("Write", {"path": "contract.json", "content": contract}),
     )
-    done = ("update_todo_item", {"id": "step-001", "status": "done"})
+    done = [("update_todo_item", {"id": i["id"], "status": "done"}) for i in items]
+    event = ("timeline_append", {"kind": "code_patched" if attempt > 1 else "unit_coded",
+                                 "summary": f"{plan.id}: value()"})
     finish = _turn(f"{plan.id}: code/unit.py written.")
     if kind == "unlogged":
-        return [write, _turn(done), finish, finish, finish]
-    return [write, _turn(("append_coder_log", {"decision": decision}), done), finish]
+        return [write, _turn(event, *done), finish, finish, finish]
+    return [write, _turn(("append_coder_log", {"decision": decision}), event, *done), finish]
 
 
 def coder_turns(plan: UnitPlan) -> dict[int, Any]:
@@ -105,7 +114,9 @@ def _tester_session(kind: str) -> list[dict[str, Any]]:
                    else TESTS}),
     )
     turns = [write, _turn(("run_tests", {})),
-             _turn(("update_todo_item", {"id": "step-001", "status": "done"})),
+             _turn(("update_todo_item", {"id": "step-001", "status": "done"}),
+                   ("timeline_append", {"kind": "unit_tested", "summary": "one test"}),
+                   ("timeline_append", {"kind": "test_passed", "summary": "as run_tests said"})),
              _turn("One test written and run.")]
     return (turns + [_turn("Done.")] * 2) if kind == "mock" else turns
 

@@ -30,22 +30,45 @@ from devloop.store import RedisStore
 
 HANDBACK = "The runtime's self-check failed"
 DONE = {"content": [{"text": "Done: the work is finished."}]}
-PY_CODE = '"""Prices in cents."""\n\n\ndef line_total(price_cents: int, qty: int) -> int:\n'
-PY_CODE += '    """price_cents times qty."""\n    return price_cents * qty\n'
-PY_TESTS = """from pricing import line_total
+PY_CODE = '''"""Prices in cents."""
 
 
-def test_line_total_multiplies():
-    assert line_total(2, 3) == 6
+class InvalidDiscount(ValueError):
+    """An unknown discount code."""
 
 
-def test_line_total_of_zero_price():
-    assert line_total(0, 3) == 0
+def line_total(price_cents: int, qty: int) -> int:
+    """price_cents times qty."""
+    return price_cents * qty
 
 
-def test_line_total_of_one():
-    assert line_total(2, 1) == {last}
+def apply_discount(total_cents: int, code: str) -> int:
+    """10% off with SAVE10, the discount rounded down."""
+    if code != "SAVE10":
+        raise InvalidDiscount(code)
+    return total_cents - total_cents // 10
+'''
+# One test named after each of pricing's three acceptance criteria; {last} is what the
+# first expects of line_total(2, 3) (6: green, 5: red).
+PY_TESTS = """import pytest
+
+from pricing import InvalidDiscount, apply_discount, line_total
+
+
+def test_line_total_is_price_cents_times_qty():
+    assert line_total(2, 3) == {last}
+
+
+def test_save10_takes_ten_percent_off_rounding_the_discount_down():
+    assert apply_discount(999, "SAVE10") == 900
+
+
+def test_an_unknown_discount_code_raises_invalid_discount():
+    with pytest.raises(InvalidDiscount):
+        apply_discount(100, "NOPE")
 """
+FIRST = "tests/test_pricing.py::test_line_total_is_price_cents_times_qty"
+RED = ("unit_tested", "test_failed")  # the timeline of a red run
 DECISION = {"this_fix": "first version", "rationale": "as the SDD says"}
 FIX_FIRST_FAILURE = (
     "python -c \"import json; p = 'runs/run-1-1/result.json'; d = json.load(open(p)); "
@@ -156,6 +179,7 @@ def scripted_coder(
     decision: dict[str, Any] | None = DECISION,
     done: int = 2,
     extra: tuple[dict[str, Any], ...] = (),
+    timeline: str | None = "unit_coded",
 ) -> list[dict[str, Any]]:
     """The coder's whole workflow in one turn; each argument swaps out one part of it."""
     files = files if files is not None else {"code/pricing.py": PY_CODE}
@@ -167,6 +191,7 @@ def scripted_coder(
         call("Write", path="contract.json", content=contract or contract_text(project, unit)),
         *extra,
         *([call("append_coder_log", decision=logged)] if logged else []),
+        *([call("timeline_append", kind=timeline, summary="coded")] if timeline else []),
         *all_done(done),
     ]
 
@@ -252,7 +277,9 @@ def test_a_retry_entry_without_last_failure_and_cause_fails_the_coder(
     entry = "---\nattempt: 2\nthis_fix: read qty\nrationale: why\nchanged_files: []\n---\n"
     refused = call("append_coder_log", decision={**DECISION, "changed_files": []})
     by_hand = call("Write", path="coder.log", content=entry)
-    calls = scripted_coder(inventory_project, decision=None, extra=(refused, by_hand))
+    calls = scripted_coder(
+        inventory_project, decision=None, extra=(refused, by_hand), timeline="code_patched"
+    )
     ended = drive(inventory_project, "coder", "pricing", calls, mode="retry", attempt=2)
     ended.assert_failed_on("the retry entry in coder.log needs last_failure, last_cause")
     assert len(ended.failures) == 1
@@ -287,6 +314,22 @@ def test_an_unfinished_todolist_fails_the_coder(
     assert len(ended.failures) == 1
 
 
+@pytest.mark.parametrize(
+    ("timeline", "problem"),
+    [
+        (None, "the timeline has no unit_coded event for this attempt: call timeline_append"),
+        ("code_patched", "the timeline has no unit_coded event for this attempt"),
+    ],
+)
+def test_a_missing_timeline_event_fails_the_coder(
+    drive: Drive, inventory_project: Path, timeline: str | None, problem: str
+) -> None:
+    calls = scripted_coder(inventory_project, timeline=timeline)
+    ended = drive(inventory_project, "coder", "pricing", calls)
+    ended.assert_failed_on(problem)
+    assert len(ended.failures) == 1
+
+
 def test_no_todolist_at_all_fails_the_coder(drive: Drive, inventory_project: Path) -> None:
     calls = scripted_coder(inventory_project, done=0)[1:]
     ended = drive(inventory_project, "coder", "pricing", calls)
@@ -308,7 +351,10 @@ def coded_pricing(inventory_project: Path) -> Path:
 
 
 def scripted_tester(
-    tests: str = PY_TESTS.format(last=2), run: bool = True, after_run: tuple[Any, ...] = ()
+    tests: str = PY_TESTS.format(last=6),
+    run: bool = True,
+    after_run: tuple[Any, ...] = (),
+    timeline: tuple[str, ...] = ("unit_tested", "test_passed"),
 ) -> list[dict[str, Any]]:
     """The tester's whole workflow in one turn; each argument swaps out one part of it."""
     return [
@@ -316,6 +362,7 @@ def scripted_tester(
         call("Write", path="tests/test_pricing.py", content=tests),
         *([call("run_tests")] if run else []),
         *after_run,
+        *[call("timeline_append", kind=kind, summary="tested") for kind in timeline],
         *all_done(3),
     ]
 
@@ -329,44 +376,72 @@ def test_the_tester_workflow_alone_passes_its_self_check(drive: Drive, coded_pri
 def test_a_red_run_with_hinted_bridged_failures_passes_the_self_check(
     drive: Drive, coded_pricing: Path
 ) -> None:
-    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(PY_TESTS.format(last=5)))
+    red = scripted_tester(PY_TESTS.format(last=5), timeline=RED)
+    ended = drive(coded_pricing, "tester", "pricing", red)
     assert ended.run.session and ended.run.session.status == "completed"
     assert ended.failures == [] and not ended.output.ok
 
 
-def test_fewer_tests_than_acceptance_criteria_fails_the_tester(
+def test_a_criterion_no_test_is_named_after_fails_the_tester_however_many_tests(
     drive: Drive, coded_pricing: Path
 ) -> None:
-    two = PY_TESTS.format(last=2).split("\n\n\ndef test_line_total_of_one")[0]
-    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(two))
-    ended.assert_failed_on(
-        "2 tests for 3 acceptance criteria and 0 contract status codes (none): write at least 3"
+    # Ten tests, all of the first criterion: counting them would have passed.
+    ten = "".join(
+        f"\n\ndef test_line_total_is_price_cents_times_qty_{n}():\n"
+        f"    assert line_total(2, {n}) == {2 * n}\n"
+        for n in range(1, 11)
     )
-    assert len(ended.failures) == 1
+    tests = "from pricing import line_total\n" + ten
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(tests))
+    ended.assert_failed_on("no test is named after these acceptance criteria")
+    [failure] = ended.failures
+    assert "apply_discount(total_cents" in failure and "An unknown discount code" in failure
+    assert "line_total(price_cents, qty)" not in failure
+    assert isinstance(ended.output, TesterOutput)
+    assert ended.output.acceptance_coverage == 0.333
 
 
-NODE_TEST = "it('case {n}', async () => {{ expect({code}).toBe({code}) }})\n"
+def test_a_docstring_names_a_criterion_as_well_as_a_name_does(
+    drive: Drive, coded_pricing: Path
+) -> None:
+    tests = PY_TESTS.format(last=6).replace(
+        "def test_an_unknown_discount_code_raises_invalid_discount():\n",
+        'def test_case_three():\n    """An unknown discount code raises InvalidDiscount."""\n',
+    )
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(tests))
+    assert ended.failures == [] and ended.output.ok
+
+
+NODE_TEST = "it('{title}', async () => {{ expect({code}).toBe({code}) }})\n"
+TODO_CRITERIA = [
+    "A created todo appears in GET /api/todos",
+    "An empty or missing title returns 400 with error title_required",
+    "A title longer than 200 characters returns 400 with error title_too_long",
+]
 
 
 @pytest.mark.parametrize(
-    ("codes", "problem"),
+    ("cases", "problem"),
     [
         (
-            ("200", "201", "400", "400"),
-            "4 tests for 3 acceptance criteria and 3 contract status codes (200, 201, 400): "
-            "write at least 6, one per criterion and per status code",
+            [(TODO_CRITERIA[0], 201), (TODO_CRITERIA[0], 200), (TODO_CRITERIA[0], 400)] * 3,
+            "no test is named after these acceptance criteria (name each test after its "
+            "criterion, or put the criterion in its docstring): 'An empty or missing title",
         ),
-        (("200", "200", "200", "400", "400", "400"), "no test checks status 201"),
+        (
+            [(TODO_CRITERIA[0], 200), (TODO_CRITERIA[1], 400), (TODO_CRITERIA[2], 400)],
+            "no test provokes and checks status 201: write a case per status code",
+        ),
     ],
 )
-def test_too_few_tests_for_acceptance_and_status_codes_fails_the_tester(
+def test_unnamed_criteria_or_a_status_without_its_case_fail_the_tester(
     drive: Drive,
     todo_project: Path,
     node_toolchain_dir: Path,
-    codes: tuple[str, ...],
+    cases: list[tuple[str, int]],
     problem: str,
 ) -> None:
-    spec = "".join(NODE_TEST.format(n=n, code=code) for n, code in enumerate(codes))
+    spec = "".join(NODE_TEST.format(title=t, code=c) for t, c in cases)
     calls = [todolist(1), call("Write", path="tests/api.spec.js", content=spec), *all_done(1)]
     ended = drive(todo_project, "tester", "todo-be", calls)
     ended.assert_failed_on(problem)
@@ -376,7 +451,7 @@ def test_vi_mock_of_the_code_fails_the_tester(
     drive: Drive, todo_project: Path, node_toolchain_dir: Path
 ) -> None:
     spec = "import { vi } from 'vitest'\nvi.mock('../code/service.js')\n" + NODE_TEST.format(
-        n=1, code=201
+        title=TODO_CRITERIA[0], code=201
     )
     calls = [todolist(1), call("Write", path="tests/api.spec.js", content=spec), *all_done(1)]
     ended = drive(todo_project, "tester", "todo-be", calls)
@@ -386,7 +461,7 @@ def test_vi_mock_of_the_code_fails_the_tester(
 def test_patching_the_module_under_test_fails_the_tester_even_when_green(
     drive: Drive, coded_pricing: Path
 ) -> None:
-    mocked = "from unittest.mock import patch\n\nimport pricing\n\n\n" + PY_TESTS.format(last=2)
+    mocked = "from unittest.mock import patch\n\nimport pricing\n\n\n" + PY_TESTS.format(last=6)
     mocked += '\n\n@patch("pricing.line_total", return_value=7)\ndef test_patched(_):\n'
     mocked += "    assert pricing.line_total(1, 1) == 7\n"
     ended = drive(coded_pricing, "tester", "pricing", scripted_tester(mocked))
@@ -422,28 +497,71 @@ def test_mocks_of_the_outside_world_are_allowed(source: str) -> None:
     assert not checks.mock_of_code("python", ["pricing"]).search(source)
 
 
-@pytest.mark.parametrize("hint", ["", "Fix the bug.", "expected 5, got 4"])
-def test_a_failure_without_a_useful_hint_fails_the_tester(
+@pytest.mark.parametrize(
+    "hint",
+    [
+        "",
+        "Fix the bug.",
+        "expected 5, got 4",
+        "请修复这个错误",
+        "期望 5 收 6，检查对应分支处理",
+        "Veuillez corriger le bug.",
+        "Пожалуйста, исправьте ошибку в тесте.",
+        FIRST,
+        "test_line_total_is_price_cents_times_qty: please fix",
+    ],
+)
+def test_a_failure_without_a_useful_hint_fails_the_tester_in_any_language(
     drive: Drive, coded_pricing: Path, hint: str
 ) -> None:
     rewrite = call("Bash", command=FIX_FIRST_FAILURE.format(edit=f"f['hint'] = {hint!r}"))
-    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,))
+    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,), timeline=RED)
     ended = drive(coded_pricing, "tester", "pricing", calls)
+    ended.assert_failed_on(f"failure '{FIRST}' needs a hint that says what to change and where")
+    assert len(ended.failures) == 1
+
+
+def test_a_specific_hint_in_chinese_passes_the_tester(drive: Drive, coded_pricing: Path) -> None:
+    hint = "line_total 把 price_cents 和 qty 相加了：改成相乘"
+    rewrite = call("Bash", command=FIX_FIRST_FAILURE.format(edit=f"f['hint'] = {hint!r}"))
+    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,), timeline=RED)
+    ended = drive(coded_pricing, "tester", "pricing", calls)
+    assert ended.failures == [] and ended.handbacks == []
+
+
+def test_a_write_outside_the_write_set_fails_the_tester(drive: Drive, coded_pricing: Path) -> None:
+    escape = call("Bash", command="ln -s /etc/hostname tests/hostname.txt")
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(after_run=(escape,)))
     ended.assert_failed_on(
-        "failure 'tests/test_pricing.py::test_line_total_of_one' needs a hint that says what "
-        "to change and where"
+        "writes outside your write set: units/pricing/tests/hostname.txt: "
+        "symlink points outside the view (/etc/hostname)"
     )
     assert len(ended.failures) == 1
 
 
+@pytest.mark.parametrize(
+    ("timeline", "problem"),
+    [
+        ((), "the timeline has no unit_tested event for this attempt"),
+        (
+            ("unit_tested",),
+            "the timeline has no test_passed or test_failed event for this attempt",
+        ),
+    ],
+)
+def test_missing_timeline_events_fail_the_tester(
+    drive: Drive, coded_pricing: Path, timeline: tuple[str, ...], problem: str
+) -> None:
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(timeline=timeline))
+    ended.assert_failed_on(problem)
+
+
+
 def test_a_failure_not_bridged_to_a_bug_fails_the_tester(drive: Drive, coded_pricing: Path) -> None:
     rewrite = call("Bash", command=FIX_FIRST_FAILURE.format(edit="f.pop('bug_id')"))
-    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,))
+    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,), timeline=RED)
     ended = drive(coded_pricing, "tester", "pricing", calls)
-    ended.assert_failed_on(
-        "failure 'tests/test_pricing.py::test_line_total_of_one' is not bridged to a bug: "
-        "call bug_open"
-    )
+    ended.assert_failed_on(f"failure '{FIRST}' is not bridged to a bug: call bug_open")
     assert len(ended.failures) == 1
 
 

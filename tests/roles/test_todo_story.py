@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -63,6 +64,14 @@ def test_todo_be_goes_red_then_green_with_a_reflected_fix(
 
     run, coder = run_coder(store, settings, llm, RoleRequest(pid, unit, "coder", "retry", 2))
     assert coder.ok, run.session
+    # BASELINE before the patch (in the retry's first message), VERIFY after it, both
+    # read-only: nothing of them is committed.
+    retry = [r for r in stub.requests if r.session_key == "coder.c-demo.p-todo.todo-be"]
+    opening = retry[-1].body["messages"]
+    starts = [m for m in opening if m["role"] == "user" and "## Baseline" in json.dumps(m)]
+    assert starts and "5 of 6 passed" in json.dumps(starts[0])
+    assert '\\"done_when_met\\": true' in json.dumps(opening)
+    assert not [p for p in store.unit_files(pid, unit).files if p.startswith("runs/verify")]
     assert coder.decision.last_failure and "500" in coder.decision.last_failure
     log = store.unit_files(pid, unit).files["coder.log"].decode()
     entries = parse_coder_log(log)

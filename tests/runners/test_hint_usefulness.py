@@ -1,0 +1,49 @@
+"""The tester self-check on hints, in any language: generic words, a bare expected/got or the
+test's own name say nothing; a hint that names the code and says what to do does."""
+
+from __future__ import annotations
+
+import pytest
+
+from devloop.runners.hints import is_useful_hint
+
+TEST = "tests/test_auth.py::test_login_with_a_wrong_password_returns_401"
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        "please fix",
+        "Please fix the failing test.",
+        "The code is wrong, please update it so the test passes.",
+        "expected 401, got 500",
+        "期望 401 收 500",
+        "期望 401 收 500，检查对应分支处理",
+        "请修复这个错误",
+        "Veuillez corriger le bug.",
+        "Bitte den Fehler beheben.",
+        "Por favor arregla el error.",
+        "Пожалуйста, исправьте ошибку.",
+        "バグを修正してください",
+        "버그를 수정하세요",
+        TEST,
+        f"{TEST}: please fix",
+        "test login with a wrong password returns 401 fails",
+    ],
+)
+def test_generic_hints_are_refused_in_any_language(hint: str) -> None:
+    assert not is_useful_hint(hint, TEST, 401, 500)
+
+
+@pytest.mark.parametrize(
+    "hint",
+    [
+        "`users.find(name)` returns None for an unknown user; answer 401 before bcrypt.compare",
+        "user 不存在时不要 bcrypt.compare(null, ...)；先查 user 再比，缺失就返回 401",
+        "login() dans code/auth.py compare le mot de passe avant de vérifier l'utilisateur",
+        "The password check throws when the stored hash is missing: compare only when the "
+        "account exists and answer with the unauthorised status otherwise",
+    ],
+)
+def test_hints_that_name_the_code_and_the_change_pass_in_any_language(hint: str) -> None:
+    assert is_useful_hint(hint, TEST, 401, 500)
