@@ -54,12 +54,18 @@ def run(
     timeout: Annotated[
         float | None, typer.Option(min=1, help="Give up (exit 3) after this many seconds.")
     ] = None,
+    rerun: Annotated[
+        list[str] | None,
+        typer.Option(help="Run this passed or blocked unit again as a fresh attempt "
+                     "(repeat for more units)."),
+    ] = None,
 ) -> None:
     """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input,
     3 gave up (every worker died, --timeout, the environment cannot run sessions, Redis
-    went away)."""
+    went away). A passed unit whose spec.json or SDD section changed runs again."""
     options = RunOptions(
-        project_dir, workers, llm, script, flower, flower_port, timeout_s=timeout
+        project_dir, workers, llm, script, flower, flower_port, timeout_s=timeout,
+        reruns=tuple(rerun or ()),
     )
     raise typer.Exit(run_project(options, load_settings()))
 
