@@ -30,7 +30,9 @@ def run_demo(name: str, workers: int, settings: Settings, console: Console,
     console.print(f"[bold]DevLoop demo[/bold]: {name} ({source}) copied to {dest}")
     console.print("The model's turns are scripted (stub.yaml); workers, sandbox, Redis and the "
                   "tests are real.\n")
-    code = run_project(RunOptions(dest, workers=workers, llm="stub"), settings, console)
+    # The demo says where the files and the report are itself, after writing the report.
+    code = run_project(RunOptions(dest, workers=workers, llm="stub", epilogue=False), settings,
+                       console)
     report = write_report(dest, dest / "report.html")
     summarize(gather(dest), console)
     console.print(f"\nFiles: {dest}\nReport: {report}")
