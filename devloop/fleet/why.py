@@ -27,7 +27,9 @@ def failure_of(steps: list[StepRecord], attempt: int) -> str | None:
     if tested.crashed:
         return f"the test run crashed: {tested.crash_reason or '?'}"
     if tested.failures:
-        shown = [f"{test} got {got}" for test, got in tested.failures[:FAILURES_SHOWN]]
+        # A failure with no value (an exception, a compound assert) has got "None".
+        shown = [f"{test} got {got}" if got != "None" else f"{test} failed"
+                 for test, got in tested.failures[:FAILURES_SHOWN]]
         more = len(tested.failures) - FAILURES_SHOWN
         return "; ".join(shown) + (f" (and {more} more)" if more > 0 else "")
     return None
