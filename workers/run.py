@@ -198,6 +198,9 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
                 # This run started the Redis: no worker of it lives yet, so every lease there
                 # is a dead worker's (a run killed mid-step) and must not hold its unit back.
                 store.drop_leases(report.pid)
+                # And when it stops, its workers are dead: their leases too, so `devloop
+                # status` shows what they left mid-flight as interrupted at once.
+                stack.callback(_drop_leases, endpoint.url, report.pid)
             children = start_children(
                 options.workers, env, endpoint, state_dir, settings, console,
                 flower_port=options.flower_port if options.flower else None,
@@ -217,6 +220,16 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
                 finally:
                     fresh.close()
             raise
+
+
+def _drop_leases(url: str, pid: str) -> None:
+    """Drop pid's leases through a client of its own (a signal may have cut the run's)."""
+    with contextlib.suppress(Exception):  # Redis may be gone with the run
+        fresh = RedisStore.from_url(url)
+        try:
+            fresh.drop_leases(pid)
+        finally:
+            fresh.close()
 
 
 def _ran_before(store: RedisStore, project: Project) -> bool:
