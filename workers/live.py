@@ -30,6 +30,8 @@ COLORS = {
 STEP_COLUMNS = 120  # from this width on, the running session's step has a column
 NARROW_COLUMNS = 60  # at this width or less, tokens and cost make room for unit and status
 SCRIPTED = "scripted"  # the label of a stub run's costs: priced turns, nothing spent
+STEP_WIDTH = 36  # the step column's widest
+WHY_MIN = 10  # the why column's narrowest
 
 
 class StatusTable:
@@ -44,34 +46,58 @@ class StatusTable:
 
 def status_table(state: ProjectStatus, width: int = 100) -> Table:
     """One row per unit: status, attempt, tokens, cost, elapsed, (step,) and why it waits
-    or stopped; columns chosen for `width`."""
-    narrow, wide = width <= NARROW_COLUMNS, width >= STEP_COLUMNS
+    or stopped; the columns that fit `width` (unit, status and why always do)."""
     cost = f"{SCRIPTED} $" if state.scripted else "cost $"
+    cells = {
+        "unit": [u.unit_id for u in state.units],
+        "status": [u.status for u in state.units],
+        "attempt": [str(u.attempt) for u in state.units],
+        "tokens": [f"{u.tokens:,}" for u in state.units],
+        cost: [f"{u.cost_usd:.4f}" for u in state.units],
+        "elapsed": [f"{u.elapsed_s:.1f}s" for u in state.units],
+        "step": [u.step or "" for u in state.units],
+    }
+    shown = _fitting(cells, cost, width)
     table = Table(title=f"{state.pid}", title_justify="left")
-    longest = max((len(u.unit_id) for u in state.units), default=4)
-    table.add_column("unit", no_wrap=True, min_width=min(longest, 24))
-    table.add_column("status", no_wrap=True, min_width=max(len(u.status) for u in state.units)
-                     if state.units else 6)
-    table.add_column("attempt", justify="right", no_wrap=True)
-    if not narrow:
-        table.add_column("tokens", justify="right", no_wrap=True)
-        table.add_column(cost, justify="right", no_wrap=True)
-    table.add_column("elapsed", justify="right", no_wrap=True)
-    if wide:
-        table.add_column("step", overflow="ellipsis", no_wrap=True, max_width=36)
-    table.add_column("why", overflow="fold", ratio=1)
-    for row in state.units:
-        cells: list[RenderableType] = [
-            row.unit_id, Text(row.status, style=COLORS.get(row.status, "")), str(row.attempt)
-        ]
-        if not narrow:
-            cells += [f"{row.tokens:,}", f"{row.cost_usd:.4f}"]
-        cells.append(f"{row.elapsed_s:.1f}s")
-        if wide:
-            cells.append(Text(row.step or "", style="dim"))
-        cells.append(Text(_why(row), overflow="fold"))
-        table.add_row(*cells)
+    for name in shown:
+        right = name in ("attempt", "tokens", cost, "elapsed")
+        if name == "step":
+            table.add_column(name, no_wrap=True, overflow="ellipsis", max_width=STEP_WIDTH)
+        else:
+            table.add_column(name, justify="right" if right else "left", no_wrap=True)
+    table.add_column("why", overflow="fold", ratio=1, min_width=WHY_MIN)
+    for i, row in enumerate(state.units):
+        line: list[RenderableType] = []
+        for name in shown:
+            text = cells[name][i]
+            style = COLORS.get(text, "") if name == "status" else "dim" if name == "step" else ""
+            line.append(Text(text, style=style))
+        line.append(Text(_why(row), overflow="fold"))
+        table.add_row(*line)
     return table
+
+
+def _fitting(cells: dict[str, list[str]], cost: str, width: int) -> list[str]:
+    """The columns to show at `width`: step only from STEP_COLUMNS on, tokens and cost not
+    at NARROW_COLUMNS or less; then, while the table would not fit, drop step, cost, tokens,
+    elapsed and attempt, in that order, so unit and status are never cut first."""
+    shown = list(cells)
+    if width < STEP_COLUMNS:
+        shown.remove("step")
+    if width <= NARROW_COLUMNS:
+        shown = [c for c in shown if c not in ("tokens", cost)]
+
+    def needed(columns: list[str]) -> int:
+        widths = [min(max([len(c), *map(len, cells[c])]),
+                      STEP_WIDTH if c == "step" else 10**6) for c in columns]
+        return sum(widths) + WHY_MIN + 3 * (len(columns) + 1) + 1  # borders and padding
+
+    for name in ("step", cost, "tokens", "elapsed", "attempt"):
+        if needed(shown) <= width:
+            break
+        if name in shown:
+            shown.remove(name)
+    return shown
 
 
 def _why(row: UnitRow) -> str:
