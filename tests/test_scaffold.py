@@ -249,6 +249,24 @@ def test_the_spec_format_doc_shows_a_sample_that_scaffolds_and_names_every_key(
     assert "docs/spec-yaml.md" in (REPO / "README.md").read_text()
 
 
+def test_the_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    quick = readme[readme.index("## Quick start"):readme.index("## Running a real project")]
+    found = re.search(r"```yaml\n(.*?)```", quick, re.S)
+    assert found is not None
+    spec = write_spec(tmp_path, found.group(1))
+    done = run_bounded([str(DEVLOOP), "new", "shop", "--from", "spec.yaml"], timeout=60,
+                       cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"$ devloop new shop --from spec.yaml\n{done.stdout}\n" in quick
+    spec.write_text(found.group(1).replace("depends_on: [money]", "depends_on: [mony]")
+                    .replace("    acceptance:\n      - total", "    aceptance:\n      - total"))
+    typo = run_bounded([str(DEVLOOP), "new", "shop2", "--from", "spec.yaml"], timeout=60,
+                       cwd=tmp_path)
+    assert typo.returncode == 2
+    assert f"$ devloop new shop --from spec.yaml\n{typo.stderr}```" in quick
+
+
 def test_force_writes_into_a_non_empty_folder(tmp_path: Path) -> None:
     project = tmp_path / "shop"
     project.mkdir()
@@ -320,6 +338,14 @@ def test_a_misspelt_dependency_gets_the_unit_it_meant(tmp_path: Path) -> None:
     assert problems_of(spec, tmp_path / "out") == [
         f'{spec}:29: units[3].depends_on[0]: unknown unit "orderz"; did you mean "orders"?; '
         'fix: write "orders" (or add a unit with id "orderz")'
+    ]
+
+
+def test_a_misspelt_dependency_that_is_also_consumed_is_one_problem(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "depends_on: [stock, prices]", "depends_on: [stock, prics]")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:19: units[2].depends_on[1]: unknown unit "prics"; did you mean "prices"?; '
+        'fix: write "prices" (or add a unit with id "prics")'
     ]
 
 

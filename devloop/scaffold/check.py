@@ -293,9 +293,11 @@ def _consumes_problems(
         consumes = units[i].get("consumes", [])
         if not isinstance(consumes, list):
             continue
+        # A misspelt dependency is reported once, on depends_on, not again on each use.
+        meant = {closest(d, graph) for d in graph[uid] if d not in graph}
         for j, entry in enumerate(consumes):
             used = entry.get("unit") if isinstance(entry, dict) else None
-            if isinstance(used, str) and used not in graph[uid]:
+            if isinstance(used, str) and used not in graph[uid] and used not in meant:
                 near = closest(used, graph[uid]) if used not in graph else None
                 message = f'"{used}" is not in depends_on'
                 fix = f'add "{used}" to depends_on or remove this entry'
