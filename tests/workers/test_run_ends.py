@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devloop.redis_server import RedisServer
+from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
+from tests.fleet.fleet import fleet
 from tests.proctree import run_bounded
 
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
@@ -104,3 +108,31 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     assert both.stdout.startswith(f"unlogged: re-queued as attempt 4 with your hint\n"
                                   f"running: devloop run {p}\n")
     assert "blocked: unlogged: retry budget of 5 attempts spent: validation failed" in both.stdout
+
+
+def test_unblock_and_status_see_the_workers_that_consume_the_queues(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path,
+    python_toolchain_dir: Path,
+) -> None:
+    plans = [UnitPlan("bad", bad=True)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
+    env.update(DEVLOOP_REDIS_URL=redis_server.celery_url, COLUMNS="200")
+    with fleet(redis_store, redis_server.celery_url, build(tmp_path / "p", plans),
+               script(plans), workers=1) as f:
+        assert f.wait().count("blocked") == 1
+        done = run_bounded([DEVLOOP, "unblock", "p-fleet", "bad", "--hint", "return 42"],
+                           env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0] == "bad: re-queued as attempt 4 with your hint"
+        assert re.fullmatch(r"1 worker\(s\) consume this project's queues \(t0@\S+\): it "
+                            r"starts when one is free", lines[1]), lines
+        status = run_bounded([DEVLOOP, "status", "p-fleet", "--json"], env=env, timeout=120)
+        row = json.loads(status.stdout)["units"][0]
+        assert row["status"] in ("coding", "testing", "blocked"), row  # workers run it
+    # The fleet is gone: what it left mid-flight has no worker any more.
+    redis_store.put_state("p-fleet", "bad", redis_store.get_state("p-fleet", "bad").model_copy(
+        update={"status": "coding"}))
+    redis_store.drop_leases("p-fleet")
+    status = run_bounded([DEVLOOP, "status", "p-fleet", "--json"], env=env, timeout=120)
+    assert json.loads(status.stdout)["units"][0]["status"] == "interrupted"
