@@ -30,7 +30,7 @@ from devloop.redis_server import connect
 from devloop.store import RedisStore
 from devloop.suggest import unknown
 from workers.children import serve_worker
-from workers.live import print_status
+from workers.live import epilogue, print_status
 from workers.procs import (
     QUEUE_LIST,
     flower_auth_problem,
@@ -187,11 +187,14 @@ def status(
             send(dispatches)
             err.print(f"repair: re-sent {len(dispatches)} unit(s)")
         fleet = bool(_consumers(endpoint))
-        state = project_status(store, pid, fleet=fleet, folder=str(project))
+        state = project_status(store, pid, fleet=fleet,
+                               folder=str(project) if folder else None)
     if as_json:
         print(state.model_dump_json(indent=2))
     else:
         print_status(out, state)
+        for line in epilogue(state, str(project), files=False):
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

@@ -152,7 +152,7 @@ def project_status(
 
     fleet says whether workers consume the project's queues: when it is False, a unit that
     should be moving but has no live step shows as `interrupted`. A blocked unit's row
-    names the commands that move it on, for the project at `folder` (default: its id).
+    names the commands that move it on, for the project at `folder` (when known).
     """
     now = now or time.time()
     rows = []
@@ -179,7 +179,7 @@ def project_status(
                 blocked_reason=state.blocked_reason if state.status == "blocked" else None,
                 reason=reason(state, steps, shown),
                 step=current.describe() if current else None,
-                next_steps=next_steps(state, unit, folder or pid) if shown == "blocked" else [],
+                next_steps=next_steps(state, unit, folder, pid) if shown == "blocked" else [],
                 note=load_note(state),
             )
         )

@@ -52,15 +52,16 @@ def reason(state: UnitState, steps: list[StepRecord], shown_status: str) -> str 
     return f"{said}: {failure}" if failure else said
 
 
-def next_steps(state: UnitState, unit: str, folder: str) -> list[str]:
-    """The commands that move a blocked unit on."""
-    folder = shlex.quote(folder)
+def next_steps(state: UnitState, unit: str, folder: str | None, pid: str) -> list[str]:
+    """The commands that move a blocked unit on (for the project folder, when it is known;
+    else by the project's id, with DIR for the folder `devloop run` needs)."""
+    project = shlex.quote(folder or pid)
+    run = f"devloop run {shlex.quote(folder) if folder else 'DIR'}"
     kind = state.extra.get("block_kind")
     if kind in ("model", "infrastructure"):
         what = "the model's API" if kind == "model" else "the error above"
-        return [f"# once {what} is fixed, the next run resumes it where it stopped:",
-                f"devloop run {folder}"]
+        return [f"# once {what} is fixed, the next run resumes it where it stopped:", run]
     return [
-        f'devloop unblock {folder} {unit} --hint "what the coder should know this time"',
-        f"devloop run {folder}",
+        f'devloop unblock {project} {unit} --hint "what the coder should know this time"',
+        run,
     ]

@@ -71,6 +71,9 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     assert now["good"]["reason"] is None and now["good"]["next_steps"] == []
     table = devloop("status", str(p), timeout=120)
     assert f"{SAME}: {FAILED_TEST}" in table.stdout.replace("\n", "")
+    assert (f"blocked: bad: {SAME}: {FAILED_TEST}\n"
+            f'  devloop unblock {p} bad --hint "what the coder should know this time"\n'
+            f"  devloop run {p}\n") in table.stdout
 
     # The report says, attempt by attempt, what failed the coder's validation.
     report = devloop("report", str(p), "-o", str(tmp_path / "r.html"), timeout=120)
