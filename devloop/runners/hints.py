@@ -270,7 +270,7 @@ def _assertion_hint(c: Ctx) -> str | None:
     subject = _asserted(c.assertion)
     if c.expected is not None or c.got is not None:
         got = c.got if isinstance(c.got, str) and c.got.startswith("<") else _show(c.got)
-        values = f"`{subject}` is {got} where {_wanted(c.expected)} was expected"
+        values = f"got {got} where {_wanted(c.expected)} was expected (from `{subject}`)"
     else:
         evaluated = _EVALUATED.search(c.stack)
         values = f"pytest evaluated it as `{evaluated.group(1)[:200]}`" if evaluated else \

@@ -206,7 +206,8 @@ CASES = [
         "source: tests/test_money.py:5: assert money.Money(None, None) is None\n"
         "calls: code/money.py:4: class Money:",
         ("`assert money.Money(None, None) is None` failed at tests/test_money.py:5",
-         "`money.Money(None, None)` is <money.Money object at 0x7f> where None was expected",
+         "got <money.Money object at 0x7f> where None was expected (from "
+         "`money.Money(None, None)`)",
          "`Money` at code/money.py:4 (`class Money:`)"),
     ),
     Case(

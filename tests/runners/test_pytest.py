@@ -318,15 +318,15 @@ def test_a_failed_assertion_shows_itself_its_values_and_the_code_it_calls(
     assert none.expected == "None" and str(none.got).startswith("<money.Money object at ")
     assert none.hint.startswith(
         "`assert money.Money(None, None) is None` failed at tests/test_money.py:5: "
-        "`money.Money(None, None)` is <money.Money object at "
+        "got <money.Money object at "
     )
     assert none.hint.endswith(
-        "where None was expected. The test calls `Money` at code/money.py:4 "
-        "(`class Money:`): trace the value from there."
+        "where None was expected (from `money.Money(None, None)`). The test calls `Money` at "
+        "code/money.py:4 (`class Money:`): trace the value from there."
     )
     cents = failures["test_parse_reads_cents"]
     assert (cents.expected, cents.got) == (1251, 1250)
-    assert "`value.cents` is 1250 where 1251 was expected" in cents.hint
+    assert "got 1250 where 1251 was expected (from `value.cents`)" in cents.hint
     assert "`parse` at code/money.py:12 (`def parse(text):`)" in cents.hint
     both = failures["test_both_amounts_are_set"]
     assert (both.expected, both.got) == (None, None)
