@@ -47,9 +47,62 @@ def fail(problems: list[Problem] | list[str]) -> NoReturn:
     raise typer.Exit(EXIT_INVALID)
 
 
+def missing_folder(project_dir: Path) -> Problem | None:
+    """The problem of a project folder that is not there (None: it is a folder)."""
+    if project_dir.is_dir():
+        return None
+    what = "is not a folder" if project_dir.exists() else "does not exist"
+    return Problem(str(project_dir), "folder", what,
+                   "pass the project folder (the one holding units.json), or make one with "
+                   "`devloop new DIR --from spec.yaml`")
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            out.print(f"devloop {version('devloop')}", highlight=False)
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            out.print("devloop (not installed)", highlight=False)
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version, is_eager=True,
+                     help="Print the version and exit."),
+    ] = False,
+) -> None:
+    """DevLoop: a fleet of coding agents."""
+
+
+PROJECT_ARGUMENT = typer.Argument(metavar="PROJECT", help="The project folder.", show_default=False)
+
+
+def project_argument(positional: str | None, option: Path | None, words: list[str]) -> Path:
+    """The project folder from the first argument or --project (the older spelling).
+
+    With --project given, a positional word is the first word of the command after `--`
+    (click hands it to the first argument), so it goes back in front of `words`.
+    """
+    if option is not None:
+        if positional is not None:
+            words.insert(0, positional)
+        return option
+    if positional is None:
+        fail([Problem("PROJECT", "argument", "missing",
+                      "name the project folder first: `devloop ... DIR --unit ...`")])
+    return Path(positional)
+
+
 @app.command()
 def validate(project_dir: Annotated[Path, typer.Argument(help="The project folder.")]) -> None:
     """Check a project folder; print a summary, or one line per problem (exit 2)."""
+    if (missing := missing_folder(project_dir)) is not None:
+        fail([missing])
     try:
         project = load_project(project_dir)
     except ProjectInvalid as exc:
@@ -103,19 +156,35 @@ def toolchain_install(
 
 @sandbox_app.command("exec")
 def sandbox_exec_command(
-    command: Annotated[list[str], typer.Argument(help="The command, after --.")],
-    project: Annotated[Path, typer.Option(help="The project folder.")],
-    unit: Annotated[str, typer.Option(help="The unit whose view to use.")],
-    role: Annotated[Role, typer.Option(help="coder or tester.")],
+    project_dir: Annotated[str | None, PROJECT_ARGUMENT] = None,
+    command: Annotated[
+        list[str] | None, typer.Argument(metavar="-- CMD...", help="The command, after --.")
+    ] = None,
+    unit: Annotated[str, typer.Option(help="The unit whose view to use.")] = "",
+    role: Annotated[Role | None, typer.Option(help="coder or tester.")] = None,
+    project_option: Annotated[
+        Path | None, typer.Option("--project", help="The project folder (same as PROJECT).")
+    ] = None,
     timeout: Annotated[float | None, typer.Option(help="Wall-clock limit in seconds.")] = None,
 ) -> None:
-    """Run CMD in a role's sandboxed view, commit what it may write; exit 3 on a rejected write."""
+    """Run CMD in a role's sandboxed view, commit what it may write and write that back into
+    the project folder; CMD's exit code, or 3 on a rejected write."""
     from devloop.errors import SandboxUnavailable
     from devloop.sandbox_exec import sandbox_exec
 
+    words = list(command or [])
+    project = project_argument(project_dir, project_option, words)
+    if (missing := missing_folder(project)) is not None:
+        fail([missing])
+    if not unit or role is None:
+        fail([Problem("--unit" if not unit else "--role", "option", "missing",
+                      "name the unit and the role: --unit ID --role coder|tester")])
+    if not words:
+        fail([Problem("CMD", "argument", "missing",
+                      "put the command after --: `devloop sandbox exec DIR --unit U -- ls`")])
     try:
         report = sandbox_exec(
-            project, unit, role, shlex.join(command), load_settings(), timeout_s=timeout
+            project, unit, role, shlex.join(words), load_settings(), timeout_s=timeout
         )
     except ProjectInvalid as exc:
         fail(exc.problems)
@@ -130,18 +199,24 @@ def sandbox_exec_command(
     for violation in outcome.violations:
         err.print(f"rejected: {violation}", markup=False)
     if outcome.committed:
+        where = f"; written to {project}" if report.written_back else ""
         err.print(
-            f"committed: {', '.join(outcome.committed)} (unit version {outcome.version})",
+            f"committed: {', '.join(outcome.committed)} (unit version {outcome.version}){where}",
             markup=False,
         )
+    for note in report.notes:
+        err.print(note, markup=False)
     raise typer.Exit(report.exit_code)
 
 
 @session_app.command("run")
 def session_run(
-    project: Annotated[Path, typer.Option(help="The project folder.")],
-    unit: Annotated[str, typer.Option(help="The unit.")],
-    role: Annotated[Role, typer.Option(help="coder or tester.")],
+    project_dir: Annotated[str | None, PROJECT_ARGUMENT] = None,
+    unit: Annotated[str, typer.Option(help="The unit.")] = "",
+    role: Annotated[Role | None, typer.Option(help="coder or tester.")] = None,
+    project_option: Annotated[
+        Path | None, typer.Option("--project", help="The project folder (same as PROJECT).")
+    ] = None,
     mode: Annotated[
         str, typer.Option(help="coder: implement|retry|resume; tester: test|retry|resume.")
     ] = "implement",
@@ -152,8 +227,18 @@ def session_run(
     attempt: Annotated[int | None, typer.Option(help="Attempt number (default: inferred).")] = None,
 ) -> None:
     """Run one session on a unit, print its turns as they happen and its output at the end."""
-    from devloop.debug_session import run_debug_session
+    from devloop.debug_session import SessionRefused, run_debug_session
 
+    extra: list[str] = []
+    project = project_argument(project_dir, project_option, extra)
+    if extra:
+        fail([Problem(extra[0], "argument", "unexpected", "name the project once: PROJECT or "
+                      "--project")])
+    if (missing := missing_folder(project)) is not None:
+        fail([missing])
+    if not unit or role is None:
+        fail([Problem("--unit" if not unit else "--role", "option", "missing",
+                      "name the unit and the role: --unit ID --role coder|tester")])
     modes = {"coder": ("implement", "retry", "resume"), "tester": ("test", "retry", "resume")}
     if mode == "implement" and role == "tester":
         mode = "test"
@@ -173,8 +258,7 @@ def session_run(
         if event.kind == "turn":
             out.print(f"turn {event.turn}  ({event.tokens:,} tokens so far)", highlight=False)
         elif event.kind == "tool":
-            mark = "error" if event.detail.get("error") else "ok"
-            out.print(f"  {event.detail.get('name')}: {mark}", highlight=False)
+            out.print(f"  {tool_line(event.detail)}", highlight=False, markup=False)
 
     try:
         output = run_debug_session(
@@ -188,9 +272,17 @@ def session_run(
             attempt=attempt,
             emit=show,
         )
-    except ProjectInvalid as exc:
+    except (ProjectInvalid, SessionRefused) as exc:
         fail(exc.problems)
     print(output.model_dump_json(indent=2, by_alias=True))
+
+
+def tool_line(detail: dict[str, object]) -> str:
+    """`Write code/cart.py: ok` (the path a file tool acted on, printable characters only)."""
+    mark = "error" if detail.get("error") else "ok"
+    path = detail.get("path")
+    shown = "".join(ch if ch.isprintable() else "?" for ch in str(path))[:160] if path else ""
+    return f"{detail.get('name')}{' ' + shown if shown else ''}: {mark}"
 
 
 @app.command("stub-llm")
@@ -214,7 +306,10 @@ def stub_llm(
 def new(
     project_dir: Annotated[Path, typer.Argument(help="The folder to create (new or empty).")],
     spec: Annotated[
-        Path, typer.Option("--from", help="The project spec YAML (units, contracts, acceptance).")
+        Path,
+        typer.Option("--from", help="The project spec YAML: company_id, project_id, stack, "
+                     "units (id, kind, depends_on, exports, consumes, acceptance); every key "
+                     "in docs/spec-yaml.md, samples in examples/*/spec.yaml."),
     ],
     force: Annotated[bool, typer.Option(help="Write into a non-empty folder.")] = False,
     script: Annotated[

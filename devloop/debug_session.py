@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
@@ -11,14 +12,16 @@ from pydantic import BaseModel
 from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
 from devloop.embedded import redis_endpoint
+from devloop.errors import DevLoopError, Problem
 from devloop.llm.anthropic import AnthropicProvider
-from devloop.project import load_project
+from devloop.project import Project, load_project
 from devloop.redis_server import connect
 from devloop.roles import context
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import Role, RoleRequest
 from devloop.roles.tester import run_tester
 from devloop.store import RedisStore
+from devloop.suggest import unknown
 
 
 def default_attempt(store: RedisStore, pid: str, unit: str, role: Role, mode: str) -> int:
@@ -28,6 +31,28 @@ def default_attempt(store: RedisStore, pid: str, unit: str, role: Role, mode: st
     if role == "coder":
         return logged + 1 if mode == "retry" else max(1, logged)
     return max(1, logged)
+
+
+class SessionRefused(DevLoopError):
+    """The session cannot start as asked; `problems` says why and what to do."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(p) for p in problems))
+
+
+def _refusals(project: Project, unit: str, llm: str, script: Path) -> list[Problem]:
+    """What stops the session before anything starts: an unknown unit, no model to call."""
+    if project.units.unit(unit) is None:
+        return [unknown("units.json", "units", "unit", unit, [u.id for u in project.units.units])]
+    if llm == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
+        return [Problem("ANTHROPIC_API_KEY", "environment", "not set",
+                        "export your Anthropic API key, or run with --llm stub (scripted turns "
+                        "from DIR/stub.yaml or --script FILE)")]
+    if llm == "stub" and not script.is_file():
+        return [Problem(str(script), "file", "not found",
+                        "pass --script FILE with the scripted turns (docs/stub-script.md)")]
+    return []
 
 
 def run_debug_session(
@@ -42,17 +67,27 @@ def run_debug_session(
     attempt: int | None = None,
     emit: Callable[[ProgressEvent], None] = lambda e: None,
 ) -> BaseModel:
-    """Import the project, run one session, export its results; return the role's output."""
+    """Import the project, run one session, export its results; return the role's output.
+
+    SessionRefused (nothing started) for an unknown unit, a missing API key or stub script.
+    """
     project = load_project(project_dir)
+    script = script or project_dir / "stub.yaml"
+    problems = _refusals(project, unit, llm, script)
+    if problems:
+        raise SessionRefused(problems)
     with ExitStack() as stack:
         endpoint = stack.enter_context(redis_endpoint(project_dir, settings))
         store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
         stack.callback(store.close)
         store.import_project(project)
         if llm == "stub":
-            from devloop.llm.stub import StubServer
+            from devloop.llm.stub import ScriptInvalid, StubServer
 
-            stub = stack.enter_context(StubServer(script or project_dir / "stub.yaml"))
+            try:
+                stub = stack.enter_context(StubServer(script))
+            except ScriptInvalid as exc:
+                raise SessionRefused(exc.problems) from None
             provider = AnthropicProvider(api_key="stub", base_url=stub.base_url)
         else:
             provider = AnthropicProvider()

@@ -8,12 +8,13 @@ from pathlib import Path
 
 from devloop.config import Settings
 from devloop.embedded import redis_endpoint
-from devloop.errors import Problem, ProjectInvalid
+from devloop.errors import DevLoopError, ProjectInvalid
 from devloop.project import load_project
 from devloop.redis_server import connect
 from devloop.sandbox import Observation
 from devloop.stacks import stack_sandbox
 from devloop.store import RedisStore
+from devloop.suggest import unknown
 from devloop.workspace import CommitOutcome, Workspace
 
 EXIT_REJECTED = 3
@@ -27,6 +28,8 @@ class ExecReport:
     outcome: CommitOutcome
     redis_url: str
     notes: list[str] = field(default_factory=list)
+    # Where the committed files went: the project folder, or why not (pull them by hand).
+    written_back: bool = False
 
     @property
     def exit_code(self) -> int:
@@ -42,17 +45,20 @@ def sandbox_exec(
     settings: Settings,
     timeout_s: float | None = None,
 ) -> ExecReport:
-    """Import the project, materialize the role's view, run command, commit what it may write.
+    """Import the project, materialize the role's view, run command, commit what it may
+    write, and write what it committed back into the project folder.
 
     Each exec commits as an attempt of its own (a millisecond stamp), so running it twice
-    commits twice instead of being taken for a redelivery.
+    commits twice instead of being taken for a redelivery. The write-back makes the folder
+    hold the commit, so a later edit of the folder (which the next import takes as the
+    unit's new state) builds on it instead of replacing it.
     """
     project = load_project(project_dir)
     if project.units.unit(unit) is None:
-        known = ", ".join(u.id for u in project.units.units)
-        raise ProjectInvalid(
-            [Problem("units.json", "units", f'no unit "{unit}"', f"pick one of {known}")]
-        )
+        known = [u.id for u in project.units.units]
+        raise ProjectInvalid([unknown("units.json", "units", "unit", unit, known)])
+    notes: list[str] = []
+    written_back = False
     with redis_endpoint(project_dir, settings) as endpoint:
         store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
         try:
@@ -76,6 +82,16 @@ def sandbox_exec(
                 outcome = ws.commit()
             finally:
                 ws.cleanup()
+            if outcome.committed:
+                try:
+                    store.export(project.pid, project_dir, as_source=True)
+                    written_back = True
+                except (DevLoopError, OSError) as exc:
+                    notes.append(
+                        f"not written to {project_dir}: {exc}; the commit is kept in Redis: "
+                        f"fix that, then `devloop pull {project_dir} {project_dir}`"
+                    )
         finally:
             store.close()
-    return ExecReport(obs, outcome, endpoint.address)  # never the password
+    # The address is shown, never the password.
+    return ExecReport(obs, outcome, endpoint.address, notes, written_back)

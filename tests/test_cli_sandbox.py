@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
 
+import yaml
+
+from tests.fleet.builder import UnitPlan, build, script
 from tests.proctree import run_bounded
 
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
@@ -55,3 +59,36 @@ def test_unknown_unit_is_an_input_error(todo_project: Path) -> None:
     assert done.stderr.strip() == (
         'units.json: units: no unit "nope"; fix: pick one of todo-be, todo-fe'
     )
+    near = sandbox_exec_at(todo_project, "todo-fee", "true")
+    assert near.returncode == 2
+    assert near.stderr.strip() == 'units.json: units: no unit "todo-fee"; did you mean "todo-fe"?'
+
+
+def sandbox_exec_at(project: Path, unit: str, command: str) -> subprocess.CompletedProcess[str]:
+    """The project as the first argument, like every other command."""
+    return run_bounded([DEVLOOP, "sandbox", "exec", str(project), "--unit", unit, "--role",
+                        "coder", "--", "sh", "-c", command], timeout=120)
+
+
+def test_a_committed_write_is_written_back_and_outlives_a_run_and_an_edit(
+    tmp_path: Path, python_toolchain_dir: Path
+) -> None:
+    plans = [UnitPlan("cart")]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
+    ran = run_bounded([DEVLOOP, "run", str(project), "--llm", "stub", "--workers", "1"],
+                      timeout=300, env=env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    # What was reported: the second exec after a run did not see the first one's write.
+    first = sandbox_exec_at(project, "cart", 'echo "# x" >> code/unit.py')
+    assert first.returncode == 0, first.stderr
+    assert "committed: code/unit.py (unit version " in first.stderr
+    assert first.stderr.rstrip().endswith(f"; written to {project}")
+    assert (project / "units/cart/code/unit.py").read_text().endswith("# x\n")
+    second = sandbox_exec_at(project, "cart", "tail -1 code/unit.py")
+    assert second.stdout == "# x\n", second.stderr
+    # The folder holds the commit, so an edit of it builds on the write instead of undoing it.
+    (project / "units/cart/NOTES.md").write_text("mine\n")
+    third = sandbox_exec_at(project, "cart", "tail -1 code/unit.py; cat NOTES.md")
+    assert third.stdout == "# x\nmine\n", third.stderr

@@ -5,6 +5,7 @@ written."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -16,10 +17,12 @@ from devloop.cli import app
 from devloop.contracts import hash_contract
 from devloop.llm.stub import Script
 from devloop.project import load_project
-from devloop.scaffold import SpecInvalid, scaffold, trivial_script
+from devloop.scaffold import NewProject, NewUnit, SpecInvalid, scaffold, trivial_script
 from tests.proctree import run_bounded
 
 DEVLOOP = Path(sys.executable).parent / "devloop"
+REPO = Path(__file__).resolve().parent.parent
+EXAMPLES = REPO / "examples"
 RUN_TIMEOUT_S = 400
 
 # Line numbers matter: the error tests below name them.
@@ -200,13 +203,68 @@ def test_trivial_script_is_a_valid_stub_script_with_one_session_per_role_and_uni
         for role in ("coder", "tester")
     ]
     coder = script["sessions"]["coder.c-acme.p-shop.orders"]["turns"]
-    assert coder[1]["latency_ms"] == 150 and len(coder) == 2
+    assert coder[1]["latency_ms"] == 150 and len(coder) == 2 * 5  # two turns per attempt
     contract = next(
         json.loads(b["tool_use"]["input"]["content"])
         for b in coder[1]["content"]
         if "tool_use" in b and b["tool_use"]["input"].get("path") == "contract.json"
     )
     assert contract["version"] == load_project(project).units.unit("orders").contract_hash  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("example", ["todo", "inventory"])
+def test_each_examples_spec_yaml_scaffolds_that_example(tmp_path: Path, example: str) -> None:
+    shipped = EXAMPLES / example
+    made = tmp_path / example
+    done = run_bounded([str(DEVLOOP), "new", str(made), "--from", str(shipped / "spec.yaml"),
+                        "--no-script"], timeout=60)
+    assert done.returncode == 0, done.stderr
+    ours, theirs = load_project(made), load_project(shipped)
+    files = ["units.json", *(f"units/{u.id}/spec.json" for u in theirs.units.units)]
+    files += ["conventions.md"] if (shipped / "conventions.md").exists() else []
+    for rel in files:
+        assert (made / rel).read_bytes() == (shipped / rel).read_bytes(), rel
+    assert ours.sdd_contracts == theirs.sdd_contracts
+    for unit in theirs.units.units:
+        mine, example_section = ours.sections[unit.id], theirs.sections[unit.id]
+        assert mine.acceptance == example_section.acceptance
+        assert heading(mine.html) == heading(example_section.html)
+
+
+def heading(section_html: str) -> str:
+    found = re.search(r"<h2>(.*?)</h2>", section_html)
+    assert found is not None
+    return found.group(1)
+
+
+def test_the_spec_format_doc_shows_a_sample_that_scaffolds_and_names_every_key(
+    tmp_path: Path,
+) -> None:
+    doc = (REPO / "docs/spec-yaml.md").read_text()
+    sample = re.search(r"```yaml\n(.*?)```", doc, re.S)
+    assert sample is not None
+    scaffold(write_spec(tmp_path, sample.group(1)), tmp_path / "out")
+    for key in [*NewProject.model_fields, *NewUnit.model_fields]:
+        assert f"`{key}`" in doc, key
+    assert "docs/spec-yaml.md" in (REPO / "README.md").read_text()
+
+
+def test_the_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> None:
+    readme = (REPO / "README.md").read_text()
+    quick = readme[readme.index("## Quick start"):readme.index("## Running a real project")]
+    found = re.search(r"```yaml\n(.*?)```", quick, re.S)
+    assert found is not None
+    spec = write_spec(tmp_path, found.group(1))
+    done = run_bounded([str(DEVLOOP), "new", "shop", "--from", "spec.yaml"], timeout=60,
+                       cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert f"$ devloop new shop --from spec.yaml\n{done.stdout}\n" in quick
+    spec.write_text(found.group(1).replace("depends_on: [money]", "depends_on: [mony]")
+                    .replace("    acceptance:\n      - total", "    aceptance:\n      - total"))
+    typo = run_bounded([str(DEVLOOP), "new", "shop2", "--from", "spec.yaml"], timeout=60,
+                       cwd=tmp_path)
+    assert typo.returncode == 2
+    assert f"$ devloop new shop --from spec.yaml\n{typo.stderr}```" in quick
 
 
 def test_force_writes_into_a_non_empty_folder(tmp_path: Path) -> None:
@@ -268,10 +326,47 @@ def test_a_duplicate_id(tmp_path: Path) -> None:
 
 
 def test_an_unknown_dependency(tmp_path: Path) -> None:
-    spec = broken(tmp_path, "depends_on: [orders]", "depends_on: [ordres]")
+    spec = broken(tmp_path, "depends_on: [orders]", "depends_on: [shipping]")
     assert problems_of(spec, tmp_path / "out") == [
-        f'{spec}:29: units[3].depends_on[0]: unknown unit "ordres"; '
-        'fix: add a unit with id "ordres" or remove it from depends_on'
+        f'{spec}:29: units[3].depends_on[0]: unknown unit "shipping"; '
+        'fix: add a unit with id "shipping" or remove it from depends_on'
+    ]
+
+
+def test_a_misspelt_dependency_gets_the_unit_it_meant(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "depends_on: [orders]", "depends_on: [orderz]")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:29: units[3].depends_on[0]: unknown unit "orderz"; did you mean "orders"?; '
+        'fix: write "orders" (or add a unit with id "orderz")'
+    ]
+
+
+def test_a_misspelt_dependency_that_is_also_consumed_is_one_problem(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "depends_on: [stock, prices]", "depends_on: [stock, prics]")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:19: units[2].depends_on[1]: unknown unit "prics"; did you mean "prices"?; '
+        'fix: write "prices" (or add a unit with id "prics")'
+    ]
+
+
+def test_a_misspelt_key_is_one_problem_naming_the_key_it_meant(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "    acceptance: [summary()", "    aceptance: [summary()")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:31: units[3].aceptance: unknown field; did you mean "acceptance"?; '
+        "fix: rename `aceptance` to `acceptance`"
+    ]
+    top = write_spec(tmp_path, SHOP.replace("project_id: p-shop", "projectid: p-shop"))
+    assert problems_of(top, tmp_path / "out") == [
+        f'{top}:2: projectid: unknown field; did you mean "project_id"?; '
+        "fix: rename `projectid` to `project_id`"
+    ]
+
+
+def test_a_consumed_unit_spelt_wrong_gets_the_dependency_it_meant(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "{unit: prices, module: price_of}", "{unit: price, module: price_of}")
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:24: units[2].consumes[1].unit: "price" is not in depends_on; did you mean '
+        '"prices"?; fix: write "prices"'
     ]
 
 
@@ -294,8 +389,17 @@ def test_consuming_a_unit_that_is_not_a_dependency(tmp_path: Path) -> None:
 def test_broken_yaml_syntax(tmp_path: Path) -> None:
     spec = broken(tmp_path, "[price_of() answers integer cents]", "[price_of() answers")
     assert problems_of(spec, tmp_path / "out") == [
-        f"{spec}:17: (yaml): expected ',' or ']', but got ':'; "
-        "fix: fix the YAML syntax on that line"
+        f"{spec}:17:7: (yaml): expected ',' or ']', but got ':'; "
+        "fix: fix the YAML syntax at line 17, column 7 (close the bracket, or quote a value "
+        "that holds `: `)"
+    ]
+
+
+def test_a_yaml_indentation_error_names_its_line_and_column(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "    kind: db\n", "   kind: db\n")
+    assert problems_of(spec, tmp_path / "out") == [
+        f"{spec}:14:4: (yaml): expected <block end>, but found '<block mapping start>'; "
+        "fix: fix the YAML syntax at line 14, column 4 (line the key up with the keys around it)"
     ]
 
 

@@ -7,25 +7,30 @@ cli -> workers -> devloop.
 from __future__ import annotations
 
 import os
+import shlex
 from pathlib import Path
 from typing import Annotated, Literal
 
 import typer
+from kombu.exceptions import OperationalError
 
 from devloop.cli import app, err, fail, out
 from devloop.config import load_settings
-from devloop.embedded import redis_endpoint
+from devloop.embedded import RedisEndpoint, redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
 from devloop.fleet.records import export_steps
+from devloop.fleet.respec import apply_changes
 from devloop.fleet.status import project_status
 from devloop.ids import id_fault
 from devloop.jsonfile import read_json
 from devloop.private import NotPrivate
+from devloop.project import load_project
 from devloop.redis_server import connect
 from devloop.store import RedisStore
+from devloop.suggest import unknown
 from workers.children import serve_worker
-from workers.live import print_status
+from workers.live import epilogue, print_status
 from workers.procs import (
     QUEUE_LIST,
     flower_auth_problem,
@@ -36,6 +41,7 @@ from workers.procs import (
 from workers.run import RunOptions, run_project
 
 Llm = Literal["anthropic", "stub"]
+PING_S = 1.0  # how long `status` and `unblock` wait for workers to answer
 
 
 @app.command()
@@ -54,12 +60,18 @@ def run(
     timeout: Annotated[
         float | None, typer.Option(min=1, help="Give up (exit 3) after this many seconds.")
     ] = None,
+    rerun: Annotated[
+        list[str] | None,
+        typer.Option(help="Run this passed or blocked unit again as a fresh attempt "
+                     "(repeat for more units)."),
+    ] = None,
 ) -> None:
     """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input,
     3 gave up (every worker died, --timeout, the environment cannot run sessions, Redis
-    went away)."""
+    went away). A passed unit whose spec.json or SDD section changed runs again."""
     options = RunOptions(
-        project_dir, workers, llm, script, flower, flower_port, timeout_s=timeout
+        project_dir, workers, llm, script, flower, flower_port, timeout_s=timeout,
+        reruns=tuple(rerun or ()),
     )
     raise typer.Exit(run_project(options, load_settings()))
 
@@ -116,11 +128,31 @@ def enqueue(project_dir: Annotated[Path, typer.Argument(help="The project folder
         report, dispatches = enqueue_project(store, project_dir)
     except ProjectInvalid as exc:
         fail(exc.problems)
+    reruns, lines = apply_changes(store, load_project(project_dir), str(project_dir))
+    for line in lines:
+        out.print(line, markup=False, highlight=False)
+    dispatches += reruns
     send(dispatches)
     out.print(
         f"{report.pid}: {report.units} units imported; queued "
         f"{', '.join(d.msg.unit_id for d in dispatches) or 'nothing new'}"
     )
+
+
+def _consumers(endpoint: RedisEndpoint, timeout_s: float = PING_S) -> list[str]:
+    """The workers consuming the coder or tester queue on this Redis (Celery's inspect);
+    none when this command just started the embedded Redis (no worker can know it)."""
+    if endpoint.server is not None:
+        return []
+    from workers.app import app, configure
+
+    configure(endpoint.celery_url)
+    try:
+        replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
+    except (OSError, OperationalError):
+        return []
+    return sorted(worker for worker, queues in replies.items()
+                  if {q.get("name") for q in queues or []} & {"coder", "tester"})
 
 
 @app.command()
@@ -129,7 +161,8 @@ def status(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     repair: Annotated[bool, typer.Option(help="Re-send units that lost their task.")] = False,
 ) -> None:
-    """Show every unit's status, attempt, tokens and elapsed time."""
+    """Show every unit's status, attempt, tokens, elapsed time, and why it waits or is
+    blocked with the commands that move it on; a unit no worker runs shows `interrupted`."""
     pid, folder = _store_for(project)
     settings = load_settings()
     with redis_endpoint(folder or Path("."), settings) as endpoint:
@@ -153,11 +186,15 @@ def status(
             dispatches = reconcile(store, pid, settings.reconcile_grace_s)
             send(dispatches)
             err.print(f"repair: re-sent {len(dispatches)} unit(s)")
-        state = project_status(store, pid)
+        fleet = bool(_consumers(endpoint))
+        state = project_status(store, pid, fleet=fleet,
+                               folder=str(project) if folder else None)
     if as_json:
         print(state.model_dump_json(indent=2))
     else:
         print_status(out, state)
+        for line in epilogue(state, str(project), files=False):
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()
@@ -182,23 +219,50 @@ def unblock(
         typer.Option(help="What the coder should know this time (a fresh attempt); optional "
                      "for a unit blocked by the model or the infrastructure, which resumes."),
     ] = None,
+    run_after: Annotated[
+        bool,
+        typer.Option("--run", help="Then run the project (devloop run DIR) when no worker "
+                     "consumes its queues."),
+    ] = False,
+    llm: Annotated[Llm, typer.Option(help="With --run: Claude or the stub.")] = "anthropic",
+    workers: Annotated[int, typer.Option(min=1, max=64, help="With --run: workers.")] = 2,
 ) -> None:
     """Re-queue a blocked unit: with a human's hint, or resume one the model or the
-    infrastructure blocked."""
+    infrastructure blocked; say whether a worker will pick it up."""
     from workers.app import configure
     from workers.dispatch import send
 
     pid, folder = _store_for(project)
+    if run_after and folder is None:
+        fail([Problem(str(project), "--run", "needs the project folder, not its id",
+                      "pass the folder, or start your workers (devloop worker)")])
     with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
         configure(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url))
+        known = [u.id for u in store.project_record(pid).units.units] \
+            if store.has_project(pid) else []
+        if unit not in known:
+            fail([unknown(str(project), "UNIT", "unit", unit, known)])
         try:
             dispatches = unblock_unit(store, pid, unit, hint)
         except ValueError as exc:
             fail([Problem(str(project), unit, str(exc), "check `devloop status`")])
         send(dispatches)
+        consumers = _consumers(endpoint)
     how = "with your hint" if hint else "where it stopped"
-    out.print(f"{unit}: re-queued as attempt {dispatches[0].msg.attempt} {how}")
+    out.print(f"{unit}: re-queued as attempt {dispatches[0].msg.attempt} {how}", markup=False)
+    where = shlex.quote(str(project))
+    if consumers:
+        out.print(f"{len(consumers)} worker(s) consume this project's queues "
+                  f"({', '.join(consumers)}): it starts when one is free", markup=False)
+    elif not run_after:
+        out.print(f"no worker consumes this project's queues, so nothing runs it yet: "
+                  f"`devloop run {where}` picks it up (or unblock with --run)", markup=False)
+    if run_after and not consumers:
+        assert folder is not None
+        out.print(f"running: devloop run {where}", markup=False)
+        options = RunOptions(folder, workers=workers, llm=llm)
+        raise typer.Exit(run_project(options, load_settings()))
 
 
 @app.command()

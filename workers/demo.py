@@ -30,7 +30,9 @@ def run_demo(name: str, workers: int, settings: Settings, console: Console,
     console.print(f"[bold]DevLoop demo[/bold]: {name} ({source}) copied to {dest}")
     console.print("The model's turns are scripted (stub.yaml); workers, sandbox, Redis and the "
                   "tests are real.\n")
-    code = run_project(RunOptions(dest, workers=workers, llm="stub"), settings, console)
+    # The demo says where the files and the report are itself, after writing the report.
+    code = run_project(RunOptions(dest, workers=workers, llm="stub", epilogue=False), settings,
+                       console)
     report = write_report(dest, dest / "report.html")
     summarize(gather(dest), console)
     console.print(f"\nFiles: {dest}\nReport: {report}")
@@ -51,8 +53,10 @@ def summarize(data: ReportData, console: Console) -> None:
         green = [r for r in unit.runs if r.ok]
         for run in red[:1]:
             failure = run.failures[0]
-            console.print(f"    red   {run.run_id}: {failure.test}: expected {failure.expected}, "
-                          f"got {failure.got}", highlight=False, markup=False)
+            values = (f": expected {failure.expected}, got {failure.got}"
+                      if failure.expected is not None or failure.got is not None else "")
+            console.print(f"    red   {run.run_id}: {failure.test}{values}", highlight=False,
+                          markup=False)
             console.print(f"          hint: {failure.hint}", highlight=False, markup=False)
             fix = next((d for d in unit.decisions if d.attempt == run.attempt + 1), None)
             if fix is not None:

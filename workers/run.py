@@ -17,21 +17,25 @@ from redis.retry import Retry
 from rich.console import Console
 from rich.live import Live
 
+from devloop.cli import missing_folder
 from devloop.config import Settings, load_settings
 from devloop.embedded import private_state_dir, redis_endpoint
 from devloop.errors import DevLoopError, Problem, ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project, reconcile, resume_blocked
 from devloop.fleet.failures import one_line
+from devloop.fleet.messages import Dispatch
 from devloop.fleet.records import export_steps
-from devloop.fleet.status import ProjectStatus, project_status
-from devloop.project import load_project
+from devloop.fleet.respec import apply_changes
+from devloop.fleet.status import ProjectStatus, mark_run, project_status
+from devloop.project import Project, load_project
 from devloop.redis_server import RedisServerError, connect
 from devloop.store import RedisStore
+from devloop.suggest import unknown
 from devloop.supervisor import Received, interrupt_on
 from workers.app import configure
 from workers.children import CrashLoop, RunChildren, start_children
 from workers.dispatch import send
-from workers.live import live_view
+from workers.live import epilogue, live_view
 from workers.procs import flower_auth_problem
 
 EXIT_OK, EXIT_BLOCKED, EXIT_INVALID, EXIT_FAILED = 0, 1, 2, 3
@@ -50,14 +54,23 @@ class RunOptions:
     flower_port: int = 5555
     poll_s: float = 0.5
     timeout_s: float | None = None  # give up (exit 3) after this long; tests set it
+    reruns: tuple[str, ...] = ()  # passed or blocked units to run again (--rerun)
+    epilogue: bool = True  # end with where the files are and the report command
 
 
 def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
     """Input errors to report before anything starts."""
+    if (missing := missing_folder(options.project_dir)) is not None:
+        return [missing]
     try:
-        load_project(options.project_dir)
+        project = load_project(options.project_dir)
     except ProjectInvalid as exc:
         return exc.problems
+    known = [u.id for u in project.units.units]
+    unknown_units = [unknown("--rerun", unit, "unit", unit, known)
+                     for unit in options.reruns if unit not in known]
+    if unknown_units:
+        return unknown_units
     auth = settings.flower_auth.get_secret_value() if settings.flower_auth else ""
     if options.flower and auth and (why := flower_auth_problem(auth)):
         return [Problem("DEVLOOP_FLOWER_AUTH", "environment", why, "set it to user:password")]
@@ -123,10 +136,8 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
         if not isinstance(stopped, Exception):
             raise
         return _gave_up(stopped, options, console, err)
-    for row in final.units:
-        if row.status == "blocked":
-            console.print(f"{row.unit_id}: blocked: {row.blocked_reason or 'see devloop status'}",
-                          markup=False, highlight=False)
+    for line in epilogue(final, str(options.project_dir), files=options.epilogue):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
     return EXIT_OK if final.all_passed else EXIT_BLOCKED
 
 
@@ -184,12 +195,18 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
         store = RedisStore(connect(endpoint.url, retry=quick),
                            file_cap_bytes=settings.file_cap_bytes)
         stack.callback(store.close)
+        project = load_project(project_dir)
+        earlier = _ran_before(store, project)
         report, dispatches = enqueue_project(store, project_dir)
+        dispatches += _start_notes(store, project, options, console, earlier)
         try:
             if endpoint.server is not None:
                 # This run started the Redis: no worker of it lives yet, so every lease there
                 # is a dead worker's (a run killed mid-step) and must not hold its unit back.
                 store.drop_leases(report.pid)
+                # And when it stops, its workers are dead: their leases too, so `devloop
+                # status` shows what they left mid-flight as interrupted at once.
+                stack.callback(_drop_leases, endpoint.url, report.pid)
             children = start_children(
                 options.workers, env, endpoint, state_dir, settings, console,
                 flower_port=options.flower_port if options.flower else None,
@@ -211,6 +228,41 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
             raise
 
 
+def _drop_leases(url: str, pid: str) -> None:
+    """Drop pid's leases through a client of its own (a signal may have cut the run's)."""
+    with contextlib.suppress(Exception):  # Redis may be gone with the run
+        fresh = RedisStore.from_url(url)
+        try:
+            fresh.drop_leases(pid)
+        finally:
+            fresh.close()
+
+
+def _ran_before(store: RedisStore, project: Project) -> bool:
+    """Whether an earlier run moved any unit of the project (this one then resumes)."""
+    if not store.has_project(project.pid):
+        return False
+    states = store.get_states(project.pid, [u.id for u in project.units.units])
+    return any(state.status != "pending" for state in states.values())
+
+
+def _start_notes(
+    store: RedisStore, project: Project, options: RunOptions, console: Console, earlier: bool
+) -> list[Dispatch]:
+    """Note the model in use, run again what --rerun names and what changed since it passed,
+    and say so (and that the run resumes); the chains that starts."""
+    mark_run(store, project.pid, options.llm)
+    folder = str(options.project_dir)
+    dispatches, lines = apply_changes(store, project, folder, options.reruns)
+    if earlier:
+        state = project_status(store, project.pid)
+        passed = state.count("passed")
+        lines.insert(0, f"resuming: {passed} passed, {len(state.units) - passed} to go")
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+    return dispatches
+
+
 def _watch(
     store: RedisStore,
     pid: str,
@@ -225,7 +277,8 @@ def _watch(
     started = last_reconcile = time.monotonic()
     versions: dict[str, int] = {}
     grace = settings.reconcile_grace_s
-    state = project_status(store, pid)
+    folder = str(options.project_dir)  # as the user wrote it, for the commands shown
+    state = project_status(store, pid, folder=folder)
     unreachable_since: float | None = None
     with Live(live_view(state), console=console, refresh_per_second=4, transient=False,
               vertical_overflow="visible") as live:
@@ -235,7 +288,7 @@ def _watch(
             except (CrashLoop, RedisServerError) as broken:
                 raise GaveUp(str(broken)) from None
             try:
-                state = project_status(store, pid)
+                state = project_status(store, pid, folder=folder)
                 versions = _export_changes(store, pid, project_dir, versions)
                 live.update(live_view(state, footer=children.summary()))
                 if state.finished:

@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from functools import cache
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import redis
 from celery import Task
@@ -19,6 +20,7 @@ from devloop.config import Settings, load_settings
 from devloop.fleet.dispatch import reconcile
 from devloop.fleet.failures import StepStopped, StepWaiting
 from devloop.fleet.messages import StepMsg, StepRole
+from devloop.fleet.status import StepProgress, record_progress
 from devloop.fleet.steps import StepBusy, StepEnv, decide_step, run_step
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.store import RedisStore
@@ -61,15 +63,39 @@ def events(hostname: str) -> EventDispatcher:
 
 class Progress:
     """A step's task-progress events: the whole picture (step, total, turn, tokens, note)
-    each time, sent only when it changed (Flower shows the last one, as state PROGRESS)."""
+    each time, sent only when it changed (Flower shows the last one, as state PROGRESS).
+
+    The unit's last step (role, step/total, turn, last tool) is also kept in Redis, where
+    the live table and `devloop status` read it.
+    """
 
     FIELDS = ("step", "total", "turn", "tokens", "note")
 
-    def __init__(self, task: Task, msg: StepMsg) -> None:
+    def __init__(self, task: Task, msg: StepMsg, role: str) -> None:
         self.task, self.msg = task, msg
         self.shown: dict[str, int | str | None] = dict.fromkeys(self.FIELDS)
+        self.kept = StepProgress(role=role, attempt=msg.attempt, since=time.time())
+        self.stored = False
+
+    def _keep(self, event: ProgressEvent) -> None:
+        """Store the unit's last step when it changed (a lost write only dims the view)."""
+        tool = event.detail.get("name") if event.kind == "tool" else self.kept.tool
+        kept = self.kept.model_copy(update={
+            "step": event.step if event.step is not None else self.kept.step,
+            "total": event.total if event.total is not None else self.kept.total,
+            "turn": event.turn if event.turn is not None else self.kept.turn,
+            "tool": tool if isinstance(tool, str) else None,
+        })
+        if kept == self.kept and self.stored:
+            return
+        self.kept, self.stored = kept, True
+        try:
+            record_progress(store(), self.msg.pid, self.msg.unit_id, kept)
+        except redis.RedisError as lost:
+            log.info("progress of %s not kept: %s", self.msg.unit_id, lost)
 
     def __call__(self, event: ProgressEvent) -> None:
+        self._keep(event)
         now = {k: getattr(event, k) if getattr(event, k) is not None else v
                for k, v in self.shown.items()}
         if now == self.shown:
@@ -88,13 +114,13 @@ class Progress:
         )
 
 
-def _env(task: Task, msg: StepMsg) -> StepEnv:
+def _env(task: Task, msg: StepMsg, role: str) -> StepEnv:
     return StepEnv(
         store(),
         settings(),
         provider,
         owner=f"{socket.gethostname()}:{os.getpid()}:{task.request.id}",
-        emit=Progress(task, msg),
+        emit=Progress(task, msg, role),
         lease_ttl_s=settings().lease_ttl_s,
         heartbeat_s=settings().lease_ttl_s / 4,
     )
@@ -104,7 +130,9 @@ def _carried(task: Task, call: Callable[[], T]) -> T:
     """Run a step's library call; map how it could not end to Celery's retry or Ignore."""
     try:
         return call()
-    except (StepBusy, StepWaiting) as later:
+    except StepBusy as busy:
+        _later(task, busy)
+    except StepWaiting as later:
         # The tasks' max_retries is None: DevLoop bounds waits and retries itself.
         raise task.retry(countdown=later.retry_in_s) from later
     except StepStopped as stop:
@@ -115,9 +143,21 @@ def _carried(task: Task, call: Callable[[], T]) -> T:
         raise task.retry(countdown=5) from lost
 
 
+def _later(task: Task, busy: StepBusy) -> NoReturn:
+    """Send this task's message again after the lease's time, quietly: a step whose lease a
+    live run holds is a healthy wait, not a failure, so no retry event (and no traceback
+    in Flower) and no retry counted; one line in the worker's log."""
+    request = task.request
+    again = task.signature_from_request(request, countdown=busy.retry_in_s,
+                                        retries=request.retries)
+    again.apply_async()
+    log.info("%s", busy)
+    raise Ignore()
+
+
 def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
     msg = StepMsg.model_validate(raw)
-    env = _env(task, msg)
+    env = _env(task, msg, role)
     return _carried(task, lambda: run_step(role, env, msg).model_dump(mode="json"))
 
 
@@ -141,7 +181,7 @@ def decide(self: Task, msg: dict[str, Any]) -> list[str]:
     the coder and tester steps stored (any outcome field in the message is dropped).
     """
     step = StepMsg.model_validate(msg)
-    dispatches = _carried(self, lambda: decide_step(_env(self, step), step))
+    dispatches = _carried(self, lambda: decide_step(_env(self, step, "decide"), step))
     # At most one reconcile pass per project per grace period, whichever decide gets there.
     lock = f"{store().keys(step.pid).prefix}reconcile-lock"
     if store().client.set(lock, "1", nx=True, ex=max(1, int(settings().reconcile_grace_s))):

@@ -327,7 +327,10 @@ class AgentSession:
                     "is_error": result.is_error,
                 }
             )
-            self.ctx.emit(ProgressEvent("tool", detail={"name": name, "error": result.is_error}))
+            target = args.get("path") if isinstance(args, dict) else None
+            self.ctx.emit(ProgressEvent("tool", detail={
+                "name": name, "error": result.is_error,
+                "path": target if isinstance(target, str) else None}))
         if self.workspace is not None:
             self.stuck.observe_turn(self.workspace.fingerprint(), written, created)
         for tool, tally in tallies:

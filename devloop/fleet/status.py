@@ -1,29 +1,61 @@
-"""A project's progress as rows: what `devloop status` and the live table show."""
+"""A project's progress as rows: what `devloop status` and the live table show.
+
+devloop:{pid}:progress   hash   unit -> StepProgress (JSON): the running session's last step
+"""
 
 from __future__ import annotations
 
+import json
 import time
 
 from pydantic import BaseModel
 
-from devloop.fleet.records import environment_error, steps_of
+from devloop.fleet.records import StepRecord, environment_error, steps_of
+from devloop.fleet.why import next_steps, reason
+from devloop.loop import awaited_tester_try
 from devloop.store import RedisStore, UnitState
 
 DONE = ("passed", "blocked", "blocked_upstream")
+MOVING = ("coding", "testing", "waiting_model")  # a worker owes these a step
+RUN_FILE = "run.json"  # agent-state/run.json: which models the runs of the folder used
+
+
+class StepProgress(BaseModel):
+    """What the running session of a unit last reported (its worker writes it)."""
+
+    role: str
+    attempt: int
+    since: float  # when the step started
+    step: int | None = None
+    total: int | None = None
+    turn: int | None = None
+    tool: str | None = None  # the last tool called
+
+    def describe(self) -> str:
+        """`coder 2/4, turn 3, Write`."""
+        parts = [self.role + (f" {self.step}/{self.total}" if self.total else "")]
+        if self.turn:
+            parts.append(f"turn {self.turn}")
+        if self.tool:
+            parts.append(self.tool)
+        return ", ".join(parts)
 
 
 class UnitRow(BaseModel):
     """One unit's line in the status table."""
 
     unit_id: str
-    status: str
+    status: str  # the loop's status, or `interrupted` when nothing runs the unit any more
     attempt: int
     tokens: int
     cost_usd: float
-    elapsed_s: float
+    elapsed_s: float  # time a step of the unit was live (queue waits and dead runs are not)
     last_hint: str | None = None
     last_error: str | None = None  # the model's error while waiting_model, a step's exception
     blocked_reason: str | None = None
+    reason: str | None = None  # why it is blocked, waits or stands still, in words
+    step: str | None = None  # the running session's current step (role, step/total, turn, tool)
+    next_steps: list[str] = []  # blocked: the commands that move it on
     note: str | None = None  # why the unit waits that is not its code's fault (a busy machine)
 
 
@@ -33,6 +65,7 @@ class ProjectStatus(BaseModel):
     pid: str
     units: list[UnitRow]
     environment_error: str | None = None  # no session can run: the run stops with this
+    scripted: bool = False  # the costs are a stub's scripted turns priced, not money spent
 
     @property
     def finished(self) -> bool:
@@ -54,27 +87,101 @@ def load_note(state: UnitState) -> str | None:
     return None
 
 
-def project_status(store: RedisStore, pid: str, now: float | None = None) -> ProjectStatus:
-    """Rows in units.json order, tokens and cost summed over every finished step."""
+def progress_key(store: RedisStore, pid: str) -> str:
+    return f"{store.keys(pid).prefix}progress"
+
+
+def record_progress(store: RedisStore, pid: str, unit: str, progress: StepProgress) -> None:
+    """Keep the unit's running session's last step, for the live table and `status`."""
+    store.client.hset(progress_key(store, pid), unit, progress.model_dump_json())
+
+
+def mark_run(store: RedisStore, pid: str, llm: str) -> None:
+    """Note which model this run uses (agent-state/run.json): stub costs are labelled."""
+    raw = store.agent_state_file(pid, RUN_FILE)
+    seen = json.loads(raw).get("llms", []) if raw else []
+    llms = sorted({*seen, llm})
+    store.put_agent_state(pid, RUN_FILE, json.dumps({"llms": llms}).encode())
+
+
+def scripted(store: RedisStore, pid: str) -> bool:
+    """Whether every run of the project so far used the stub's scripted turns."""
+    raw = store.agent_state_file(pid, RUN_FILE)
+    return bool(raw) and json.loads(raw or b"{}").get("llms") == ["stub"]
+
+
+def _live_units(store: RedisStore, pid: str, states: dict[str, UnitState]) -> set[str]:
+    """Units a step runs for right now: one of their current attempt's leases is held."""
+    asked = [
+        (unit, store.keys(pid).lease(unit, state.attempt, role))
+        for unit, state in states.items()
+        if state.status in MOVING
+        for role in ["coder", *(f"tester.{n}" for n in range(1, awaited_tester_try(state) + 1))]
+    ]
+    held = store.client.mget([key for _, key in asked]) if asked else []
+    return {unit for (unit, _), owner in zip(asked, held, strict=True) if owner}
+
+
+def _progress(store: RedisStore, pid: str) -> dict[str, StepProgress]:
+    raw = store.client.hgetall(progress_key(store, pid))
+    return {k.decode(): StepProgress.model_validate_json(v) for k, v in raw.items()}
+
+
+def _current(progress: StepProgress | None, state: UnitState) -> StepProgress | None:
+    """The progress record when it is the running step's (same attempt and role)."""
+    role = "coder" if state.status == "coding" else "tester"
+    if progress is None or progress.attempt != state.attempt or progress.role != role:
+        return None
+    return progress
+
+
+def _elapsed(steps: list[StepRecord], live_since: float | None, now: float) -> float:
+    """Seconds a step of the unit ran: its finished steps, and the live one so far."""
+    busy = sum(max(0.0, s.ended_at - s.started_at) for s in steps)
+    return round(busy + (max(0.0, now - live_since) if live_since else 0.0), 1)
+
+
+def project_status(
+    store: RedisStore,
+    pid: str,
+    now: float | None = None,
+    fleet: bool | None = True,
+    folder: str | None = None,
+) -> ProjectStatus:
+    """Rows in units.json order, tokens and cost summed over every finished step.
+
+    fleet says whether workers consume the project's queues: when it is False, a unit that
+    should be moving but has no live step shows as `interrupted`. A blocked unit's row
+    names the commands that move it on, for the project at `folder` (when known).
+    """
     now = now or time.time()
     rows = []
     units = [entry.id for entry in store.project_record(pid).units.units]
     states, steps_by_unit = store.get_states(pid, units), steps_of(store, pid, units)
+    live, progress = _live_units(store, pid, states), _progress(store, pid)
     for unit in units:
         state, steps = states[unit], steps_by_unit[unit]
-        end = max((s.ended_at for s in steps), default=now) if state.status in DONE else now
+        shown: str = state.status
+        if shown in MOVING and unit not in live and fleet is False:
+            shown = "interrupted"
+        current = _current(progress.get(unit), state) if unit in live else None
+        since = (current.since if current else state.updated_at) if unit in live else None
         rows.append(
             UnitRow(
                 unit_id=unit,
-                status=state.status,
+                status=shown,
                 attempt=state.attempt,
                 tokens=sum(s.tokens for s in steps),
                 cost_usd=round(sum(s.cost_usd for s in steps), 4),
-                elapsed_s=round(end - state.started_at, 1) if state.started_at else 0.0,
+                elapsed_s=_elapsed(steps, since, now),
                 last_hint=state.last_hint,
                 last_error=state.last_error,
                 blocked_reason=state.blocked_reason if state.status == "blocked" else None,
+                reason=reason(state, steps, shown),
+                step=current.describe() if current else None,
+                next_steps=next_steps(state, unit, folder, pid) if shown == "blocked" else [],
                 note=load_note(state),
             )
         )
-    return ProjectStatus(pid=pid, units=rows, environment_error=environment_error(store, pid))
+    return ProjectStatus(pid=pid, units=rows, environment_error=environment_error(store, pid),
+                         scripted=scripted(store, pid))

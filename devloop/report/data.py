@@ -31,6 +31,7 @@ M = TypeVar("M", bound=BaseModel)
 _RUN_ID = re.compile(r"^run-(\d+)-(\d+)$")
 FILE_CAP = 64 * 1024 * 1024  # one JSON file or coder.log
 MAX_RUNS = 10_000  # run dirs read per unit
+RUN_STATE = "agent-state/run.json"  # which models the runs used (devloop run writes it)
 LOOP_KINDS = ("loop_pass", "loop_retry_coder", "loop_retry_tester", "loop_resume", "loop_block")
 
 
@@ -68,6 +69,7 @@ class ReportData:
     bugs: list[Bug]
     timeline: list[TimelineEvent]
     notes: list[str] = field(default_factory=list)
+    scripted: bool = False  # every run used the stub: its costs are priced turns, not spent
 
     @property
     def ran(self) -> bool:
@@ -120,7 +122,14 @@ def _gather(root: Dir) -> ReportData:
         bugs=_bugs(root, notes),
         timeline=timeline,
         notes=notes,
+        scripted=_scripted(root),
     )
+
+
+def _scripted(root: Dir) -> bool:
+    """Whether agent-state/run.json says every run used the stub's scripted turns."""
+    data, _ = _json(root, RUN_STATE)
+    return isinstance(data, dict) and data.get("llms") == ["stub"]
 
 
 def _trusted(event: TimelineEvent) -> bool:

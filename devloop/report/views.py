@@ -39,6 +39,8 @@ class Attempt:
     decision: CoderDecision | None = None
     runs: list[RunResult] = field(default_factory=list)
     loop: list[TimelineEvent] = field(default_factory=list)
+    self_check: list[str] = field(default_factory=list)  # what failed the coder's validation
+    coder_end: str | None = None  # how the coder's session ended when it did not complete
 
 
 def cost_row(unit: UnitReport) -> CostRow:
@@ -83,6 +85,14 @@ def attempts(unit: UnitReport) -> list[Attempt]:
     for event in unit.loop_events:
         match = _RUN_ATTEMPT.match(event.ref or "")
         at(int(match[1]) if match else max(story, default=1)).loop.append(event)
+    for step in unit.steps:
+        made = step.outcome
+        if step.role != "coder" or made is None or made.status == "completed":
+            continue
+        attempt = at(step.attempt)
+        attempt.coder_end = f"{made.status} ({made.reason or 'no reason'})"
+        if made.reason == "validation_failed" and made.summary:
+            attempt.self_check = [item for item in made.summary.split("; ") if item]
     return [story[n] for n in sorted(story)]
 
 

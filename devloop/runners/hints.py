@@ -8,6 +8,7 @@ It never says "fix the bug" and never stops at a bare "expected X got Y".
 
 from __future__ import annotations
 
+import ast
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +40,14 @@ _AUTH = (
     "check that the user/token exists before comparing (e.g. bcrypt.compare with a missing "
     "hash) and answer 401"
 )
+# What the pytest runner appends (devloop/runners/pyassert.py) and pytest prints.
+_CALLS = re.compile(r"^calls: (code/\S+?):(\d+): (.*)$\n?", re.M)
+_PY_ASSERT = re.compile(r"^>\s+(assert\b.*?)\s*$", re.M)
+_EVALUATED = re.compile(r"^E\s+(?:AssertionError: )?(assert .*?)\s*$", re.M)
+_DEFINED = re.compile(r"\b(?:def|class)\s+(\w+)")
+_DEF_LINE = re.compile(r"^(?:async\s+)?def \w+\(")
+_PHRASES = (("not in ", "a value not in "), ("in ", "one of "), ("!= ", "anything but "),
+            ("not None", "a value, not None"))
 
 
 def _error_near(stack: str, frame: Frame | None) -> str | None:
@@ -74,6 +83,8 @@ class Ctx:
     frame: Frame | None
     caller: Frame | None  # where the test called into the code
     error: str | None  # the error line that goes with `frame`
+    assertion: str | None = None  # python: the `assert` statement that failed
+    calls: tuple[tuple[str, str, str], ...] = ()  # python: (name, code/x.py:N, source) called
 
     @property
     def where(self) -> str:
@@ -245,6 +256,54 @@ def _error_hint(c: Ctx) -> str | None:
     return f"{_cap(cause[0])}: {cause[1]}."
 
 
+def _assertion_hint(c: Ctx) -> str | None:
+    """A failed python `assert`: the assertion, its values, where it is, the code it calls."""
+    if c.assertion is None or c.error is not None:
+        return None
+    where = f" at {c.caller.path}:{c.caller.line}" if c.caller else ""
+    subject = _asserted(c.assertion)
+    if c.expected is not None or c.got is not None:
+        got = c.got if isinstance(c.got, str) and c.got.startswith("<") else _show(c.got)
+        values = f"got {got} where {_wanted(c.expected)} was expected (from `{subject}`)"
+    else:
+        evaluated = _EVALUATED.search(c.stack)
+        values = f"pytest evaluated it as `{evaluated.group(1)[:200]}`" if evaluated else \
+            "it was false"
+    if c.calls:
+        called = " and ".join(f"`{name}` at {place} (`{source}`)"
+                              for name, place, source in c.calls[:2])
+        then = f"The test calls {called}: trace the value from there"
+    else:
+        then = f"Start at {c.where}"
+    return f"`{c.assertion[:200]}` failed{where}: {values}. {then}."
+
+
+def _asserted(assertion: str) -> str:
+    """The expression an assert statement checks the value of (`money.Money(None, None)`)."""
+    try:
+        node = ast.parse(assertion).body[0]
+    except (SyntaxError, IndexError):
+        return assertion.removeprefix("assert ")
+    test = node.test if isinstance(node, ast.Assert) else None
+    if isinstance(test, ast.Compare):
+        test = test.left
+    elif isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test = test.operand
+    if test is None:
+        return assertion.removeprefix("assert ")
+    return ast.get_source_segment(assertion, test) or ast.unparse(test)
+
+
+def _wanted(expected: Any) -> str:
+    """How an expected value or phrase (`None`, `in [...]`, `< 3`) reads in a sentence."""
+    if not isinstance(expected, str):
+        return _show(expected)
+    for prefix, words in _PHRASES:
+        if expected.startswith(prefix):
+            return words + expected[len(prefix):]
+    return expected if expected in ("None", "a true value", "a false value") else _show(expected)
+
+
 def _fallback(c: Ctx) -> str:
     """Still says what differed and where to look."""
     if c.expected is not None or c.got is not None:
@@ -252,8 +311,11 @@ def _fallback(c: Ctx) -> str:
             f"`{c.test}` got {_show(c.got)} where {_show(c.expected)} was expected: trace "
             f"that value back from {c.where}."
         )
-    first = next((ln.strip() for ln in c.stack.splitlines() if ln.strip()), "no message")
-    return f'`{c.test}` failed with "{first[:200]}": start at {c.where}.'
+    lines = [ln.strip() for ln in c.stack.splitlines() if ln.strip()]
+    # The error line, else the failing source line; never the test's own `def` line.
+    first = next((ln for ln in lines if ln.startswith("E ")), None) or next(
+        (ln for ln in lines if not _DEF_LINE.match(ln)), "no message")
+    return f'`{c.test}` failed with "{first.removeprefix("E").strip()[:200]}": start at {c.where}.'
 
 
 def _cap(text: str) -> str:
@@ -271,14 +333,21 @@ RULES: list[Callable[[Ctx], str | None]] = [
     _timeout_hint,
     lambda c: _status_hint(c, *c.status) if c.status else None,
     _error_hint,
+    _assertion_hint,
 ]
 
 
 def build_hint(test: str, expected: Any, got: Any, stack: str) -> str:
     """One or two English sentences telling the coder what went wrong and where."""
     stack = stack or ""
-    frame = code_frame(stack)
-    ctx = Ctx(test, expected, got, stack, frame, frame_in_tests(stack), _error_near(stack, frame))
+    # The runner's `calls:` lines name definitions, not frames: keep them out of the search.
+    calls = tuple((name.group(1), f"{m.group(1)}:{m.group(2)}", m.group(3))
+                  for m in _CALLS.finditer(stack) if (name := _DEFINED.search(m.group(3))))
+    frames = _CALLS.sub("", stack)
+    frame = code_frame(frames)
+    assertion = _PY_ASSERT.search(frames)
+    ctx = Ctx(test, expected, got, frames, frame, frame_in_tests(frames),
+              _error_near(frames, frame), assertion.group(1) if assertion else None, calls)
     for rule in RULES:
         if text := rule(ctx):
             return text

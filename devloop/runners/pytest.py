@@ -17,7 +17,6 @@ tests/. In the sandbox, with the test venv bound read-only at its own path:
 
 from __future__ import annotations
 
-import ast
 import re
 import shlex
 import xml.etree.ElementTree as ET
@@ -40,6 +39,7 @@ from devloop.runners.base import (
 )
 from devloop.runners.channel import PYTEST_PLUGIN, Channel, Records, plugin_dir
 from devloop.runners.hints import build_hint
+from devloop.runners.pyassert import expected_got, with_definitions
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_pytest
 from devloop.sandbox import Sandbox
 from devloop.sandbox.slots import run_slot
@@ -49,8 +49,6 @@ CRASH_EXITS = {2: "was interrupted", 3: "hit an internal error", 4: "could not s
 NO_TESTS_EXIT = 5
 _EXC_LINE = re.compile(r"^E\s+(\S.*)$", re.M)
 _FRAME = re.compile(r"^((?:code|tests)/\S+\.py):(\d+): in ", re.M)
-_ASSERT = re.compile(r"^(?:AssertionError: )?assert (.+?) == (.+)$", re.M)
-_UNITTEST = re.compile(r"^AssertionError: (.+?) != (.+)$", re.M)
 
 
 class PytestRunner:
@@ -166,14 +164,15 @@ def node_id(case: ET.Element) -> str:
 
 
 def _failure(case: ET.Element, problem: ET.Element, spec: RunSpec) -> Failure:
-    """One failed (or erroring) test with expected/got and a hint."""
+    """One failed (or erroring) test with expected/got, the code its failing line calls,
+    and a hint."""
     name = node_id(case)
     message = problem.get("message") or ""
     expected, got = extract_expected_got(message)
     text = problem.text or message
     if problem.tag == "error":
         text = f"{message}\n{text}"  # "failed on setup with ..." says which phase broke
-    stack = with_source(clean_stack(text), spec.unit_dir)
+    stack = with_definitions(with_source(clean_stack(text), spec.unit_dir), spec.unit_dir)
     return Failure(
         test=name,
         expected=expected,
@@ -195,17 +194,6 @@ def _collection_error(case: ET.Element, text: str) -> str:
 
 
 def extract_expected_got(message: str) -> tuple[Any, Any]:
-    """(expected, got) from `assert 500 == 400` (got on the left) or unittest's `!=`."""
-    m = _ASSERT.search(message) or _UNITTEST.search(message)
-    if m is None:
-        return None, None
-    return py_literal(m.group(2)), py_literal(m.group(1))
-
-
-def py_literal(text: str) -> Any:
-    """A Python literal as a value; anything else (a repr) as pytest printed it."""
-    text = text.strip()
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
-        return text
+    """(expected, got) from `assert 500 == 400` (got on the left), unittest's `!=`, and the
+    other assertion shapes as phrases (`is None`, `in [...]`, a bare value)."""
+    return expected_got(message)

@@ -11,6 +11,7 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
+import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
@@ -20,11 +21,19 @@ from devloop.ids import is_valid_id
 from devloop.llm.stub.yamlmarks import ScriptInvalid, read_yaml
 from devloop.models import Stack, UnitKind
 from devloop.scaffold.spec import FIXES, NewProject, NewUnit
+from devloop.suggest import closest
 
 Lines = dict[tuple[str, ...], int]
 ALLOWED: dict[str, tuple[str, ...]] = {
     "kind": typing.get_args(UnitKind),
     "stack": typing.get_args(Stack),
+}
+# What usually causes PyYAML's messages, as a hint after the fix.
+SYNTAX_HINTS = {
+    "mapping values are not allowed": " (quote a value that holds `: `)",
+    "expected <block end>": " (line the key up with the keys around it)",
+    "found character '\\t'": " (indent with spaces, not tabs)",
+    "but got ':'": " (close the bracket, or quote a value that holds `: `)",
 }
 KIND_MEANINGS = "be: backend, fe: frontend, db: database, mw: middleware, lib: library"
 
@@ -39,9 +48,12 @@ class SpecInvalid(DevLoopError):
 
 def parse_spec(text: str, source: str) -> NewProject:
     """The spec in text, checked; SpecInvalid lists every problem with its line."""
+    syntax = _syntax_problem(text, source)
+    if syntax is not None:
+        raise SpecInvalid([syntax])
     try:
         data, lines = read_yaml(text, source)
-    except ScriptInvalid as exc:  # YAML syntax errors and duplicate keys, with their line
+    except ScriptInvalid as exc:  # duplicate keys, with their line
         raise SpecInvalid(exc.problems) from None
     if data is None:
         raise SpecInvalid(
@@ -59,11 +71,54 @@ def parse_spec(text: str, source: str) -> NewProject:
     try:
         spec = NewProject.model_validate(data)
     except ValidationError as exc:
-        found += [_from_pydantic(err, source, lines) for err in exc.errors(include_url=False)]
+        errors = _misspellings(exc.errors(include_url=False))
+        found += [_from_pydantic(err, source, lines) for err in errors]
     found += _graph_problems(data, source, lines)
     if found or spec is None:
         raise SpecInvalid([p for _, p in sorted(found, key=lambda pair: pair[0])])
     return spec
+
+
+def _syntax_problem(text: str, source: str) -> Problem | None:
+    """A YAML syntax error at `file:line:column`, or None when the text parses."""
+    try:
+        yaml.safe_load(text)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        if mark is None:
+            return Problem(source, "(yaml)", str(exc), "fix the YAML syntax")
+        problem = str(exc.problem or exc)
+        where = f"line {mark.line + 1}, column {mark.column + 1}"
+        hint = next((h for key, h in SYNTAX_HINTS.items() if key in problem), "")
+        return Problem(f"{source}:{mark.line + 1}:{mark.column + 1}", "(yaml)", problem,
+                       f"fix the YAML syntax at {where}{hint}")
+    except yaml.YAMLError as exc:
+        return Problem(source, "(yaml)", str(exc), "fix the YAML syntax")
+    return None
+
+
+def _misspellings(errors: list[ErrorDetails]) -> list[ErrorDetails]:
+    """An unknown key near a missing one (`aceptance` for `acceptance`) is one mistake: keep
+    the unknown key's error, marked with the name it meant, and drop the missing one."""
+    missing = {tuple(e["loc"]) for e in errors if e["type"] == "missing"}
+    meant: dict[tuple[Any, ...], str] = {}
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "extra_forbidden" and loc:
+            fields = [f for f in _model_fields(loc) if loc[:-1] + (f,) in missing]
+            near = closest(str(loc[-1]), fields) or closest(str(loc[-1]), _model_fields(loc))
+            if near is not None:
+                meant[loc] = near
+    dropped = {loc[:-1] + (name,) for loc, name in meant.items()}
+    out: list[ErrorDetails] = []
+    for err in errors:
+        loc = tuple(err["loc"])
+        if err["type"] == "missing" and loc in dropped:
+            continue
+        if loc in meant:
+            err = {**err, "ctx": {**err.get("ctx", {}), "meant": meant[loc]}}
+        out.append(err)
+    return out
 
 
 def _dotted(path: Sequence[Any]) -> str:
@@ -113,6 +168,8 @@ def _from_pydantic(err: ErrorDetails, source: str, lines: Lines) -> tuple[int, P
     name = str(loc[-1]) if loc else ""
     if kind == "missing":
         message, fix = "missing", FIXES.get(name, f"add `{name}: ...`")
+    elif kind == "extra_forbidden" and (meant := err.get("ctx", {}).get("meant")):
+        message, fix = f'unknown field; did you mean "{meant}"?', f"rename `{name}` to `{meant}`"
     elif kind == "extra_forbidden":
         allowed = ", ".join(_model_fields(loc))
         message = "unknown field"
@@ -200,13 +257,12 @@ def _issue_problem(
     dep = issue.dependency if issue.kind != "cycle" else issue.cycle[1 % len(issue.cycle)]
     path = ("units", first[issue.unit], "depends_on", graph[issue.unit].index(dep or ""))
     if issue.kind == "unknown_dependency":
-        return _problem(
-            source,
-            lines,
-            path,
-            f'unknown unit "{dep}"',
-            f'add a unit with id "{dep}" or remove it from depends_on',
-        )
+        near = closest(dep or "", [u for u in graph if u != issue.unit])
+        fix = f'add a unit with id "{dep}" or remove it from depends_on'
+        if near is not None:
+            fix = f'write "{near}" (or add a unit with id "{dep}")'
+        meant = f'; did you mean "{near}"?' if near else ""
+        return _problem(source, lines, path, f'unknown unit "{dep}"{meant}', fix)
     if issue.kind == "self_dependency":
         return _problem(
             source,
@@ -237,16 +293,16 @@ def _consumes_problems(
         consumes = units[i].get("consumes", [])
         if not isinstance(consumes, list):
             continue
+        # A misspelt dependency is reported once, on depends_on, not again on each use.
+        meant = {closest(d, graph) for d in graph[uid] if d not in graph}
         for j, entry in enumerate(consumes):
             used = entry.get("unit") if isinstance(entry, dict) else None
-            if isinstance(used, str) and used not in graph[uid]:
-                found.append(
-                    _problem(
-                        source,
-                        lines,
-                        ("units", i, "consumes", j, "unit"),
-                        f'"{used}" is not in depends_on',
-                        f'add "{used}" to depends_on or remove this entry',
-                    )
-                )
+            if isinstance(used, str) and used not in graph[uid] and used not in meant:
+                near = closest(used, graph[uid]) if used not in graph else None
+                message = f'"{used}" is not in depends_on'
+                fix = f'add "{used}" to depends_on or remove this entry'
+                if near is not None:
+                    message, fix = f'{message}; did you mean "{near}"?', f'write "{near}"'
+                found.append(_problem(source, lines, ("units", i, "consumes", j, "unit"),
+                                      message, fix))
     return found

@@ -5,6 +5,10 @@ bridges the contract, logs its decision and ticks its todolist in one turn, then
 it is done; the tester plans, writes one test per acceptance criterion and declared
 status, runs them and ticks its todolist, then says it is done. The runtime's
 self-checks still run for real, as do the syntax check and the tests.
+
+A unit run again (`devloop run --rerun`, or after its spec changed) continues the same
+conversations: later attempts re-plan, re-check and log (the coder) or re-run the tests
+(the tester) on the files the first attempt wrote, two turns each.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ TESTER_PLAN = (
     "Run the tests",
     "Review the result",
 )
+ATTEMPTS = 5  # the loop's retry budget: every attempt a unit can get is scripted
 HEADER = (
     "# A generated stub script (format: docs/stub-script.md): every unit passes first time.\n"
     "# Session keys are {role}.{company}.{project}.{unit}.\n"
@@ -99,10 +104,28 @@ def coder_session(project: Project, unit_id: str, files: TrivialUnit, latency_ms
         *_ticks(CODER_PLAN),
     ]
     done = [{"text": f"Implemented {unit_id}: {', '.join(written)}; contract_bridge ok."}]
-    return {
-        "turns": {1: _turn(work, latency_ms), 2: _turn(done, latency_ms)},
-        "default": {"content": done},
-    }
+    turns = {1: _turn(work, latency_ms), 2: _turn(done, latency_ms)}
+    for attempt in range(2, ATTEMPTS + 1):
+        again = [
+            {"text": f"Attempt {attempt}: re-read the spec; the code stands as written."},
+            _use("write_todolist", items=_plan(CODER_PLAN)),
+            _use("Read", path="spec.json"),
+            _use("contract_bridge"),
+            _use(
+                "append_coder_log",
+                decision={
+                    "last_failure": "none recorded: the unit was asked to run again",
+                    "last_cause": "its definition changed or a person asked for a re-run",
+                    "this_fix": f"Attempt {attempt} of {unit_id}: the code checked, unchanged",
+                    "rationale": "The trivial code still meets the contract",
+                    "changed_files": list(files.code),  # checked; the log wants the files
+                },
+            ),
+            *_ticks(CODER_PLAN),
+        ]
+        turns[2 * attempt - 1] = _turn(again, latency_ms)
+        turns[2 * attempt] = _turn(done, latency_ms)
+    return {"turns": turns, "default": {"content": done}}
 
 
 def tester_session(unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
@@ -116,10 +139,13 @@ def tester_session(unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
         *_ticks(TESTER_PLAN),
     ]
     done = [{"text": f"Tests for {unit_id} written and run: {', '.join(files.tests)}."}]
-    return {
-        "turns": {1: _turn(work, latency_ms), 2: _turn(done, latency_ms)},
-        "default": {"content": done},
-    }
+    again = [_use("write_todolist", items=_plan(TESTER_PLAN)), _use("run_tests"),
+             *_ticks(TESTER_PLAN)]
+    turns = {1: _turn(work, latency_ms), 2: _turn(done, latency_ms)}
+    for attempt in range(2, ATTEMPTS + 1):
+        turns[2 * attempt - 1] = _turn(again, latency_ms)
+        turns[2 * attempt] = _turn(done, latency_ms)
+    return {"turns": turns, "default": {"content": done}}
 
 
 def trivial_script(project_dir: Path, latency_ms: int = 0) -> dict[str, Any]:

@@ -123,7 +123,7 @@ def test_every_failure_path_in_one_run_ends_by_itself_with_the_right_statuses(
     # The outage waited, then resumed with a real call; the longer one blocked the unit.
     assert "loop_wait" in kinds(redis_store, "outage") and rows["outage"].last_error is None
     assert (rows["down"].blocked_reason or "").startswith("model unavailable: ")
-    assert "down: blocked: model unavailable" in out
+    assert "blocked: down: model unavailable" in out
     # The step that raised was retried, then blocked its unit with the error.
     assert (rows["broken"].blocked_reason or "").startswith("infrastructure: JSONDecodeError")
     assert kinds(redis_store, "broken").count("loop_retry_step") == 2

@@ -196,6 +196,30 @@ CASES = [
         ("got 'a' where 'b' was expected", "tests/a.spec.js:5"),
     ),
     Case(
+        "python-assertion-with-its-values-and-the-code-it-calls",
+        "None",
+        "<money.Money object at 0x7f>",
+        "def test_money_of_nothing_is_none():\n"
+        ">       assert money.Money(None, None) is None\n"
+        "E       AssertionError: assert <money.Money object at 0x7f> is None\n\n"
+        "tests/test_money.py:5: AssertionError\n"
+        "source: tests/test_money.py:5: assert money.Money(None, None) is None\n"
+        "calls: code/money.py:4: class Money:",
+        ("`assert money.Money(None, None) is None` failed at tests/test_money.py:5",
+         "got <money.Money object at 0x7f> where None was expected (from "
+         "`money.Money(None, None)`)",
+         "`Money` at code/money.py:4 (`class Money:`)"),
+    ),
+    Case(
+        "python-failure-without-values-never-quotes-the-def-line",
+        None,
+        None,
+        "def test_it():\n>       helper()\nE       Failed: DID NOT RAISE\n\n"
+        "tests/test_it.py:3: Failed",
+        ('failed with "Failed: DID NOT RAISE"',),
+        test="tests/test_it.py::test_it",
+    ),
+    Case(
         "fallback-no-values-no-frames",
         None,
         None,

@@ -307,6 +307,35 @@ def test_lines_the_code_writes_into_the_channel_cannot_turn_a_red_run_green(
     assert result.crash_reason.startswith("report and exit status disagree: ")
 
 
+def test_a_failed_assertion_shows_itself_its_values_and_the_code_it_calls(
+    runner: PytestRunner, make_view: MakeView
+) -> None:
+    view = make_view("python/money")
+    result = runner.run(view=view, unit_id="money", run_id=RUN, attempt=1,
+                        retry_budget_left=4).result
+    failures = {f.test.split("::")[1]: f for f in result.failures}
+    none = failures["test_money_of_nothing_is_none"]
+    assert none.expected == "None" and str(none.got).startswith("<money.Money object at ")
+    assert none.hint.startswith(
+        "`assert money.Money(None, None) is None` failed at tests/test_money.py:5: "
+        "got <money.Money object at "
+    )
+    assert none.hint.endswith(
+        "where None was expected (from `money.Money(None, None)`). The test calls `Money` at "
+        "code/money.py:4 (`class Money:`): trace the value from there."
+    )
+    cents = failures["test_parse_reads_cents"]
+    assert (cents.expected, cents.got) == (1251, 1250)
+    assert "got 1250 where 1251 was expected (from `value.cents`)" in cents.hint
+    assert "`parse` at code/money.py:12 (`def parse(text):`)" in cents.hint
+    both = failures["test_both_amounts_are_set"]
+    assert (both.expected, both.got) == (None, None)
+    assert "pytest evaluated it as `assert (100 is not None and 1 is None)`" in both.hint
+    for failure in result.failures:
+        assert "def test_" not in failure.hint and "expected None, got None" not in failure.hint
+        assert is_useful_hint(failure.hint), failure.hint
+
+
 @pytest.mark.parametrize(
     ("message", "expected", "got"),
     [
@@ -316,6 +345,14 @@ def test_lines_the_code_writes_into_the_channel_cannot_turn_a_red_run_green(
         ("AssertionError: 500 != 400", 400, 500),
         ("assert <Todo 1> == None", None, "<Todo 1>"),
         ("KeyError: 'title'", None, None),
+        ("AssertionError: assert <m.Money object at 0x1> is None\n +  where ...",
+         "None", "<m.Money object at 0x1>"),
+        ("assert None is not None", "not None", "None"),
+        ("assert 'eur' in ['EUR', 'USD']", "in ['EUR', 'USD']", "eur"),
+        ("assert 3 < 2", "< 2", 3),
+        ("assert 0\n +  where 0 = f()", "a true value", 0),
+        ("assert not [1]", "a false value", [1]),
+        ("assert (1 is None and 2)", None, None),
     ],
 )
 def test_expected_and_got_come_from_pytest_messages(

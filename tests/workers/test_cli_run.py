@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -65,3 +66,17 @@ def test_bad_input_exits_2_before_anything_starts(tmp_path: Path) -> None:
     no_key = devloop("run", str(ok))
     assert no_key.returncode == 2
     assert no_key.stderr.startswith("ANTHROPIC_API_KEY: environment: not set; fix:")
+
+
+def test_version_and_a_missing_folder_are_one_line_each(tmp_path: Path) -> None:
+    version = devloop("--version", timeout=60)
+    assert version.returncode == 0 and re.fullmatch(r"devloop \d+\.\d+\.\d+\n", version.stdout)
+    missing = tmp_path / "no/such/dir"
+    for command in (["run", str(missing), "--llm", "stub"], ["validate", str(missing)]):
+        done = devloop(*command, timeout=60)
+        assert done.returncode == 2, done.stdout + done.stderr
+        assert done.stderr.splitlines() == [
+            f"{missing}: folder: does not exist; fix: pass the project folder (the one holding "
+            "units.json), or make one with `devloop new DIR --from spec.yaml`"
+        ]
+    assert not missing.exists()

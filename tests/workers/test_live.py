@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from rich.console import Console
 
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.records import environment_key
-from devloop.fleet.status import project_status
+from devloop.fleet.status import ProjectStatus, UnitRow, project_status
+from devloop.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
-from tests.fleet.builder import UnitPlan, build
+from tests.fleet.builder import UnitPlan, build, script
+from tests.fleet.fleet import fleet
 from workers.live import print_status
 
 
@@ -36,3 +39,79 @@ def test_a_waiting_unit_shows_the_providers_error_and_a_blocked_one_its_reason(
     assert "infrastructure: OSError: [Errno 28] No space left on device" in shown
     assert "1 waiting for the model" in shown
     assert "environment: bubblewrap cannot start" in shown
+
+
+def status_of(units: list[UnitRow], scripted: bool = False) -> ProjectStatus:
+    return ProjectStatus(pid="p-shop", units=units, scripted=scripted)
+
+
+def row(unit: str, status: str, **more: object) -> UnitRow:
+    fields: dict[str, object] = {"attempt": 1, "tokens": 12_345, "cost_usd": 0.0321,
+                                 "elapsed_s": 4.2, **more}
+    return UnitRow(unit_id=unit, status=status, **fields)  # type: ignore[arg-type]
+
+
+def shown_at(width: int, state: ProjectStatus) -> list[str]:
+    console = Console(record=True, width=width)
+    print_status(console, state)
+    return console.export_text().splitlines()
+
+
+def header(lines: list[str]) -> str:
+    return next(line for line in lines if "unit" in line and "status" in line)
+
+
+def test_from_120_columns_a_column_shows_each_running_sessions_step() -> None:
+    state = status_of([row("cart", "coding", step="coder 2/5, turn 3, Write"),
+                       row("money", "passed")])
+    wide = shown_at(120, state)
+    assert "step" in header(wide) and any("coder 2/5, turn 3, Write" in line for line in wide)
+    assert all(len(line) <= 120 for line in wide)
+    narrower = shown_at(119, state)
+    assert "step" not in header(narrower) and not any("turn 3" in line for line in narrower)
+
+
+def test_at_60_columns_tokens_and_cost_go_before_unit_or_status_is_cut() -> None:
+    state = status_of([
+        row("inventory-report-builder", "blocked_upstream",
+            reason="waits for stock-db, which is blocked"),
+        row("stock-db", "blocked", reason="the same failure 3 times: tests/test_db.py::t got 1"),
+    ])
+    assert "tokens" in header(shown_at(100, state)) and "cost $" in header(shown_at(100, state))
+    lines = shown_at(60, state)
+    assert "tokens" not in header(lines) and "cost" not in header(lines), lines
+    assert "why" in header(lines)
+    assert any("inventory-report-builder" in ln and "blocked_upstream" in ln for ln in lines)
+    assert all(len(line) <= 60 for line in lines)
+    short = status_of([row("cart", "passed")])
+    assert "tokens" in header(shown_at(61, short)) and "tokens" not in header(shown_at(60, short))
+
+
+def test_stub_costs_are_labelled_scripted_in_the_table() -> None:
+    shown = "\n".join(shown_at(100, status_of([row("money", "passed")], scripted=True)))
+    assert "scripted $" in shown and "costs scripted (stub)" in shown
+    plain = "\n".join(shown_at(100, status_of([row("money", "passed")])))
+    assert "scripted" not in plain and "cost $" in plain
+
+
+def test_workers_keep_the_running_sessions_step_where_the_table_reads_it(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path,
+    python_toolchain_dir: Path,
+) -> None:
+    plans = [UnitPlan("slow", coder_latency_ms={2: 4000})]
+    with fleet(redis_store, redis_server.celery_url, build(tmp_path / "p", plans),
+               script(plans), workers=1) as f:
+        deadline = time.monotonic() + 120
+        while (step := f.status().units[0].step) is None:
+            assert time.monotonic() < deadline, "no step shown while the coder ran"
+            time.sleep(0.1)
+        # Its plan written (0 of 1 done), the first turn's last tool, the second turn waited on.
+        assert step == "coder 0/1, turn 1, Write"
+        live = f.status().units[0]
+        time.sleep(1)
+        assert f.status().units[0].elapsed_s > live.elapsed_s  # a live step's time counts
+        done = f.wait()
+    assert done.all_passed and done.units[0].step is None
+    console = Console(record=True, width=130)
+    print_status(console, done)
+    assert "step" in console.export_text()

@@ -19,11 +19,13 @@ class Listener:
 
     def __init__(self) -> None:
         self.progress: list[dict[str, Any]] = []
+        self.events: list[dict[str, Any]] = []  # every other event
         self.ready = threading.Event()
         self.connection = app.connection_for_read()
         self.receiver = app.events.Receiver(
             self.connection,
-            handlers={"task-progress": self.progress.append, "ping": self._ping},
+            handlers={"task-progress": self.progress.append, "ping": self._ping,
+                      "*": self.events.append},
         )
         self.thread = threading.Thread(target=self._run, daemon=True)
 
@@ -73,3 +75,28 @@ def test_sessions_send_progress_with_step_total_turn_and_tokens(
     assert (last["step"], last["total"], last["turn"]) == (1, 1, 3) and last["tokens"] > 0
     tokens = [e["tokens"] for e in coder if e["tokens"] is not None]
     assert tokens == sorted(tokens)
+
+
+def test_a_step_that_waits_on_a_busy_lease_is_sent_again_quietly(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path,
+    python_toolchain_dir: Path,
+) -> None:
+    plans = [UnitPlan("held")]
+    project = build(tmp_path / "p", plans)
+    # A live run elsewhere holds the step's lease for a while (its owner is not this fleet).
+    lease = redis_store.keys("p-fleet").lease("held", 1, "coder")
+    redis_store.client.set(lease, "another-host:1:task", px=3000)
+    configure(redis_server.celery_url)
+    with Listener() as listener, fleet(
+        redis_store, redis_server.celery_url, project, script(plans), workers=1,
+        settings_env={"DEVLOOP_LEASE_TTL_S": "2"},
+    ) as f:
+        assert f.wait().all_passed
+        time.sleep(0.5)  # the last events are on their way
+    coder = [e for e in listener.events if e.get("uuid") == "p-fleet:held:coder:1"]
+    kinds = [e["type"] for e in coder]
+    assert kinds.count("task-received") >= 2, kinds  # it waited, then ran
+    # Flower shows a retry (and its traceback) only from task-retried / task-failed events.
+    assert "task-retried" not in kinds and "task-failed" not in kinds, kinds
+    assert {e.get("retries") for e in coder if e["type"] == "task-received"} == {0}
+    assert kinds[-1] == "task-succeeded"

@@ -1,0 +1,141 @@
+"""The end of `devloop run` and `devloop status`: every blocked unit with its reason and the
+commands that move it on; `devloop unblock` says whether anything will run the unit."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from devloop.redis_server import RedisServer
+from devloop.store import RedisStore
+from tests.fleet.builder import UnitPlan, build, script
+from tests.fleet.fleet import fleet
+from tests.proctree import run_bounded
+
+DEVLOOP = str(Path(sys.executable).parent / "devloop")
+SAME = "the same failure 3 times"
+FAILED_TEST = "tests/test_unit.py::test_value_returns_42 got 41"
+
+pytestmark = pytest.mark.timeout(900)
+
+
+def devloop(*args: str, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
+    return run_bounded([DEVLOOP, *args], env={**env, "COLUMNS": "200"}, timeout=timeout)
+
+
+def rows(project: Path) -> dict[str, dict[str, object]]:
+    done = devloop("status", str(project), "--json", timeout=120)
+    assert done.returncode == 0, done.stderr
+    return {row["unit_id"]: row for row in json.loads(done.stdout)["units"]}
+
+
+def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_runs_them(
+    tmp_path: Path, python_toolchain_dir: Path
+) -> None:
+    plans = [UnitPlan("bad", bad=True), UnitPlan("after", ["bad"]),
+             UnitPlan("unlogged", coder=["unlogged"]), UnitPlan("good")]
+    p = build(tmp_path / "p", plans)
+    (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+
+    first = devloop("run", str(p), "--llm", "stub")
+    assert first.returncode == 1, first.stdout + first.stderr
+    out = first.stdout
+    # Where the files are, how to see the report, and that the costs were scripted.
+    assert f"files:  {p} (units/*/code, units/*/tests, units/*/runs," in out
+    assert f"report: devloop report {p} -o {p}/report.html" in out
+    assert "scripted (the stub's turns priced as Claude; nothing was spent)" in out
+    # Each blocked unit: which failure, and the exact commands to go on.
+    assert f"blocked: bad: {SAME}: {FAILED_TEST}\n" in out
+    assert (f'  devloop unblock {p} bad --hint "what the coder should know this time"\n'
+            f"  devloop run {p}\n") in out
+    assert (f"blocked: unlogged: {SAME}: validation failed: the coder's self-check found "
+            "coder.log has no entry for attempt 3: call append_coder_log") in out
+    assert "waiting on a blocked unit: after (waits for bad, which is blocked)" in out
+
+    # status carries the reason, the last error and the next commands, as JSON and as a table.
+    now = rows(p)
+    assert now["bad"]["reason"] == f"{SAME}: {FAILED_TEST}"
+    assert "last_error" in now["bad"] and now["bad"]["blocked_reason"] == SAME
+    assert now["bad"]["next_steps"] == [
+        f'devloop unblock {p} bad --hint "what the coder should know this time"',
+        f"devloop run {p}",
+    ]
+    assert now["good"]["reason"] is None and now["good"]["next_steps"] == []
+    table = devloop("status", str(p), timeout=120)
+    assert f"{SAME}: {FAILED_TEST}" in table.stdout.replace("\n", "")
+    assert (f"blocked: bad: {SAME}: {FAILED_TEST}\n"
+            f'  devloop unblock {p} bad --hint "what the coder should know this time"\n'
+            f"  devloop run {p}\n") in table.stdout
+
+    # The report says, attempt by attempt, what failed the coder's validation.
+    report = devloop("report", str(p), "-o", str(tmp_path / "r.html"), timeout=120)
+    assert report.returncode == 0, report.stderr
+    html = (tmp_path / "r.html").read_text()
+    for attempt in (1, 2, 3):
+        assert f"<li>coder.log has no entry for attempt {attempt}: call append_coder_log</li>" \
+            in html
+    assert "cost (scripted)" in html and "data-scripted" in html
+
+    # unblock: a misspelt unit; then a real one, and nothing consumes the queues.
+    typo = devloop("unblock", str(p), "badd", "--hint", "x", timeout=120)
+    assert typo.returncode == 2
+    assert typo.stderr.splitlines() == [f'{p}: UNIT: no unit "badd"; did you mean "bad"?']
+    again = devloop("unblock", str(p), "bad", "--hint", "value() must return 42", timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.splitlines() == [
+        "bad: re-queued as attempt 4 with your hint",
+        "no worker consumes this project's queues, so nothing runs it yet: "
+        f"`devloop run {p}` picks it up (or unblock with --run)",
+    ]
+    waiting = rows(p)["bad"]
+    assert waiting["status"] == "interrupted" and waiting["attempt"] == 4
+    assert waiting["reason"] == "interrupted: no worker runs it (the run that drove it stopped)"
+
+    # The next run picks it up, says it resumes, and ends on the spent budget, naming why.
+    second = devloop("run", str(p), "--llm", "stub")
+    assert second.returncode == 1, second.stdout + second.stderr
+    assert "resuming: 1 passed, 3 to go" in second.stdout
+    assert f"blocked: bad: retry budget of 5 attempts spent: {FAILED_TEST}\n" in second.stdout
+
+    # --run: unblock and run in one go.
+    both = devloop("unblock", str(p), "unlogged", "--hint", "log it", "--run", "--llm", "stub")
+    assert both.returncode == 1, both.stdout + both.stderr
+    assert both.stdout.startswith(f"unlogged: re-queued as attempt 4 with your hint\n"
+                                  f"running: devloop run {p}\n")
+    assert "blocked: unlogged: retry budget of 5 attempts spent: validation failed" in both.stdout
+
+
+def test_unblock_and_status_see_the_workers_that_consume_the_queues(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path,
+    python_toolchain_dir: Path,
+) -> None:
+    plans = [UnitPlan("bad", bad=True)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
+    env.update(DEVLOOP_REDIS_URL=redis_server.celery_url, COLUMNS="200")
+    with fleet(redis_store, redis_server.celery_url, build(tmp_path / "p", plans),
+               script(plans), workers=1) as f:
+        assert f.wait().count("blocked") == 1
+        done = run_bounded([DEVLOOP, "unblock", "p-fleet", "bad", "--hint", "return 42"],
+                           env=env, timeout=120)
+        assert done.returncode == 0, done.stderr
+        lines = done.stdout.splitlines()
+        assert lines[0] == "bad: re-queued as attempt 4 with your hint"
+        assert re.fullmatch(r"1 worker\(s\) consume this project's queues \(t0@\S+\): it "
+                            r"starts when one is free", lines[1]), lines
+        status = run_bounded([DEVLOOP, "status", "p-fleet", "--json"], env=env, timeout=120)
+        row = json.loads(status.stdout)["units"][0]
+        assert row["status"] in ("coding", "testing", "blocked"), row  # workers run it
+    # The fleet is gone: what it left mid-flight has no worker any more.
+    redis_store.put_state("p-fleet", "bad", redis_store.get_state("p-fleet", "bad").model_copy(
+        update={"status": "coding"}))
+    redis_store.drop_leases("p-fleet")
+    status = run_bounded([DEVLOOP, "status", "p-fleet", "--json"], env=env, timeout=120)
+    assert json.loads(status.stdout)["units"][0]["status"] == "interrupted"
