@@ -25,6 +25,10 @@ from devloop.agent.tools import ProgressEvent, ToolContext, Toolset
 from devloop.agent.untrusted import sanitize_summary, wrap_untrusted
 from devloop.llm.base import LLMError, LLMProvider, LLMRequest, LLMTransient, Usage
 
+# Finished checkpoints a later run of the same (attempt, try) carries on from: the model
+# was unavailable, or the session was stopped between turns (cancel, the project's budget).
+RESUMABLE = ("recovery_required", "cancelled")
+
 
 class AgentSession:
     """One role session over a provider, a toolset and a view."""
@@ -66,7 +70,7 @@ class AgentSession:
             self.state = {**saved, "attempt": self.spec.attempt, "try": self.spec.try_no}
             return self._result("cancelled", "superseded", "a later attempt already ran")
         if saved and theirs == mine:
-            if saved["finished"] and saved["result"]["status"] != "recovery_required":
+            if saved["finished"] and saved["result"]["status"] not in RESUMABLE:
                 return SessionResult.model_validate(saved["result"])
             self.state = {**saved, "finished": False, "result": None}
             self.stuck = StuckTracker.from_dict(saved["stuck"], self.spec.stuck)
@@ -128,9 +132,12 @@ class AgentSession:
         if done is not None:
             return done
         while True:
-            if self.cancel.is_set():
-                return self._finish("cancelled", "cancelled", "the session was cancelled")
             step = self.state["next"]
+            # Checked once per turn, before the model is asked: the turn before it ran to
+            # its end (tool results appended), so the checkpoint resumes cleanly.
+            if step == "query" and self.cancel.is_set():
+                return self._finish("cancelled", "cancelled", "the session was stopped (a "
+                                    "person or the project's budget); its checkpoint resumes it")
             if step == "tools":
                 self._run_tools()
                 continue

@@ -20,8 +20,10 @@ from redis.client import Pipeline
 from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
 from devloop.errors import DevLoopError
+from devloop.fleet.control import MeteredProvider, StopFlag, stop_reason
 from devloop.fleet.dispatch import TERMINAL, decide_after
 from devloop.fleet.failures import (
+    StepPaused,
     StepStopped,
     StepSuperseded,
     StepWaiting,
@@ -85,6 +87,11 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
         raise StepSuperseded(f"{msg.task_id(role)}: {why}")
     if not start.leased:
         raise StepBusy(msg, role, env.lease_ttl_s)
+    paused = stop_reason(store, pid, unit)
+    if paused is not None:
+        # No new session while the project is paused: the unit waits where it is.
+        store.release(pid, unit, msg.attempt, lease_role, env.owner)
+        raise StepPaused(f"{msg.task_id(role)}: the project is paused ({paused})")
     beat = Heartbeat(env, msg, lease_role)
     started = time.time()
     try:
@@ -103,6 +110,11 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
         raise
     beat.stop()
     outcome = record.outcome or StepOutcome()
+    if outcome.status == "cancelled" and outcome.reason == "cancelled":
+        # Stopped between turns (a pause or a cancel): no record, the checkpoint resumes it.
+        store.release(pid, unit, msg.attempt, lease_role, env.owner)
+        raise StepPaused(f"{msg.task_id(role)}: stopped before its next turn "
+                         f"({stop_reason(store, pid, unit) or 'cancelled'}); checkpoint kept")
     if outcome.status == "recovery_required":
         # Not an outcome to keep: the same step runs again, and calls the model for real.
         store.release(pid, unit, msg.attempt, lease_role, env.owner)
@@ -183,11 +195,15 @@ def _run(
 ) -> StepRecord:
     """Run the role and build the step's record, with the outcome decide reads."""
     coder_status = (coder_record.outcome or StepOutcome()).status if coder_record else None
+    # Every model call counts toward the project's budget; the flag stops the session
+    # before its next turn when the project is paused or this unit cancelled.
+    stop = StopFlag(env.store, msg.pid, msg.unit_id)
     if role == "coder":
         request = RoleRequest(
             msg.pid, msg.unit_id, "coder", msg.mode, msg.attempt, reflect_hint=state.last_hint
         )
-        run, coder = run_coder(env.store, env.settings, env.provider(), request, env.emit)
+        provider = MeteredProvider(env.provider(), env.store, msg.pid)
+        run, coder = run_coder(env.store, env.settings, provider, request, env.emit, stop)
         session = run.session
         outcome = StepOutcome(
             status=session.status if session else "completed",
@@ -206,7 +222,8 @@ def _run(
             msg.pid, msg.unit_id, "tester", mode, msg.attempt, run_id=msg.run_id,
             tester_try=msg.tester_try, reflect_hint=why,
         )
-        run, tester = run_tester(env.store, env.settings, env.provider(), request, env.emit)
+        provider = MeteredProvider(env.provider(), env.store, msg.pid)
+        run, tester = run_tester(env.store, env.settings, provider, request, env.emit, stop)
         session = run.session
         first = next(iter(tester.failures), None)
         outcome = StepOutcome(

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from devloop.ledgers import BugLedger, Timeline
 from devloop.models import UnitsFile
 from devloop.runners.base import TestRunner
+from devloop.sandbox.process import OutputSink
 
 
 @dataclass
@@ -35,6 +37,8 @@ class RoleServices:
     runtime: dict[str, Any] = field(default_factory=dict)
     # What the tester's run_tests produced last (the runtime's self-check reads it).
     last_run: dict[str, Any] | None = None
+    # run id -> where a test run's output goes while it runs (the console's live view).
+    live_output: Callable[[str], AbstractContextManager[OutputSink]] | None = None
 
     @property
     def todo_path(self) -> str:

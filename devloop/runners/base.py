@@ -28,6 +28,7 @@ from devloop.runners.verdict import DISAGREE
 from devloop.safedir import Dir
 from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
+from devloop.sandbox.process import OutputSink
 
 TIMEOUT_S = 60.0  # the seed's limit for one test run (tester rule 9)
 # A test run waits at most this long for a host-wide CPU slot, then runs without one.
@@ -80,8 +81,11 @@ class TestRunner(Protocol):
         attempt: int,
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
+        on_output: OutputSink | None = None,
     ) -> RunOutcome:
-        """Run the tests of `units/{unit_id}` in `view`; results land in runs/{run_id}."""
+        """Run the tests of `units/{unit_id}` in `view`; results land in runs/{run_id}.
+
+        `on_output` sees the run's stdout and stderr chunk by chunk while it runs."""
         ...
 
 

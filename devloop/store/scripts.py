@@ -43,8 +43,9 @@ redis.call('HSET', KEYS[3], ARGV[1], version)
 return {1, version}
 """
 
-# KEYS: state.  ARGV: expected status, expected attempt, new state JSON.
-# A unit with no state yet counts as pending at attempt 0.
+# KEYS: state, events.  ARGV: expected status, expected attempt, new state JSON, unit, new
+# status, new attempt, events maxlen.  A unit with no state yet counts as pending at
+# attempt 0. An applied change is also one entry of the project's live events.
 CAS_STATE = """
 local status, attempt = 'pending', 0
 local current = redis.call('GET', KEYS[1])
@@ -56,6 +57,8 @@ if status ~= ARGV[1] or attempt ~= tonumber(ARGV[2]) then
   return 0
 end
 redis.call('SET', KEYS[1], ARGV[3])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'kind', 'state', 'unit', ARGV[4],
+           'status', ARGV[5], 'attempt', ARGV[6])
 return 1
 """
 

@@ -1,8 +1,15 @@
-"""Unit state: one JSON document per unit, replaced by compare-and-set on (status, attempt)."""
+"""Unit state: one JSON document per unit, replaced by compare-and-set on (status, attempt).
+
+Every write is also an entry of the project's live events stream (`Keys.events`), in the
+same round trip, so a console sees each change without polling.
+"""
 
 from __future__ import annotations
 
+from typing import Any
+
 from devloop.store.base import StoreBase
+from devloop.store.keys import EVENTS_MAXLEN
 from devloop.store.records import UnitState
 
 
@@ -24,13 +31,15 @@ class StateMixin(StoreBase):
 
     def put_state(self, pid: str, unit: str, state: UnitState) -> None:
         """Overwrite the unit's state unconditionally (imports, `devloop unblock`)."""
-        self.client.set(self.keys(pid).state(unit), state.model_dump_json())
+        self.put_states(pid, {unit: state})
 
     def put_states(self, pid: str, states: dict[str, UnitState]) -> None:
         """put_state for each unit, in one round trip."""
         with self.client.pipeline(transaction=False) as pipe:
             for unit, state in states.items():
                 pipe.set(self.keys(pid).state(unit), state.model_dump_json())
+                pipe.xadd(self.keys(pid).events, state_event(unit, state),
+                          maxlen=EVENTS_MAXLEN, approximate=True)
             pipe.execute()
 
     def cas_state(
@@ -42,8 +51,15 @@ class StateMixin(StoreBase):
         new_state: UnitState,
     ) -> bool:
         """Replace the state only if it is still (expected_status, expected_attempt)."""
+        keys = self.keys(pid)
         done = self._cas_state(
-            keys=[self.keys(pid).state(unit)],
-            args=[expected_status, expected_attempt, new_state.model_dump_json()],
+            keys=[keys.state(unit), keys.events],
+            args=[expected_status, expected_attempt, new_state.model_dump_json(), unit,
+                  new_state.status, new_state.attempt, EVENTS_MAXLEN],
         )
         return bool(done)
+
+
+def state_event(unit: str, state: UnitState) -> dict[Any, Any]:
+    """The live event of a state write: which unit, its status and attempt."""
+    return {"kind": "state", "unit": unit, "status": state.status, "attempt": state.attempt}
