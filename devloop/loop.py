@@ -234,8 +234,8 @@ def unblock(state: UnitState, hint: str) -> UnitState:
     return state.model_copy(update={
         "status": "coding", "attempt": state.attempt + 1, "failure_signature": None,
         "signature_repeats": 0, "last_hint": hint, "last_error": None, "blocked_reason": None,
-        "extra": {**_cleared(state), "human_hint": hint, "tester_retries": 0,
-                  "starved_reruns": 0},
+        "extra": {**{k: v for k, v in _cleared(state).items() if k != "block_kind"},
+                  "human_hint": hint, "tester_retries": 0, "starved_reruns": 0},
     })
 
 

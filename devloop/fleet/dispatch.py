@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 from devloop import dag
-from devloop.fleet.control import current_epoch
+from devloop.fleet.control import current_epoch, mark_unit_cancelled
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.records import (
     StepRecord,
@@ -45,6 +45,7 @@ ACTIVE = ("coding", "testing", "waiting_model")
 TERMINAL = ("passed", "blocked", "blocked_upstream", "review")
 # Blocks that are not the code's fault: the next `devloop run` resumes them.
 RESUMABLE = ("model", "infrastructure")
+CANCELLED = "cancelled"  # a person stopped the unit: `devloop unblock` or resume carries it on
 
 
 def _start(store: RedisStore, pid: str, unit: str, epoch: int) -> Dispatch:
@@ -214,8 +215,11 @@ def unblock_unit(store: RedisStore, pid: str, unit: str, hint: str | None) -> li
     state = store.get_state(pid, unit)
     if state.status != "blocked":
         raise ValueError(f'unit "{unit}" is {state.status}, not blocked; nothing to unblock')
-    if state.extra.get("block_kind") in RESUMABLE and not hint:
-        resumed = resume_blocked(store, pid, [unit])
+    kind = state.extra.get("block_kind")
+    if kind == CANCELLED:
+        mark_unit_cancelled(store, pid, unit, False)  # a person's cancel ends here
+    if kind in (*RESUMABLE, CANCELLED) and not hint:
+        resumed = resume_blocked(store, pid, [unit], kinds=(kind,))
         if not resumed:
             raise ValueError(f'unit "{unit}" changed while it was being resumed; try again')
         return resumed

@@ -6,6 +6,7 @@ import time
 
 from pydantic import BaseModel
 
+from devloop.fleet.control import read_control
 from devloop.fleet.records import environment_error, steps_of
 from devloop.store import RedisStore, UnitState
 
@@ -33,6 +34,9 @@ class ProjectStatus(BaseModel):
     pid: str
     units: list[UnitRow]
     environment_error: str | None = None  # no session can run: the run stops with this
+    paused: str | None = None  # "budget" or "cancelled": no new session starts until resumed
+    spent_usd: float = 0.0  # the project's model spend, every session counted as it ran
+    max_usd: float | None = None  # the project's cap (devloop run --max-usd)
 
     @property
     def finished(self) -> bool:
@@ -77,4 +81,8 @@ def project_status(store: RedisStore, pid: str, now: float | None = None) -> Pro
                 note=load_note(state),
             )
         )
-    return ProjectStatus(pid=pid, units=rows, environment_error=environment_error(store, pid))
+    control = read_control(store, pid)
+    return ProjectStatus(
+        pid=pid, units=rows, environment_error=environment_error(store, pid),
+        paused=control.paused, spent_usd=round(control.spent_usd, 6), max_usd=control.max_usd,
+    )

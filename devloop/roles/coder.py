@@ -57,7 +57,8 @@ def run_coder(
         regressions: list[str] = []
         if request.mode == "retry":
             files = store.unit_files(request.pid, request.unit_id).files
-            history, regressions = context.retry_history(files, request.attempt)
+            notes = context.review_notes(store, request.pid, request.unit_id)
+            history, regressions = context.retry_history(files, request.attempt, notes)
         session = run_session(
             store, settings, provider, p, coder_task(request, history), history, regressions, cancel
         )
