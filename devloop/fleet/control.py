@@ -4,7 +4,7 @@ devloop:{pid}:control   hash    max_usd, paused ("budget" | "cancelled"), paused
                                 epoch (bumped by each cancel), cancel:{unit}, console_url
 devloop:{pid}:spent     string  dollars spent on model calls (INCRBYFLOAT by every worker)
 
-Every model call adds its cost to `spent` (a Lua script, so concurrent workers never lose
+Every model call adds its cost to `spent` (INCRBYFLOAT, so concurrent workers never lose
 an update); the call that reaches `max_usd` pauses the project. A paused project starts no
 new session and its running sessions stop before their next turn (`StopFlag`), keeping
 their checkpoints; `resume` clears the pause and they carry on.
@@ -23,16 +23,18 @@ from devloop.store.keys import EVENTS_MAXLEN
 
 PAUSES = ("budget", "cancelled")
 
-# KEYS: control, spent, events.  ARGV: dollars, now, events maxlen.  Adds the cost and,
-# when it reaches the cap, pauses the project (once: the first call past the cap).
-SPEND = """
-local total = tonumber(redis.call('INCRBYFLOAT', KEYS[2], ARGV[1]))
+# KEYS: control, events.  ARGV: the total spent (just added), now, events maxlen.  When the
+# total reaches the cap, pauses the project (once: the first call past the cap). The
+# INCRBYFLOAT itself runs outside the script: inside one, Redis 6.2 rewrites its arguments
+# for the AOF under Lua's feet, and the server crashed with a corrupt heap.
+CAP_CHECK = """
 local cap = redis.call('HGET', KEYS[1], 'max_usd')
-if cap and total >= tonumber(cap) and redis.call('HSETNX', KEYS[1], 'paused', 'budget') == 1 then
+if cap and tonumber(ARGV[1]) >= tonumber(cap)
+    and redis.call('HSETNX', KEYS[1], 'paused', 'budget') == 1 then
   redis.call('HSET', KEYS[1], 'paused_at', ARGV[2])
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'kind', 'paused', 'reason', 'budget')
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'kind', 'paused', 'reason', 'budget')
 end
-return tostring(total)
+return 1
 """
 
 # KEYS: control, spent, events.  ARGV: unit ('' for the project), now, events maxlen.
@@ -108,9 +110,10 @@ def set_max_usd(store: RedisStore, pid: str, max_usd: float | None) -> None:
 def spend(store: RedisStore, pid: str, usd: float) -> float:
     """Add one model call's cost to the project; the total (the call reaching the cap
     pauses the project)."""
-    keys = [control_key(store, pid), spent_key(store, pid), store.keys(pid).events]
-    total = store.client.eval(SPEND, 3, *keys, repr(float(usd)), time.time(), EVENTS_MAXLEN)
-    return float(total)
+    total = float(store.client.incrbyfloat(spent_key(store, pid), float(usd)))
+    keys = [control_key(store, pid), store.keys(pid).events]
+    store.client.eval(CAP_CHECK, 2, *keys, repr(total), time.time(), EVENTS_MAXLEN)
+    return total
 
 
 def stop_reason(store: RedisStore, pid: str, unit: str = "") -> str | None:
