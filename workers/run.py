@@ -18,10 +18,12 @@ from rich.live import Live
 from devloop.config import Settings, load_settings
 from devloop.embedded import private_state_dir, redis_endpoint
 from devloop.errors import DevLoopError, Problem, ProjectInvalid
+from devloop.fleet.control import steps_running
 from devloop.fleet.dispatch import enqueue_project, reconcile, resume_blocked
 from devloop.fleet.failures import one_line
 from devloop.fleet.records import export_steps
 from devloop.fleet.status import ProjectStatus, project_status
+from devloop.fleet.webhook import console_link
 from devloop.project import load_project
 from devloop.redis_server import RedisServerError, connect
 from devloop.store import RedisStore
@@ -29,7 +31,8 @@ from devloop.supervisor import Received, interrupt_on
 from workers.app import configure
 from workers.children import CrashLoop, RunChildren, start_children
 from workers.dispatch import send
-from workers.live import live_view
+from workers.live import HumanNotices, live_view
+from workers.people import apply_controls, paused_exit, start_console, start_notifier
 from workers.procs import flower_auth_problem
 
 EXIT_OK, EXIT_BLOCKED, EXIT_INVALID, EXIT_FAILED = 0, 1, 2, 3
@@ -48,6 +51,11 @@ class RunOptions:
     flower_port: int = 5555
     poll_s: float = 0.5
     timeout_s: float | None = None  # give up (exit 3) after this long; tests set it
+    max_usd: float | None = None  # the project's spend cap (else DEVLOOP_PROJECT_MAX_USD)
+    console: bool = False  # serve the console beside the run
+    console_host: str = "127.0.0.1"
+    console_port: int = 8765
+    resume: bool = False  # `devloop resume`: also carry on units a person cancelled
 
 
 def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
@@ -121,6 +129,9 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
         if not isinstance(stopped, Exception):
             raise
         return _gave_up(stopped, options, console, err)
+    paused = paused_exit(final, options.project_dir, console)
+    if paused is not None:
+        return paused
     for row in final.units:
         if row.status == "blocked":
             console.print(f"{row.unit_id}: blocked: {row.blocked_reason or 'see devloop status'}",
@@ -184,11 +195,20 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
                 # This run started the Redis: no worker of it lives yet, so every lease there
                 # is a dead worker's (a run killed mid-step) and must not hold its unit back.
                 store.drop_leases(report.pid)
+            # Before any worker runs: a pause from the last run is lifted, the cap set.
+            dispatches += apply_controls(store, report.pid, options.max_usd, options.resume,
+                                         settings)
             children = start_children(
                 options.workers, env, endpoint, state_dir, settings, console,
                 flower_port=options.flower_port if options.flower else None,
             )
             stack.callback(children.stop)
+            if options.console:
+                start_console(children, endpoint, state_dir, project_dir, options.console_host,
+                              options.console_port, settings, console)
+            notifier = start_notifier(store, report.pid, settings)
+            if notifier is not None:
+                stack.callback(notifier.stop)
             # Units an earlier, interrupted run left mid-flight have no live task now, and
             # units it blocked for the model or the infrastructure (not their code) resume.
             send(dispatches + resume_blocked(store, report.pid) + reconcile(store, report.pid, 0))
@@ -221,6 +241,7 @@ def _watch(
     grace = settings.reconcile_grace_s
     state = project_status(store, pid)
     unreachable_since: float | None = None
+    notices = HumanNotices(lambda unit: console_link(store, pid, unit))
     with Live(live_view(state), console=console, refresh_per_second=4, transient=False,
               vertical_overflow="visible") as live:
         while True:
@@ -232,8 +253,13 @@ def _watch(
                 state = project_status(store, pid)
                 versions = _export_changes(store, pid, project_dir, versions)
                 live.update(live_view(state, footer=children.summary()))
+                for line in notices.new(state):
+                    live.console.print(line, markup=False, highlight=False)
+                    live.console.bell()  # a terminal flags the window: someone is needed
                 if state.finished:
                     break
+                if state.paused and not steps_running(store, pid):
+                    break  # paused (budget, cancel) and every session stopped after its turn
                 if state.environment_error:
                     store.export(pid, project_dir, as_source=True)
                     raise GaveUp(

@@ -150,12 +150,16 @@ def mark_unit_cancelled(store: RedisStore, pid: str, unit: str, on: bool) -> Non
         store.client.hdel(control_key(store, pid), field)
 
 
-def clear_pause(store: RedisStore, pid: str, max_usd: float | None = None) -> Control:
-    """Lift a pause and every unit cancel (optionally with a new cap); the controls now."""
+def clear_pause(
+    store: RedisStore, pid: str, max_usd: float | None = None, units: bool = True
+) -> Control:
+    """Lift a pause and (with `units`) every unit's cancel, optionally with a new cap; the
+    controls now."""
     key = control_key(store, pid)
     before = read_control(store, pid)
+    cancels = [f"cancel:{u}" for u in before.cancelled_units] if units else []
     with store.client.pipeline(transaction=False) as pipe:
-        pipe.hdel(key, "paused", "paused_at", *(f"cancel:{u}" for u in before.cancelled_units))
+        pipe.hdel(key, "paused", "paused_at", *cancels)
         if max_usd is not None:
             pipe.hset(key, "max_usd", repr(float(max_usd)))
         if before.paused:
@@ -203,3 +207,9 @@ class MeteredProvider:
         if response.cost_usd:
             spend(self.store, self.pid, response.cost_usd)
         return response
+
+
+def steps_running(store: RedisStore, pid: str) -> bool:
+    """Whether any step of the project holds its lease (a session or a test run going on)."""
+    return next(store.client.scan_iter(match=store.keys(pid).lease_pattern, count=500),
+                None) is not None
