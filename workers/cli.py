@@ -260,19 +260,6 @@ def demo(
     raise typer.Exit(run_demo(example, workers, load_settings(), out, out_dir))
 
 
-def main() -> None:
-    """Console-script entry point."""
-    try:
-        app(prog_name="devloop")
-    except NotPrivate as exc:  # a .devloop/ that is not this user's alone: the user's to fix
-        err.print(str(exc), markup=False)
-        raise SystemExit(2) from None
-
-
-if __name__ == "__main__":
-    main()
-
-
 @app.command("console")
 def console_command(
     project: Annotated[
@@ -394,3 +381,16 @@ def resume(
         dispatches = resume_project(store, pid, max_usd)
         send(dispatches)
     out.print(f"{pid}: resumed; re-sent {len(dispatches)} unit(s)")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app(prog_name="devloop")
+    except NotPrivate as exc:  # a .devloop/ that is not this user's alone: the user's to fix
+        err.print(str(exc), markup=False)
+        raise SystemExit(2) from None
+
+
+if __name__ == "__main__":
+    main()

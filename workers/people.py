@@ -52,7 +52,7 @@ def start_console(
     children.supervisor.add(ChildSpec("console", command, env, state_dir / "console.log"))
     shown = link(host, port, token) if configured is None else (
         f"{base_url(host, port)} (token from DEVLOOP_CONSOLE_TOKEN)")
-    console.print(f"Console: {shown}", markup=False, highlight=False)
+    console.print(f"Console: {shown}", markup=False, highlight=False, soft_wrap=True)
     return base_url(host, port)
 
 

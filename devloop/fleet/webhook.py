@@ -77,8 +77,12 @@ class Notifier:
         self.delivered: list[dict[str, Any]] = []  # what went out, for the caller to show
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="webhook", daemon=True)
+        self._cursors: dict[str, str] = {}
 
     def start(self) -> Notifier:
+        """Follow the projects from their newest event now (older calls are not resent)."""
+        self._cursors = {self.store.keys(pid).events: _last_id(self.store, pid)
+                         for pid in self.pids}
         self._thread.start()
         return self
 
@@ -87,7 +91,7 @@ class Notifier:
         self._thread.join(timeout=READ_BLOCK_MS / 1000 + 5)
 
     def _follow(self) -> None:
-        cursors = {self.store.keys(pid).events: _last_id(self.store, pid) for pid in self.pids}
+        cursors = self._cursors
         pid_of = {self.store.keys(pid).events: pid for pid in self.pids}
         while not self._stop.is_set():
             try:

@@ -25,13 +25,15 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @dataclass
 class RunProcess:
-    """One `devloop run DIR --llm stub` and its output files."""
+    """One `devloop run DIR --llm stub` (or other args, or `devloop resume`) and its output."""
 
     project: Path
     workers: int = 2
     env: dict[str, str] = field(default_factory=clean_env)
     proc: subprocess.Popen[bytes] | None = None
     runs: int = 0
+    args: list[str] = field(default_factory=lambda: ["--llm", "stub"])  # after DIR
+    command: str = "run"  # or "resume"
 
     @property
     def out(self) -> Path:
@@ -46,7 +48,7 @@ class RunProcess:
         self.runs += 1
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.proc = subprocess.Popen(
-                [DEVLOOP, "run", str(self.project), "--llm", "stub", "--workers",
+                [DEVLOOP, self.command, str(self.project), *self.args, "--workers",
                  str(self.workers)],
                 stdout=out, stderr=err, env=self.env,
             )
