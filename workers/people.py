@@ -63,6 +63,12 @@ def start_notifier(store: RedisStore, pid: str, settings: Settings) -> Notifier 
     return Notifier(store, [pid], settings.webhook_url.get_secret_value()).start()
 
 
+def waits_in_console(state: ProjectStatus, console: bool) -> bool:
+    """With the console open, a blocked unit does not end the run: a person can unblock it
+    there (Ctrl-C still ends the run)."""
+    return console and state.count("blocked") > 0 and state.paused is None
+
+
 def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> int | None:
     """The exit code of a run that ended paused, after saying how to carry on; None if not."""
     if final.paused is None or final.finished:

@@ -32,7 +32,13 @@ from workers.app import configure
 from workers.children import CrashLoop, RunChildren, start_children
 from workers.dispatch import send
 from workers.live import HumanNotices, live_view
-from workers.people import apply_controls, paused_exit, start_console, start_notifier
+from workers.people import (
+    apply_controls,
+    paused_exit,
+    start_console,
+    start_notifier,
+    waits_in_console,
+)
 from workers.procs import flower_auth_problem
 
 EXIT_OK, EXIT_BLOCKED, EXIT_INVALID, EXIT_FAILED = 0, 1, 2, 3
@@ -256,7 +262,7 @@ def _watch(
                 for line in notices.new(state):
                     live.console.print(line, markup=False, highlight=False)
                     live.console.bell()  # a terminal flags the window: someone is needed
-                if state.finished:
+                if state.finished and not waits_in_console(state, options.console):
                     break
                 if state.paused and not steps_running(store, pid):
                     break  # paused (budget, cancel) and every session stopped after its turn

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import parse_qs
 
@@ -89,8 +89,9 @@ def make_app(config: ConsoleConfig) -> Guard:
         pid = request.path_params["pid"]
         if not await run_in_threadpool(known, pid):
             return _missing(f"no project {pid!r} here")
-        view = await run_in_threadpool(project_view, store, pid)
+        # The position first: a change made while the view is read is then sent, not lost.
         since = await run_in_threadpool(sse.position_now, store, pid)
+        view = await run_in_threadpool(project_view, store, pid)
         return HTMLResponse(render(
             "project.html.j2", v=view, since=since.encode(), nonce=nonce(request),
             done=DONE.get(request.query_params.get("done", "")),
@@ -101,12 +102,12 @@ def make_app(config: ConsoleConfig) -> Guard:
         pid, unit = request.path_params["pid"], request.path_params["unit"]
         if not await run_in_threadpool(known, pid) or not is_valid_id(unit):
             return _missing(f"no project {pid!r} here")
+        first = await run_in_threadpool(sse.position_now, store, pid)
         try:
             view = await run_in_threadpool(unit_view, store, pid, unit)
         except KeyError:
             return _missing(f"no unit {unit!r} in {pid}")
-        since = await run_in_threadpool(
-            sse.position_now, store, pid, view.output.run_id, view.output.last_id)
+        since = replace(first, run=view.output.run_id, output=view.output.last_id)
         return HTMLResponse(render(
             "unit.html.j2", v=view, since=since.encode(), nonce=nonce(request),
             done=DONE.get(request.query_params.get("done", "")),
@@ -159,7 +160,9 @@ def make_app(config: ConsoleConfig) -> Guard:
             except ValueError as exc:
                 return HTMLResponse(render("refused.html.j2", why=str(exc), pid=pid, unit=unit,
                                            nonce=nonce(request)), status_code=409)
-            back = f"/p/{pid}/u/{unit}" if unit else f"/p/{pid}"
+            # Back to the page the form was on (a fixed choice, never a URL from the form).
+            on_unit = unit and form.get("back") != "project"
+            back = f"/p/{pid}/u/{unit}" if on_unit else f"/p/{pid}"
             return RedirectResponse(f"{back}?done={code}", status_code=303)
 
         return handle

@@ -19,6 +19,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
+import anyio
+import redis
 import redis.asyncio as aioredis
 from sse_starlette import ServerSentEvent
 from starlette.concurrency import run_in_threadpool
@@ -32,6 +34,7 @@ from devloop.store.streams import entry_lines
 
 BLOCK_MS = 10_000
 BATCH = 200
+RETRY_S = 1.0
 _ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
 
@@ -80,7 +83,17 @@ def async_client(url: str) -> aioredis.Redis:
     scheme, sep, rest = url.partition("://")
     if sep and scheme in ("redis+socket", "socket"):
         url = "unix://" + rest
-    return aioredis.Redis.from_url(url)
+    # A blocked XREAD waits BLOCK_MS: the socket must wait longer than that.
+    return aioredis.Redis.from_url(url, socket_timeout=BLOCK_MS / 1000 + 15)
+
+
+async def _read(client: aioredis.Redis, streams: dict[bytes, str]) -> Any:
+    """XREAD BLOCK; Redis away (a restart) is a pause of the stream, not its end."""
+    try:
+        return await client.xread(streams, block=BLOCK_MS, count=BATCH)
+    except redis.RedisError:
+        await anyio.sleep(RETRY_S)
+        return None
 
 
 def _event(name: str, data: dict[str, Any], pos: Position) -> ServerSentEvent:
@@ -121,8 +134,7 @@ async def project_stream(
     keys = store.keys(pid)
     events, timeline = keys.events.encode(), keys.stream("timeline").encode()
     while True:
-        reply = await client.xread({events: pos.events, timeline: pos.timeline},
-                                   block=BLOCK_MS, count=BATCH)
+        reply = await _read(client, {events: pos.events, timeline: pos.timeline})
         changed = False
         for key, entries in reply or []:
             for entry_id, fields in entries:
@@ -156,7 +168,7 @@ async def unit_stream(
         output = output_key(store, pid, unit, pos.run).encode() if pos.run else None
         if output is not None:
             streams[output] = pos.output
-        reply = await client.xread(streams, block=BLOCK_MS, count=BATCH)
+        reply = await _read(client, streams)
         refresh = False
         for key, entries in reply or []:
             for entry_id, fields in entries:
