@@ -47,8 +47,8 @@ def start_console(
     configured = settings.console_token.get_secret_value() if settings.console_token else None
     token = configured or new_token()
     env = {**os.environ, "DEVLOOP_REDIS_URL": endpoint.url, "DEVLOOP_CONSOLE_TOKEN": token}
-    command = [sys.executable, "-m", "workers.cli", "console", str(project_dir),
-               "--host", host, "--port", str(port)]
+    command = [sys.executable, "-c", "from workers.cli import main; main()", "console",
+               str(project_dir), "--host", host, "--port", str(port)]
     children.supervisor.add(ChildSpec("console", command, env, state_dir / "console.log"))
     shown = link(host, port, token) if configured is None else (
         f"{base_url(host, port)} (token from DEVLOOP_CONSOLE_TOKEN)")
