@@ -98,6 +98,17 @@ def make_app(config: ConsoleConfig) -> Guard:
             unit_href=lambda unit: f"/p/{pid}/u/{unit}",
         ))
 
+    async def human_page(request: Request) -> Response:
+        pid = request.path_params["pid"]
+        if not await run_in_threadpool(known, pid):
+            return _missing(f"no project {pid!r} here")
+        since = await run_in_threadpool(sse.position_now, store, pid)
+        _, _, calls = await run_in_threadpool(summary_view, store, pid)
+        return HTMLResponse(render(
+            "human.html.j2", pid=pid, calls=calls, since=since.encode(), nonce=nonce(request),
+            done=DONE.get(request.query_params.get("done", "")),
+        ))
+
     async def unit_page(request: Request) -> Response:
         pid, unit = request.path_params["pid"], request.path_params["unit"]
         if not await run_in_threadpool(known, pid) or not is_valid_id(unit):
@@ -217,6 +228,7 @@ def make_app(config: ConsoleConfig) -> Guard:
         Route("/", index),
         Route("/p/{pid}", project_page),
         Route("/p/{pid}/events", project_events),
+        Route("/p/{pid}/human", human_page),
         Route("/p/{pid}/cancel", action(do_cancel), methods=["POST"]),
         Route("/p/{pid}/resume", action(do_resume), methods=["POST"]),
         Route(unit_path, unit_page),

@@ -93,7 +93,8 @@ def test_the_link_moves_the_token_into_an_httponly_strict_cookie(served: Served)
     assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
 
 
-@pytest.mark.parametrize("path", [f"/p/{PID}", f"/p/{PID}/u/a", f"/p/{PID}/events", "/"])
+@pytest.mark.parametrize("path", [f"/p/{PID}", f"/p/{PID}/u/a", f"/p/{PID}/events", "/",
+                                  f"/p/{PID}/human", f"/p/{PID}/u/a/events"])
 def test_every_page_and_stream_without_the_token_is_refused(served: Served, path: str) -> None:
     assert served.request("GET", path).status == 403
     assert served.request("GET", f"{path}{'&' if '?' in path else '?'}token=wrong").status == 403
@@ -133,8 +134,9 @@ def test_pages_carry_a_nonce_csp_and_escape_and_redact_what_they_show(served: Se
     assert "<img" not in page and "&lt;img src=x" in page
     assert "hunter2secret" not in page and "sk-ant-api03" not in page
     assert "redis://***@10.0.0.5" in page
-    project = served.request("GET", f"/p/{PID}", served.cookie).read().decode()
-    assert "<img" not in project and TOKEN not in project
+    for path in (f"/p/{PID}", f"/p/{PID}/human"):
+        shown = served.request("GET", path, served.cookie).read().decode()
+        assert 'data-call="a"' in shown and "<img" not in shown and TOKEN not in shown
 
 
 @pytest.mark.timeout(120)
