@@ -26,7 +26,7 @@ from devloop.fleet.dispatch import unblock_unit
 from devloop.fleet.human import cancel_project, cancel_unit, resume_project, retry_with_spec
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.output import latest_run, read_output
-from devloop.fleet.review import approve_unit, request_changes_unit
+from devloop.fleet.review import NOTE_CHARS, approve_unit, request_changes_unit
 from devloop.ids import is_valid_id
 from devloop.store import RedisStore
 
@@ -181,7 +181,8 @@ def make_app(config: ConsoleConfig) -> Guard:
     send, revoke = config.callbacks.send, config.callbacks.revoke
 
     def do_unblock(pid: str, unit: str, form: dict[str, str]) -> str:
-        send(unblock_unit(store, pid, unit, form.get("hint", "").strip() or None))
+        hint = form.get("hint", "").strip()[:NOTE_CHARS]
+        send(unblock_unit(store, pid, unit, hint or None))
         return "unblocked"
 
     def do_approve(pid: str, unit: str, form: dict[str, str]) -> str:
