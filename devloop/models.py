@@ -14,6 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from devloop.ids import CompanyId, ProjectId, UnitId
 
 UnitKind = Literal["be", "fe", "db", "mw", "lib"]
+# units.json's optional `review`: "required" makes a unit with green tests wait for a
+# person's approval before it passes (the project's value, or a unit's own).
+Review = Literal["required", "none"]
 Stack = Literal["node", "python"]
 BugStatus = Literal["open", "fixing", "fixed"]
 NextAction = Literal["none", "retry_coder", "retry_tester", "block"]
@@ -56,6 +59,7 @@ class UnitEntry(Record):
     depends_on: list[UnitId] = Field(default_factory=list)
     contract_hash: str
     stack: Stack | None = None
+    review: Review | None = None
 
 
 class UnitsFile(Record):
@@ -65,6 +69,7 @@ class UnitsFile(Record):
     project_id: ProjectId
     stack: Stack = "node"
     units: list[UnitEntry]
+    review: Review | None = None
 
     def unit(self, unit_id: str) -> UnitEntry | None:
         """The entry for unit_id, or None."""

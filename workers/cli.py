@@ -40,6 +40,9 @@ from workers.procs import (
 )
 from workers.run import RunOptions, run_project
 
+# console, review, cancel, resume: the commands for people in the loop register themselves.
+from workers import cli_people  # noqa: F401  isort: skip
+
 Llm = Literal["anthropic", "stub"]
 PING_S = 1.0  # how long `status` and `unblock` wait for workers to answer
 
@@ -65,13 +68,25 @@ def run(
         typer.Option(help="Run this passed or blocked unit again as a fresh attempt "
                      "(repeat for more units)."),
     ] = None,
+    max_usd: Annotated[
+        float | None,
+        typer.Option(min=0.000001, help="The project's spend cap in dollars (else "
+                     "DEVLOOP_PROJECT_MAX_USD): reached, the run ends paused (exit 4)."),
+    ] = None,
+    console: Annotated[
+        bool, typer.Option("--console", help="Serve the live console beside the run.")
+    ] = False,
+    console_host: Annotated[str, typer.Option(help="The console's address.")] = "127.0.0.1",
+    console_port: Annotated[int, typer.Option(help="The console's port.")] = 8765,
 ) -> None:
     """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input,
     3 gave up (every worker died, --timeout, the environment cannot run sessions, Redis
-    went away). A passed unit whose spec.json or SDD section changed runs again."""
+    went away), 4 paused by its budget, 5 cancelled. A passed unit whose spec.json or SDD
+    section changed runs again."""
     options = RunOptions(
         project_dir, workers, llm, script, flower, flower_port, timeout_s=timeout,
-        reruns=tuple(rerun or ()),
+        reruns=tuple(rerun or ()), max_usd=max_usd, console=console,
+        console_host=console_host, console_port=console_port,
     )
     raise typer.Exit(run_project(options, load_settings()))
 

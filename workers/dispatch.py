@@ -30,3 +30,13 @@ def send(dispatches: Iterable[Dispatch]) -> None:
     for dispatch in dispatches:
         msg = dispatch.msg.model_copy(update={"sent_at": time.time() + dispatch.countdown_s})
         chain_for(msg).apply_async(countdown=dispatch.countdown_s or None)
+
+
+def revoke(task_ids: Iterable[str]) -> None:
+    """Tell every worker to drop these tasks when they come (a cancel); a task already
+    running is not killed: its session stops by itself before its next turn."""
+    from workers.app import app
+
+    ids = list(task_ids)
+    if ids:
+        app.control.revoke(ids)

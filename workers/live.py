@@ -8,6 +8,7 @@ cut a unit's name or status.
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.progress_bar import ProgressBar
@@ -26,12 +27,14 @@ COLORS = {
     "waiting_model": "magenta",
     "pending": "dim",
     "ready": "dim",
+    "review": "blue",
 }
 STEP_COLUMNS = 120  # from this width on, the running session's step has a column
 NARROW_COLUMNS = 60  # at this width or less, tokens and cost make room for unit and status
 SCRIPTED = "scripted"  # the label of a stub run's costs: priced turns, nothing spent
 STEP_WIDTH = 36  # the step column's widest
 WHY_MIN = 10  # the why column's narrowest
+HUMAN = ("blocked", "review")  # the statuses that wait for a person
 
 
 class StatusTable:
@@ -122,6 +125,7 @@ def live_view(state: ProjectStatus, footer: str | None = None) -> Group:
     progress = Table.grid(padding=(0, 1))
     progress.add_row(ProgressBar(total=total, completed=done, width=30), caption)
     parts: list[RenderableType] = [StatusTable(state), progress]
+    parts += people_lines(state)
     if footer:
         parts.append(Text(footer, style="dim"))
     if state.environment_error:
@@ -155,3 +159,47 @@ def epilogue(state: ProjectStatus, folder: str, files: bool = True) -> list[str]
         lines.append("waiting on a blocked unit: "
                      + ", ".join(f"{u.unit_id} ({u.reason})" for u in waiting))
     return lines
+
+
+def people_lines(state: ProjectStatus) -> list[Text]:
+    """Lines for people under the table: who waits for a person, the spend, a pause."""
+    lines = []
+    waiting = [f"{u.unit_id} ({u.status})" for u in state.units if u.status in HUMAN]
+    if waiting:
+        lines.append(Text(f"needs a human: {', '.join(waiting)}", style="bold red"))
+    if state.max_usd is not None:
+        lines.append(Text(f"spent ${state.spent_usd:.4f} of ${state.max_usd:.4f}"))
+    if state.paused:
+        lines.append(Text(f"paused: {state.paused}: no new session starts; running ones stop "
+                          "after their turn", style="bold red"))
+    return lines
+
+
+def human_line(pid: str, row: UnitRow, link: str | None) -> str:
+    """One line a person can act on (or a desktop notifier can show) for a unit that waits."""
+    if row.status == "review":
+        what = (f"{row.unit_id} waits for review: `devloop review {pid} {row.unit_id} "
+                "--approve` or `--changes TEXT`")
+    else:
+        why = (row.reason or row.blocked_reason or "blocked")[:160]
+        what = (f"{row.unit_id} is blocked ({why}): `devloop unblock {pid} {row.unit_id} "
+                '--hint "..."`')
+    return f"needs a human: {what}" + (f" or {link}" if link else "")
+
+
+class HumanNotices:
+    """Says once, above the live table, each time a unit starts waiting for a person."""
+
+    def __init__(self, link: Callable[[str], str | None] = lambda unit: None) -> None:
+        self.link = link
+        self.seen: set[tuple[str, str, int]] = set()
+
+    def new(self, state: ProjectStatus) -> list[str]:
+        """The lines for units that started waiting since the last look."""
+        lines = []
+        for row in state.units:
+            key = (row.unit_id, row.status, row.attempt)
+            if row.status in HUMAN and key not in self.seen:
+                self.seen.add(key)
+                lines.append(human_line(state.pid, row, self.link(row.unit_id)))
+        return lines

@@ -21,12 +21,14 @@ from devloop.cli import missing_folder
 from devloop.config import Settings, load_settings
 from devloop.embedded import private_state_dir, redis_endpoint
 from devloop.errors import DevLoopError, Problem, ProjectInvalid
+from devloop.fleet.control import steps_running
 from devloop.fleet.dispatch import enqueue_project, reconcile, resume_blocked
 from devloop.fleet.failures import one_line
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.records import export_steps
 from devloop.fleet.respec import apply_changes
 from devloop.fleet.status import ProjectStatus, mark_run, project_status
+from devloop.fleet.webhook import console_link
 from devloop.project import Project, load_project
 from devloop.redis_server import RedisServerError, connect
 from devloop.store import RedisStore
@@ -35,7 +37,14 @@ from devloop.supervisor import Received, interrupt_on
 from workers.app import configure
 from workers.children import CrashLoop, RunChildren, start_children
 from workers.dispatch import send
-from workers.live import epilogue, live_view
+from workers.live import HumanNotices, epilogue, live_view
+from workers.people import (
+    apply_controls,
+    paused_exit,
+    start_console,
+    start_notifier,
+    waits_in_console,
+)
 from workers.procs import flower_auth_problem
 
 EXIT_OK, EXIT_BLOCKED, EXIT_INVALID, EXIT_FAILED = 0, 1, 2, 3
@@ -56,6 +65,11 @@ class RunOptions:
     timeout_s: float | None = None  # give up (exit 3) after this long; tests set it
     reruns: tuple[str, ...] = ()  # passed or blocked units to run again (--rerun)
     epilogue: bool = True  # end with where the files are and the report command
+    max_usd: float | None = None  # the project's spend cap (else DEVLOOP_PROJECT_MAX_USD)
+    console: bool = False  # serve the console beside the run
+    console_host: str = "127.0.0.1"
+    console_port: int = 8765
+    resume: bool = False  # `devloop resume`: also carry on units a person cancelled
 
 
 def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
@@ -138,6 +152,9 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
         return _gave_up(stopped, options, console, err)
     for line in epilogue(final, str(options.project_dir), files=options.epilogue):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+    paused = paused_exit(final, options.project_dir, console)
+    if paused is not None:
+        return paused
     return EXIT_OK if final.all_passed else EXIT_BLOCKED
 
 
@@ -207,11 +224,20 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
                 # And when it stops, its workers are dead: their leases too, so `devloop
                 # status` shows what they left mid-flight as interrupted at once.
                 stack.callback(_drop_leases, endpoint.url, report.pid)
+            # Before any worker runs: a pause from the last run is lifted, the cap set.
+            dispatches += apply_controls(store, report.pid, options.max_usd, options.resume,
+                                         settings)
             children = start_children(
                 options.workers, env, endpoint, state_dir, settings, console,
                 flower_port=options.flower_port if options.flower else None,
             )
             stack.callback(children.stop)
+            if options.console:
+                start_console(children, endpoint, state_dir, project_dir, options.console_host,
+                              options.console_port, settings, console)
+            notifier = start_notifier(store, report.pid, settings)
+            if notifier is not None:
+                stack.callback(notifier.stop)
             # Units an earlier, interrupted run left mid-flight have no live task now, and
             # units it blocked for the model or the infrastructure (not their code) resume.
             send(dispatches + resume_blocked(store, report.pid) + reconcile(store, report.pid, 0))
@@ -280,6 +306,7 @@ def _watch(
     folder = str(options.project_dir)  # as the user wrote it, for the commands shown
     state = project_status(store, pid, folder=folder)
     unreachable_since: float | None = None
+    notices = HumanNotices(lambda unit: console_link(store, pid, unit))
     with Live(live_view(state), console=console, refresh_per_second=4, transient=False,
               vertical_overflow="visible") as live:
         while True:
@@ -291,8 +318,13 @@ def _watch(
                 state = project_status(store, pid, folder=folder)
                 versions = _export_changes(store, pid, project_dir, versions)
                 live.update(live_view(state, footer=children.summary()))
-                if state.finished:
+                for line in notices.new(state):
+                    live.console.print(line, markup=False, highlight=False)
+                    live.console.bell()  # a terminal flags the window: someone is needed
+                if state.finished and not waits_in_console(state, options.console):
                     break
+                if state.paused and not steps_running(store, pid):
+                    break  # paused (budget, cancel) and every session stopped after its turn
                 if state.environment_error:
                     store.export(pid, project_dir, as_source=True)
                     raise GaveUp(

@@ -39,6 +39,10 @@ from devloop.agent.transcript import (
 from devloop.agent.untrusted import sanitize_summary, wrap_untrusted
 from devloop.llm.base import LLMError, LLMProvider, LLMRequest, LLMTransient, Usage
 
+# Finished checkpoints a later run of the same (attempt, try) carries on from: the model
+# was unavailable, or the session was stopped between turns (cancel, the project's budget).
+RESUMABLE = ("recovery_required", "cancelled")
+
 
 class AgentSession:
     """One role session over a provider, a toolset and a view."""
@@ -84,7 +88,7 @@ class AgentSession:
             self.state = {**saved, "attempt": self.spec.attempt, "try": self.spec.try_no}
             return self._result("cancelled", "superseded", "a later attempt already ran")
         if saved and theirs == mine:
-            if saved["finished"] and saved["result"]["status"] != "recovery_required":
+            if saved["finished"] and saved["result"]["status"] not in RESUMABLE:
                 return SessionResult.model_validate(saved["result"])
             # A checkpoint saved before the regions existed starts them empty.
             fresh: dict[str, Any] = {"errors": [], "best": None, "last_tests": None, "compacted": 0}
@@ -159,9 +163,12 @@ class AgentSession:
         if done is not None:
             return done
         while True:
-            if self.cancel.is_set():
-                return self._finish("cancelled", "cancelled", "the session was cancelled")
             step = self.state["next"]
+            # Checked once per turn, before the model is asked: the turn before it ran to
+            # its end (tool results appended), so the checkpoint resumes cleanly.
+            if step == "query" and self.cancel.is_set():
+                return self._finish("cancelled", "cancelled", "the session was stopped (a "
+                                    "person or the project's budget); its checkpoint resumes it")
             if step == "tools":
                 ended = self._run_tools()
                 if ended is not None:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from devloop import dag
+from devloop.fleet.control import current_epoch, mark_unit_cancelled
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.records import (
     StepRecord,
@@ -24,6 +25,7 @@ from devloop.loop import (
     awaited_tester_try,
     decide,
     recovered,
+    review_required,
     unblock,
 )
 from devloop.project import load_project
@@ -39,19 +41,18 @@ end
 return 0
 """
 ACTIVE = ("coding", "testing", "waiting_model")
-TERMINAL = ("passed", "blocked", "blocked_upstream")
+# No step of the unit's attempt may run any more (review: a person decides next).
+TERMINAL = ("passed", "blocked", "blocked_upstream", "review")
 # Blocks that are not the code's fault: the next `devloop run` resumes them.
 RESUMABLE = ("model", "infrastructure")
+CANCELLED = "cancelled"  # a person stopped the unit: `devloop unblock` or resume carries it on
 
 
-def _start(store: RedisStore, pid: str, unit: str) -> Dispatch:
-    """Set a released unit to coding, attempt 1, and return its first chain."""
-    return _start_all(store, pid, [unit])[0]
+def _start_all(store: RedisStore, pid: str, units: list[str], epoch: int) -> list[Dispatch]:
+    """Start each released unit still pending (coding, attempt 1) and return its first chain.
 
-
-def _start_all(store: RedisStore, pid: str, units: list[str]) -> list[Dispatch]:
-    """_start for each unit still pending: a compare-and-set from pending to coding, so a
-    release and a reconcile racing for one unit start it once (a `loop_release` event each)."""
+    A compare-and-set from pending, so a release and a reconcile racing for one unit start
+    it once (one `loop_release` event)."""
     now = time.time()
     state = UnitState(status="coding", attempt=1, started_at=now, updated_at=now)
     won = store.start_units(pid, units, state)
@@ -59,7 +60,8 @@ def _start_all(store: RedisStore, pid: str, units: list[str]) -> list[Dispatch]:
     for unit in won:
         timeline.append("loop_release", unit_id=unit, agent="loop",
                         summary="released: every unit it depends on passed")
-    return [Dispatch(msg=StepMsg(pid=pid, unit_id=u, attempt=1, mode="implement")) for u in won]
+    return [Dispatch(msg=StepMsg(pid=pid, unit_id=u, attempt=1, mode="implement", epoch=epoch))
+            for u in won]
 
 
 def enqueue_project(store: RedisStore, project_dir: Path) -> tuple[ImportReport, list[Dispatch]]:
@@ -69,13 +71,14 @@ def enqueue_project(store: RedisStore, project_dir: Path) -> tuple[ImportReport,
     # A new enqueue is a new try of the environment (its problem may have been fixed).
     store.client.delete(environment_key(store, project.pid))
     dispatches = []
+    epoch = current_epoch(store, project.pid)
     for unit, deps in project.graph().items():
         if not deps and store.client.set(dispatched_key(store, project.pid, unit), "root", nx=True):
-            dispatches.append(_start(store, project.pid, unit))
+            dispatches += _start_all(store, project.pid, [unit], epoch)
     return report, dispatches
 
 
-def release_dependents(store: RedisStore, pid: str, unit: str) -> list[Dispatch]:
+def release_dependents(store: RedisStore, pid: str, unit: str, epoch: int = 0) -> list[Dispatch]:
     """Record that unit passed; start each dependent whose dependencies have all passed."""
     graph = _graph(store, pid)
     users = dag.dependents(graph).get(unit, [])
@@ -85,7 +88,8 @@ def release_dependents(store: RedisStore, pid: str, unit: str) -> list[Dispatch]
             keys = [finished_key(store, pid, user), dispatched_key(store, pid, user)]
             pipe.eval(RELEASE, 2, *keys, unit, len(graph[user]), unit)
         claimed = pipe.execute() if users else []
-    return _start_all(store, pid, [u for u, won in zip(users, claimed, strict=True) if won])
+    won = [u for u, claim in zip(users, claimed, strict=True) if claim]
+    return _start_all(store, pid, won, epoch)
 
 
 def decide_after(
@@ -118,6 +122,8 @@ def decide_after(
     )
     started = time.time()
     decision = decide(state, outcome, budget=budget)
+    if decision.action == "pass" and needs_review(store, pid, unit):
+        decision = decide(state, outcome, budget=budget, review=True)
     new = decision.state.model_copy(update={"updated_at": started})
     if not store.cas_state(pid, unit, state.status, state.attempt, new):
         return []
@@ -148,18 +154,28 @@ def decide_after(
     )
     if decision.action == "pass":
         promote_memory(store, pid, unit)
-        return release_dependents(store, pid, unit)
+        return release_dependents(store, pid, unit, msg.epoch)
+    if decision.action == "review":
+        return []  # a person approves (review.approve_unit releases the dependents) or not
     if decision.action == "retry_coder":
         start_fixing(store, pid, unit, new.attempt)
-        return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry"))]
+        return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry",
+                                     epoch=msg.epoch))]
     if decision.action == "retry_tester":
         nxt = StepMsg(
             pid=pid, unit_id=unit, attempt=msg.attempt, mode=msg.mode,
-            tester_try=_try(new), skip_coder=True,
+            tester_try=_try(new), skip_coder=True, epoch=msg.epoch,
         )
         return [Dispatch(msg=nxt, countdown_s=decision.delay_s)]
     block_downstream(store, pid, unit)
     return []
+
+
+def needs_review(store: RedisStore, pid: str, unit: str) -> bool:
+    """Whether units.json asks a person to approve this unit once its tests are green."""
+    units = store.project_record(pid).units
+    entry = units.unit(unit)
+    return review_required(units.review, entry.review if entry else None)
 
 
 def start_fixing(store: RedisStore, pid: str, unit: str, attempt: int) -> list[str]:
@@ -199,8 +215,11 @@ def unblock_unit(store: RedisStore, pid: str, unit: str, hint: str | None) -> li
     state = store.get_state(pid, unit)
     if state.status != "blocked":
         raise ValueError(f'unit "{unit}" is {state.status}, not blocked; nothing to unblock')
-    if state.extra.get("block_kind") in RESUMABLE and not hint:
-        resumed = resume_blocked(store, pid, [unit])
+    kind = state.extra.get("block_kind")
+    if kind == CANCELLED:
+        mark_unit_cancelled(store, pid, unit, False)  # a person's cancel ends here
+    if kind in (*RESUMABLE, CANCELLED) and not hint:
+        resumed = resume_blocked(store, pid, [unit], kinds=(kind,))
         if not resumed:
             raise ValueError(f'unit "{unit}" changed while it was being resumed; try again')
         return resumed
@@ -210,16 +229,20 @@ def unblock_unit(store: RedisStore, pid: str, unit: str, hint: str | None) -> li
     store.put_state(pid, unit, new.model_copy(update={"updated_at": time.time()}))
     _unblock_downstream(store, pid, unit)
     start_fixing(store, pid, unit, new.attempt)
-    return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry"))]
+    return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry",
+                                 epoch=current_epoch(store, pid)))]
 
 
-def resume_blocked(store: RedisStore, pid: str, units: list[str] | None = None) -> list[Dispatch]:
+def resume_blocked(
+    store: RedisStore, pid: str, units: list[str] | None = None, kinds: tuple[str, ...] = RESUMABLE
+) -> list[Dispatch]:
     """Units blocked by the model or the infrastructure (not by their code) resume their
-    attempt where it stopped; their dependents wait for them again."""
+    attempt where it stopped; their dependents wait for them again. (`kinds`: also
+    "cancelled", for units a person stopped.)"""
     names = units if units is not None else list(_graph(store, pid))
     out = []
     for unit, state in store.get_states(pid, names).items():
-        if state.status != "blocked" or state.extra.get("block_kind") not in RESUMABLE:
+        if state.status != "blocked" or state.extra.get("block_kind") not in kinds:
             continue
         base = recovered(state) or state
         extra = {k: v for k, v in base.extra.items() if k != "block_kind"}
@@ -248,6 +271,7 @@ def reconcile(
     """
     now = now or time.time()
     graph = _graph(store, pid)
+    epoch = current_epoch(store, pid)
     out = []
     for unit, deps in graph.items():
         state = store.get_state(pid, unit)
@@ -255,12 +279,12 @@ def reconcile(
         moved = max(state.updated_at or 0, float(state.extra.get("resume_at") or 0))
         idle = now - moved >= grace_s
         if state.status in ACTIVE and idle and not _leased(store, pid, unit, state.attempt):
-            out.append(_resend(store, pid, unit, state))
+            out.append(_resend(store, pid, unit, state, epoch))
         elif state.status == "pending" and all(
             store.get_state(pid, d).status == "passed" for d in deps
         ):
             store.client.set(dispatched_key(store, pid, unit), "reconciled")
-            out.append(_start(store, pid, unit))
+            out += _start_all(store, pid, [unit], epoch)
     return out
 
 
@@ -271,19 +295,23 @@ def _leased(store: RedisStore, pid: str, unit: str, attempt: int) -> bool:
     return any(owners)
 
 
-def _resend(store: RedisStore, pid: str, unit: str, state: UnitState) -> Dispatch:
+def _resend(
+    store: RedisStore, pid: str, unit: str, state: UnitState, epoch: int | None = None
+) -> Dispatch:
     """The chain that carries a stalled unit on from its last finished step."""
+    epoch = current_epoch(store, pid) if epoch is None else epoch
     coder = load_step(store, pid, unit, "coder", state.attempt, 1)
     if coder is not None:
         # The coder is done: only the tester try the loop is waiting for (and decide) remain.
         tester_try = _try(state)
         return Dispatch(
             msg=coder.msg.model_copy(
-                update={"tester_try": tester_try, "skip_coder": tester_try > 1}
+                update={"tester_try": tester_try, "skip_coder": tester_try > 1, "epoch": epoch}
             )
         )
     mode = "implement" if state.attempt == 1 else "retry"
-    return Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=state.attempt, mode=mode))
+    return Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=state.attempt, mode=mode,
+                                epoch=epoch))
 
 
 def _try(state: UnitState) -> int:

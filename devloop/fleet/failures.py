@@ -9,6 +9,8 @@ its fix.
         +-- StepSuperseded   the unit moved past this attempt (a late redelivery)
         +-- UnitBlocked      the unit is blocked (model unavailable, infrastructure)
         +-- EnvironmentBroken  no session can run on this host; the run stops with the fix
+        +-- StepPaused       the project is paused (budget, a cancel): the unit stays where
+                             it is, its session's checkpoint kept, until it is resumed
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class UnitBlocked(StepStopped):
 
 class EnvironmentBroken(StepStopped):
     """This host cannot run any session (the sandbox cannot start): the run stops."""
+
+
+class StepPaused(StepStopped):
+    """The project is paused (its budget is spent, a person cancelled it or the unit): the
+    step stores nothing and the unit stays where it is for `devloop resume`."""
 
 
 def one_line(exc: BaseException) -> str:

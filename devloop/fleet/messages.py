@@ -28,6 +28,9 @@ class StepMsg(BaseModel):
     tester_try: int = 1  # the tester tries again (a crashed run, its own failure), same attempt
     skip_coder: bool = False  # a tester-only chain (a tester retry)
     sent_at: float | None = None  # when the chain was sent (queue wait = start - sent_at)
+    # The project's cancel count when the chain was sent: a cancel revokes the queued task
+    # ids of its epoch, so chains sent after it carry new ones (`~{epoch}`).
+    epoch: int = 0
 
     @property
     def run_id(self) -> str:
@@ -35,13 +38,15 @@ class StepMsg(BaseModel):
         return f"run-{self.attempt}-{self.tester_try}"
 
     def task_id(self, role: str) -> str:
-        """`{pid}:{unit}:{role}:{attempt}` (a tester retry adds its try)."""
+        """`{pid}:{unit}:{role}:{attempt}` (a tester retry adds its try; a chain sent after
+        a cancel, `~{epoch}`)."""
         label = (
             f"{self.attempt}"
             if role == "coder" or self.tester_try == 1
             else (f"{self.attempt}.{self.tester_try}")
         )
-        return f"{self.pid}:{self.unit_id}:{role}:{label}"
+        suffix = f"~{self.epoch}" if self.epoch else ""
+        return f"{self.pid}:{self.unit_id}:{role}:{label}{suffix}"
 
 
 class Dispatch(BaseModel):

@@ -10,6 +10,7 @@ import time
 
 from pydantic import BaseModel
 
+from devloop.fleet.control import read_control
 from devloop.fleet.records import StepRecord, environment_error, steps_of
 from devloop.fleet.why import next_steps, reason
 from devloop.loop import awaited_tester_try
@@ -66,6 +67,9 @@ class ProjectStatus(BaseModel):
     units: list[UnitRow]
     environment_error: str | None = None  # no session can run: the run stops with this
     scripted: bool = False  # the costs are a stub's scripted turns priced, not money spent
+    paused: str | None = None  # "budget" or "cancelled": no new session starts until resumed
+    spent_usd: float = 0.0  # the project's model spend, every session counted as it ran
+    max_usd: float | None = None  # the project's cap (devloop run --max-usd)
 
     @property
     def finished(self) -> bool:
@@ -183,5 +187,9 @@ def project_status(
                 note=load_note(state),
             )
         )
-    return ProjectStatus(pid=pid, units=rows, environment_error=environment_error(store, pid),
-                         scripted=scripted(store, pid))
+    control = read_control(store, pid)
+    return ProjectStatus(
+        pid=pid, units=rows, environment_error=environment_error(store, pid),
+        scripted=scripted(store, pid), paused=control.paused,
+        spent_usd=round(control.spent_usd, 6), max_usd=control.max_usd,
+    )

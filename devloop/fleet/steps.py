@@ -19,8 +19,10 @@ import redis
 from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
 from devloop.errors import DevLoopError
+from devloop.fleet.control import MeteredProvider, StopFlag, stop_reason
 from devloop.fleet.dispatch import TERMINAL, decide_after
 from devloop.fleet.failures import (
+    StepPaused,
     StepStopped,
     StepSuperseded,
     StepWaiting,
@@ -85,14 +87,22 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
         raise StepSuperseded(f"{msg.task_id(role)}: {why}")
     if not start.leased:
         raise StepBusy(msg, role, env.lease_ttl_s)
+    paused = stop_reason(store, pid, unit)
+    if paused is not None:
+        # No new session while the project is paused: the unit waits where it is.
+        store.release(pid, unit, msg.attempt, lease_role, env.owner)
+        raise StepPaused(f"{msg.task_id(role)}: the project is paused ({paused})")
     # Every write of the step is fenced by its lease: a worker paused past its lease while
     # another took the step over finds its writes refused (LeaseLost) when it wakes.
     fence = Fence(store.keys(pid).lease(unit, msg.attempt, lease_role), env.owner)
-    beat = Heartbeat(env, msg, lease_role)
+    # The session stops before its next turn when the project is paused, this unit
+    # cancelled, or (set by the heartbeat) its lease lost.
+    stop = StopFlag(store, pid, unit)
+    beat = Heartbeat(env, msg, lease_role, stop)
     started = time.time()
     try:
         _mark(store, msg, state, "coding" if role == "coder" else "testing", fence)
-        record = _run(role, env, msg, started, state, start.coder, fence, beat.lost)
+        record = _run(role, env, msg, started, state, start.coder, fence, stop)
     except LeaseLost as lost:
         beat.stop()
         raise _taken_over(msg, role, lost) from None
@@ -113,6 +123,11 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
     outcome = record.outcome or StepOutcome()
     if beat.lost.is_set() or not _holds(store, msg, lease_role, env.owner):
         raise _taken_over(msg, role, None)
+    if outcome.status == "cancelled" and outcome.reason == "cancelled":
+        # Stopped between turns (a pause or a cancel): no record, the checkpoint resumes it.
+        store.release(pid, unit, msg.attempt, lease_role, env.owner)
+        raise StepPaused(f"{msg.task_id(role)}: stopped before its next turn "
+                         f"({stop_reason(store, pid, unit) or 'cancelled'}); checkpoint kept")
     if outcome.status == "recovery_required":
         # Not an outcome to keep: the same step runs again, and calls the model for real.
         store.release(pid, unit, msg.attempt, lease_role, env.owner)
@@ -144,11 +159,14 @@ class Heartbeat:
     """Renews a step's lease every env.heartbeat_s on a thread of its own, until stopped.
 
     A renewal that finds the lease gone (it ran out while this worker was paused, and
-    another took the step over) sets `lost`: the session stops at its next turn.
+    another took the step over) sets `lost` and the session's stop flag: the session stops
+    at its next turn.
     """
 
-    def __init__(self, env: StepEnv, msg: StepMsg, lease_role: str) -> None:
-        self.env, self.msg, self.lease_role = env, msg, lease_role
+    def __init__(
+        self, env: StepEnv, msg: StepMsg, lease_role: str, stop: threading.Event
+    ) -> None:
+        self.env, self.msg, self.lease_role, self.stop_session = env, msg, lease_role, stop
         self.lost = threading.Event()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._beat, daemon=True)
@@ -166,6 +184,7 @@ class Heartbeat:
                 continue  # Redis restarting: try again at the next beat
             if not held:
                 self.lost.set()
+                self.stop_session.set()
                 return
 
     def stop(self) -> None:
@@ -217,18 +236,18 @@ def _run(
     state: UnitState,
     coder_record: StepRecord | None,
     fence: Fence,
-    cancel: threading.Event,
+    stop: StopFlag,
 ) -> StepRecord:
     """Run the role and build the step's record, with the outcome decide reads."""
     coder_status = (coder_record.outcome or StepOutcome()).status if coder_record else None
+    # Every model call counts toward the project's budget, across every worker.
+    provider = MeteredProvider(env.provider(), env.store, msg.pid)
     if role == "coder":
         request = RoleRequest(
             msg.pid, msg.unit_id, "coder", msg.mode, msg.attempt, reflect_hint=state.last_hint,
             fence=fence,
         )
-        run, coder = run_coder(
-            env.store, env.settings, env.provider(), request, env.emit, cancel
-        )
+        run, coder = run_coder(env.store, env.settings, provider, request, env.emit, stop)
         session = run.session
         outcome = StepOutcome(
             status=session.status if session else "completed",
@@ -247,9 +266,7 @@ def _run(
             msg.pid, msg.unit_id, "tester", mode, msg.attempt, run_id=msg.run_id,
             tester_try=msg.tester_try, reflect_hint=why, fence=fence,
         )
-        run, tester = run_tester(
-            env.store, env.settings, env.provider(), request, env.emit, cancel
-        )
+        run, tester = run_tester(env.store, env.settings, provider, request, env.emit, stop)
         session = run.session
         first = next(iter(tester.failures), None)
         outcome = StepOutcome(

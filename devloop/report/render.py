@@ -26,6 +26,8 @@ STATUS_COLOURS = {
     "blocked_upstream": ("#ffedd5", "#ea580c"),
 }
 GREY = ("#f1f5f9", "#94a3b8")
+DAG_LEGEND = [("passed", "passed"), ("blocked", "blocked"),
+              ("blocked_upstream", "blocked upstream"), ("pending", "other")]
 ROLE_COLOURS = {"coder": "#2563eb", "tester": "#7c3aed", "decide": "#d97706"}
 
 
@@ -41,7 +43,8 @@ def _environment() -> jinja2.Environment:
     env.filters.update(
         thousands=_thousands, usd=_usd, secs=_secs, show=_show, short=_short, hms=_hms, utc=_utc
     )
-    env.globals.update(status_colours=_status_colours, role_colours=ROLE_COLOURS)
+    env.globals.update(status_colours=_status_colours, role_colours=ROLE_COLOURS,
+                       dag_legend=DAG_LEGEND, unit_href=lambda unit: f"#unit-{unit}")
     return env
 
 

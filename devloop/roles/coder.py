@@ -57,7 +57,8 @@ def run_coder(
         regressions: list[str] = []
         if request.mode == "retry":
             files = store.unit_files(request.pid, request.unit_id).files
-            history, regressions = context.retry_history(files, request.attempt)
+            notes = context.review_notes(store, request.pid, request.unit_id)
+            history, regressions = context.retry_history(files, request.attempt, notes)
             p.services.baseline = capture_baseline(store, p)
             said = [str(f.get("test")) for f in history[-1].tester_said] if history else []
             seen = [f.test for f in p.services.baseline.failures] if p.services.baseline else []

@@ -84,8 +84,27 @@ def describe_decision(decision: CoderDecision) -> str:
     return "\n".join(parts)
 
 
-def retry_history(files: dict[str, bytes], attempt: int) -> tuple[list[HistoryEntry], list[str]]:
-    """Earlier attempts (decision + what the tester said) and tests that regressed."""
+def reviews_path(unit: str) -> str:
+    """agent-state/ file of a unit's reviews by people: {"reviews": [{attempt, verdict,
+    note, by, ts}]} (written by devloop.fleet.review)."""
+    return f"review-{unit}.json"
+
+
+def review_notes(store: RedisStore, pid: str, unit: str) -> dict[int, str]:
+    """attempt -> the note of a person who asked for changes after that attempt's green run."""
+    raw = store.agent_state_file(pid, reviews_path(unit))
+    try:
+        reviews = json.loads(raw)["reviews"] if raw else []
+        return {int(r["attempt"]): str(r["note"]) for r in reviews if r["verdict"] == "changes"}
+    except (ValueError, KeyError, TypeError):
+        return {}
+
+
+def retry_history(
+    files: dict[str, bytes], attempt: int, reviews: dict[int, str] | None = None
+) -> tuple[list[HistoryEntry], list[str]]:
+    """Earlier attempts (decision + what the tester said) and tests that regressed; a
+    person's review note is among what was said about its attempt, as a hint."""
     runs = runs_by_attempt(files)
     logged = {d.attempt: d for d in decisions(files)}
     history = []
@@ -102,6 +121,9 @@ def retry_history(files: dict[str, bytes], attempt: int) -> tuple[list[HistoryEn
                     "hint": "see crash_reason",
                 }
             )
+        if n in (reviews or {}):
+            said.append({"test": "(a person's review of the green run)", "expected": "approval",
+                         "got": "changes requested", "hint": (reviews or {})[n]})
         mine = describe_decision(logged[n]) if n in logged else "(no coder.log entry)"
         history.append(HistoryEntry(attempt=n, my_decision=mine, tester_said=said))
     return history, regressions(runs, attempt)

@@ -12,12 +12,13 @@ from typing import Any, Literal
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession, identity
+from devloop.agent.loop import RESUMABLE, AgentSession, identity
 from devloop.agent.reassess import make_reassess
 from devloop.agent.result import SessionResult
 from devloop.agent.spec import Budgets, SessionSpec
 from devloop.agent.tools import ProgressEvent, ToolContext
 from devloop.config import Settings
+from devloop.fleet.output import LiveOutput
 from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
 from devloop.models import HistoryEntry, UnitSpec
@@ -165,12 +166,16 @@ def _build(
         run_id=request.run_id,
         retry_budget_left=max(0, settings.retry_budget - request.attempt),
         mode=request.mode,
+        live_output=lambda run_id: LiveOutput(
+            store, pid, unit, run_id, cap_bytes=settings.output_cap_bytes,
+            keep=settings.live_output_runs,
+        ),
     )
     checkpoint = source.checkpoint
     resuming = bool(
         checkpoint
         and identity(checkpoint) == (request.attempt, request.tester_try)
-        and (not checkpoint["finished"] or checkpoint["result"]["status"] == "recovery_required")
+        and (not checkpoint["finished"] or checkpoint["result"]["status"] in RESUMABLE)
     )
     saved = store.agent_state_file(pid, services.todo_path) if resuming else None
     if saved:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
 from devloop.ledgers import BugLedger, Timeline
 from devloop.models import RunResult, UnitsFile
 from devloop.runners.base import TestRunner
+from devloop.sandbox.process import OutputSink
 
 
 @dataclass
@@ -43,6 +45,8 @@ class RoleServices:
     last_verify: dict[str, Any] | None = None
     # A coder retry: the tests the tester's last run found failing (reflections name one).
     failing_tests: list[str] = field(default_factory=list)
+    # run id -> where a test run's output goes while it runs (the console's live view).
+    live_output: Callable[[str], AbstractContextManager[OutputSink]] | None = None
 
     @property
     def todo_path(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 from devloop.models import RunResult
@@ -14,14 +15,17 @@ from devloop.runners.base import TIMEOUT_S, write_run_file
 def run_and_record(role: RoleServices, view: Path, timeout_s: float = TIMEOUT_S) -> RunResult:
     """Run the unit's tests, bridge the result to the bug ledger, and remember it."""
     assert role.runner is not None and role.run_id is not None
-    outcome = role.runner.run(
-        view=view,
-        unit_id=role.unit_id,
-        run_id=role.run_id,
-        attempt=role.attempt,
-        retry_budget_left=role.retry_budget_left,
-        timeout_s=timeout_s,
-    )
+    live = role.live_output(role.run_id) if role.live_output else nullcontext(None)
+    with live as sink:
+        outcome = role.runner.run(
+            view=view,
+            unit_id=role.unit_id,
+            run_id=role.run_id,
+            attempt=role.attempt,
+            retry_budget_left=role.retry_budget_left,
+            timeout_s=timeout_s,
+            on_output=sink,
+        )
     result = outcome.result
     opened, moved = bridge_run(role.bugs, result)
     # The bridge filled in bug ids: write result.json again with them (never through a

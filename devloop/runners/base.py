@@ -29,6 +29,7 @@ from devloop.safedir import Dir
 from devloop.safetree import walk
 from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
+from devloop.sandbox.process import OutputSink
 from devloop.store.filesets import files_digest
 
 TIMEOUT_S = 60.0  # the seed's limit for one test run (tester rule 9)
@@ -82,8 +83,11 @@ class TestRunner(Protocol):
         attempt: int,
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
+        on_output: OutputSink | None = None,
     ) -> RunOutcome:
-        """Run the tests of `units/{unit_id}` in `view`; results land in runs/{run_id}."""
+        """Run the tests of `units/{unit_id}` in `view`; results land in runs/{run_id}.
+
+        `on_output` sees the run's stdout and stderr chunk by chunk while it runs."""
         ...
 
 

@@ -10,8 +10,9 @@ pythonpath=code`, relative to the rootdir, which is the unit dir), so `code/todo
 The default `prepend` import mode lets tests import helpers that sit next to them in
 tests/. In the sandbox, with the test venv bound read-only at its own path:
 
-    PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 VERDICT_FD=<fd> PYTHONPATH=<plugins>
-        <venv>/bin/python -m pytest -q -p verdict_channel -p no:cacheprovider --rootdir=.
+    PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 VERDICT_FD=<fd>
+        PYTHONPATH=<plugins> <venv>/bin/python -m pytest -q --capture=tee-sys
+        -p verdict_channel -p no:cacheprovider --rootdir=.
         -o pythonpath=code -o junit_family=xunit1 --junitxml=runs/{run}/junit.xml tests
 """
 
@@ -42,6 +43,7 @@ from devloop.runners.hints import build_hint
 from devloop.runners.pyassert import expected_got, with_definitions
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_pytest
 from devloop.sandbox import Sandbox
+from devloop.sandbox.process import OutputSink
 from devloop.sandbox.slots import run_slot
 
 # pytest's exit codes that mean the tests did not run as written.
@@ -69,15 +71,19 @@ class PytestRunner:
         attempt: int,
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
+        on_output: OutputSink | None = None,
     ) -> RunOutcome:
         """Run `units/{unit_id}/tests` under pytest; see the module docstring."""
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         spec.prepare()
         python = shlex.quote(str(self.venv / "bin" / "python"))
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel() as channel:
+            # tee-sys and an unbuffered stdout: what the tests print reaches the live view
+            # while they run, and junit.xml still captures it per test.
             command = (
-                f"PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 VERDICT_FD={channel.fd} "
-                f"PYTHONPATH={shlex.quote(str(self.plugins))} {python} -m pytest -q "
+                f"PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 "
+                f"VERDICT_FD={channel.fd} PYTHONPATH={shlex.quote(str(self.plugins))} "
+                f"{python} -m pytest -q --capture=tee-sys "
                 f"-p {PYTEST_PLUGIN} -p no:cacheprovider --rootdir=. -o pythonpath=code "
                 f"-o junit_family=xunit1 --junitxml={spec.run_rel}/junit.xml tests"
             )
@@ -91,6 +97,7 @@ class PytestRunner:
                 # same one; the plugin dir likewise, read-only.
                 ro_binds=[(self.venv, str(self.venv)), (self.plugins, str(self.plugins))],
                 pass_fds=[channel.fd],
+                on_output=on_output,
             )
             stream = channel.close()
         parsed = Parsed()

@@ -43,6 +43,7 @@ from devloop.runners.verdict import Exit, FileReport, disagreement, tally_vitest
 from devloop.safedir import Dir
 from devloop.safetree import TooMany, walk
 from devloop.sandbox import Observation, Sandbox
+from devloop.sandbox.process import OutputSink
 from devloop.sandbox.slots import run_slot
 
 COMMAND = (
@@ -137,6 +138,7 @@ class VitestRunner:
         attempt: int,
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
+        on_output: OutputSink | None = None,
     ) -> RunOutcome:
         """Run `units/{unit_id}/tests/**` under vitest; see the module docstring."""
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
@@ -151,7 +153,7 @@ class VitestRunner:
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S):
             with Channel() as channel:
                 command = COMMAND.format(run=spec.run_rel, fd=channel.fd, reporter=reporter)
-                obs = self._run(spec, command, timeout_s, channel.fd)
+                obs = self._run(spec, command, timeout_s, channel.fd, on_output)
                 stream = channel.close()
             parsed = Parsed()
             if not obs.timed_out:
@@ -164,7 +166,12 @@ class VitestRunner:
         return finish(spec, parsed, obs, "vitest")
 
     def _run(
-        self, spec: RunSpec, command: str, timeout_s: float, channel: int | None = None
+        self,
+        spec: RunSpec,
+        command: str,
+        timeout_s: float,
+        channel: int | None = None,
+        on_output: OutputSink | None = None,
     ) -> Observation:
         """One command in the unit dir, the toolchain bound, only the run dir writable."""
         return self.sandbox.run(
@@ -177,6 +184,7 @@ class VitestRunner:
             # vite writes both at start-up; the toolchain is read-only.
             tmpfs=["node_modules/.vite-temp", "node_modules/.vite"],
             pass_fds=[] if channel is None else [channel],
+            on_output=on_output,
         )
 
     def _syntax_reason(self, spec: RunSpec) -> str | None:

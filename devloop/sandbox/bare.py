@@ -21,7 +21,7 @@ from devloop.sandbox.base import (
     sandbox_path,
     view_relative,
 )
-from devloop.sandbox.process import limit_setter, run_process
+from devloop.sandbox.process import OutputSink, limit_setter, run_process
 from devloop.sandbox.weight import sandbox_group
 
 log = logging.getLogger(__name__)
@@ -55,6 +55,7 @@ class BareSandbox:
         ro_binds: Sequence[tuple[Path, str]] = (),
         tmpfs: Sequence[str] = (),
         pass_fds: Sequence[int] = (),
+        on_output: OutputSink | None = None,
     ) -> Observation:
         """Run `command` with `/bin/sh -c` in `view/cwd`, unsandboxed; see `Sandbox.run`."""
         refused = check_command(command)
@@ -86,6 +87,7 @@ class BareSandbox:
             preexec=limit_setter(self.limits, processes=False),
             nice=self.limits.nice,
             pass_fds=pass_fds,
+            on_output=on_output,
             cpu_group=sandbox_group(self.settings.sandbox_cpu_shares),
         )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import re
 import stat
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Literal, Protocol
@@ -66,10 +66,12 @@ class Sandbox(Protocol):
         ro_binds: Sequence[tuple[Path, str]] = (),
         tmpfs: Sequence[str] = (),
         pass_fds: Sequence[int] = (),
+        on_output: Callable[[str, bytes], None] | None = None,
     ) -> Observation:
         """Run `command` with `/bin/sh -c` in `view/cwd`; only `writable` may change.
 
-        `pass_fds` (inheritable or not) stay open in the command at the same numbers.
+        `pass_fds` (inheritable or not) stay open in the command at the same numbers;
+        `on_output` sees each chunk of stdout ("stdout") and stderr as it is read.
         """
         ...
 

@@ -30,7 +30,7 @@ from devloop.sandbox.base import (
     view_relative,
 )
 from devloop.sandbox.etc import HOSTNAME, sandbox_etc
-from devloop.sandbox.process import limit_setter, run_process
+from devloop.sandbox.process import OutputSink, limit_setter, run_process
 from devloop.sandbox.weight import sandbox_group
 
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -87,6 +87,7 @@ class BwrapSandbox:
         ro_binds: Sequence[tuple[Path, str]] = (),
         tmpfs: Sequence[str] = (),
         pass_fds: Sequence[int] = (),
+        on_output: OutputSink | None = None,
     ) -> Observation:
         """Run `command` with `/bin/sh -c` in /project/`cwd`; see `Sandbox.run`."""
         refused = check_command(command)
@@ -109,6 +110,7 @@ class BwrapSandbox:
             preexec=limit_setter(self.limits, processes=self._root),
             nice=self.limits.nice,
             pass_fds=pass_fds,
+            on_output=on_output,
             cpu_group=sandbox_group(self.settings.sandbox_cpu_shares),
             user=self._user,
             group=self.gid if self._root else None,

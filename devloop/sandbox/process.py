@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import functools
+import logging
 import os
 import resource
 import select
@@ -19,6 +21,7 @@ from devloop.sandbox.base import Limit, Limits, Observation
 from devloop.sandbox.meter import Meter, make_meter
 from devloop.sandbox.weight import join
 
+log = logging.getLogger(__name__)
 _CHUNK = 64 * 1024
 # How long to wait for the output pipes to close once the process group is dead; only a
 # process that left the group (setsid in an unsandboxed run) can hold them longer.
@@ -29,19 +32,27 @@ _POLL_S = 0.5
 STARVED_FACTOR = 3.0
 
 
+# Where a command's output goes as it is read: (stream name "stdout" | "stderr", chunk).
+OutputSink = Callable[[str, bytes], None]
+
+
 @dataclass
 class CappedOutput:
-    """Keeps the first `cap` bytes of a stream and counts the rest, reading in chunks."""
+    """Keeps the first `cap` bytes of a stream and counts the rest, reading in chunks;
+    `on_chunk` sees each chunk as it is read (a live view of a running test)."""
 
     cap: int
     kept: bytearray = field(default_factory=bytearray)
     dropped: int = 0
+    on_chunk: Callable[[bytes], None] | None = None
 
     def pump(self, stream: IO[bytes]) -> None:
         """Read `stream` to EOF; never holds more than `cap` bytes plus one chunk."""
         fd = stream.fileno()
         try:
             while chunk := os.read(fd, _CHUNK):
+                if self.on_chunk is not None:
+                    self.on_chunk(chunk)
                 room = self.cap - len(self.kept)
                 if room > 0:
                     self.kept += chunk[:room]
@@ -105,6 +116,7 @@ def run_process(
     nice: int = 0,
     pass_fds: Sequence[int] = (),
     cpu_group: str | None = None,
+    on_output: OutputSink | None = None,
 ) -> Observation:
     """Run argv in a new session at `nice`; on a limit, and after it exits, kill its group.
 
@@ -112,7 +124,8 @@ def run_process(
     processes spent runnable but waiting for a CPU (a loaded machine) does not count,
     up to `STARVED_FACTOR` times the limit of wall time. All its processes together may
     use `timeout_s` seconds of CPU. `pass_fds` stay open in the child at the same numbers;
-    `cpu_group` is the cgroup.procs file of the sandboxes' shared CPU weight, if any.
+    `cpu_group` is the cgroup.procs file of the sandboxes' shared CPU weight, if any;
+    `on_output` sees every chunk of stdout and stderr as it is read.
     """
     meter = make_meter()
     started = time.monotonic()
@@ -136,6 +149,9 @@ def run_process(
     meter.start(proc.pid)
     lower_autogroup(proc.pid, nice)
     out, err = CappedOutput(output_cap), CappedOutput(output_cap)
+    if on_output is not None:
+        out.on_chunk = functools.partial(_forward, on_output, "stdout")
+        err.on_chunk = functools.partial(_forward, on_output, "stderr")
     readers = [
         threading.Thread(target=out.pump, args=(proc.stdout,), daemon=True),
         threading.Thread(target=err.pump, args=(proc.stderr,), daemon=True),
@@ -165,6 +181,14 @@ def run_process(
         limit=limit,
         meter=meter.source,
     )
+
+
+def _forward(sink: OutputSink, name: str, chunk: bytes) -> None:
+    """Hand a chunk on; a sink that fails never stops the pipe from being drained."""
+    try:
+        sink(name, chunk)
+    except Exception:  # a live view is best effort; the capture is what counts
+        log.warning("live output of a command could not be forwarded", exc_info=True)
 
 
 def _child_setup(

@@ -11,6 +11,8 @@ Every key of a project starts with ``devloop:{pid}:``::
     devloop:{pid}:agent-state               hash    path under agent-state/ -> bytes
     devloop:{pid}:stream:bugs               stream  one entry per record, field "line"
     devloop:{pid}:stream:timeline           stream  (exported to bugs.ndjson, timeline.ndjson)
+    devloop:{pid}:stream:events             stream  live events: every unit state write, runs,
+                                                    pauses (the console reads it; capped)
     devloop:{pid}:unit:{unit}:files         hash    path under units/{unit}/ -> bytes
     devloop:{pid}:unit:{unit}:meta          hash    version, imported (digest at last import)
     devloop:{pid}:unit:{unit}:commits       hash    "{role}:{attempt}" -> version it produced

@@ -10,6 +10,7 @@ from devloop.ids import check_id
 ROOT = "devloop"
 Ledger = Literal["bugs", "timeline"]
 LEDGERS: tuple[Ledger, ...] = ("bugs", "timeline")
+EVENTS_MAXLEN = 10_000  # live events kept per project (XADD MAXLEN ~)
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,12 @@ class Keys:
     def stream(self, ledger: Ledger) -> str:
         """Stream of one ledger's records (bugs.ndjson, timeline.ndjson)."""
         return f"{self.prefix}stream:{ledger}"
+
+    @property
+    def events(self) -> str:
+        """Stream of the project's live events (unit state changes, runs starting, pauses):
+        what the console streams; trimmed to about EVENTS_MAXLEN entries."""
+        return f"{self.prefix}stream:events"
 
     def files(self, unit: str) -> str:
         """Hash: path relative to units/{unit} -> bytes."""

@@ -19,6 +19,7 @@ UnitStatus = Literal[
     "crashed",
     "validation_failed",
     "waiting_model",
+    "review",  # tests green, waiting for a person's approval (units.json "review": "required")
     "blocked",
     "blocked_upstream",
 ]

@@ -51,9 +51,11 @@ redis.call('HSET', KEYS[3], ARGV[1], version)
 return {1, version}
 """
 
-# KEYS: state[, lease].  ARGV: expected status, expected attempt, new state JSON[, owner].
-# A unit with no state yet counts as pending at attempt 0.
-CAS_STATE = FENCE_CHECK.format(key=2, arg=4) + """
+# KEYS: state, events[, lease].  ARGV: expected status, expected attempt, new state JSON,
+# unit, new status, new attempt, events maxlen[, owner].  A unit with no state yet counts as
+# pending at attempt 0.  With a lease, the change lands only while owner holds it; an
+# applied change is also one entry of the project's live events.
+CAS_STATE = FENCE_CHECK.format(key=3, arg=8) + """
 local status, attempt = 'pending', 0
 local current = redis.call('GET', KEYS[1])
 if current then
@@ -64,6 +66,8 @@ if status ~= ARGV[1] or attempt ~= tonumber(ARGV[2]) then
   return 0
 end
 redis.call('SET', KEYS[1], ARGV[3])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'kind', 'state', 'unit', ARGV[4],
+           'status', ARGV[5], 'attempt', ARGV[6])
 return 1
 """
 

@@ -41,6 +41,8 @@ class UnitPlan:
     tester: list[str] = field(default_factory=list)  # per session: proper | mock
     coder_faults: dict[int, dict[str, Any]] = field(default_factory=dict)  # turn -> stub fault
     seeded_tests: str | None = None  # tests/test_unit.py in the folder before the run
+    review: str | None = None  # units.json's "review" for this unit ("required" | "none")
+    tests_text: str | None = None  # what a proper tester session writes (default: TESTS)
 
     def coder_attempts(self) -> list[str]:
         """ATTEMPTS attempts: the plan's, then its last one again."""
@@ -106,12 +108,12 @@ def coder_turns(plan: UnitPlan) -> dict[int, Any]:
     return numbered
 
 
-def _tester_session(kind: str) -> list[dict[str, Any]]:
+def _tester_session(kind: str, tests: str = TESTS) -> list[dict[str, Any]]:
     """Write one test, run it, close the todolist, finish (a mock's finish fails, thrice)."""
     write = _turn(
         ("write_todolist", {"items": [{"id": "step-001", "title": "test value()"}]}),
         ("Write", {"path": "tests/test_unit.py", "content": MOCK_TESTS if kind == "mock"
-                   else TESTS}),
+                   else tests}),
     )
     turns = [write, _turn(("run_tests", {})),
              _turn(("update_todo_item", {"id": "step-001", "status": "done"}),
@@ -124,18 +126,24 @@ def _tester_session(kind: str) -> list[dict[str, Any]]:
 def tester_turns(plan: UnitPlan | None = None) -> dict[int, Any]:
     """Every tester session's turns, numbered as the one conversation the tester keeps."""
     sessions = plan.tester_sessions() if plan else ["proper"]
-    turns = [turn for kind in sessions for turn in _tester_session(kind)]
+    tests = (plan.tests_text if plan else None) or TESTS
+    turns = [turn for kind in sessions for turn in _tester_session(kind, tests)]
     return dict(enumerate(turns, start=1))
 
 
-def build(root: Path, plans: list[UnitPlan], pid: str = "p-fleet") -> Path:
+def build(root: Path, plans: list[UnitPlan], pid: str = "p-fleet",
+          review: str | None = None) -> Path:
     """Write the project folder (units.json, the SDD, any seeded tests)."""
     root.mkdir(parents=True, exist_ok=True)
     version = hash_contract(CONTRACT)
-    units = {"company_id": "c-test", "project_id": pid, "stack": "python", "units": [
-        {"id": p.id, "kind": "lib", "depends_on": p.deps, "contract_hash": version}
+    units: dict[str, Any] = {"company_id": "c-test", "project_id": pid, "stack": "python",
+                             "units": [
+        {"id": p.id, "kind": "lib", "depends_on": p.deps, "contract_hash": version,
+         **({"review": p.review} if p.review else {})}
         for p in plans
     ]}
+    if review:
+        units["review"] = review
     (root / "units.json").write_text(json.dumps(units, indent=2))
     sections = "".join(
         f'<section data-unit-id="{p.id}"><pre data-contract>'

@@ -25,7 +25,8 @@ def clean_env(**extra: str) -> dict[str, str]:
 
 @dataclass
 class RunProcess:
-    """One `devloop run DIR --llm stub` (or against a stub the test runs) and its output."""
+    """One `devloop run DIR --llm stub` (or other args, a stub the test runs, or `devloop
+    resume`) and its output."""
 
     project: Path
     workers: int = 2
@@ -33,6 +34,8 @@ class RunProcess:
     llm: str = "stub"  # "anthropic" with ANTHROPIC_BASE_URL in env: a stub the test runs
     proc: subprocess.Popen[bytes] | None = None
     runs: int = 0
+    args: list[str] = field(default_factory=list)  # after DIR and --llm
+    command: str = "run"  # or "resume"
 
     @property
     def out(self) -> Path:
@@ -47,8 +50,8 @@ class RunProcess:
         self.runs += 1
         with open(self.out, "wb") as out, open(self.err, "wb") as err:
             self.proc = subprocess.Popen(
-                [DEVLOOP, "run", str(self.project), "--llm", self.llm, "--workers",
-                 str(self.workers)],
+                [DEVLOOP, self.command, str(self.project), "--llm", self.llm, *self.args,
+                 "--workers", str(self.workers)],
                 stdout=out, stderr=err, env=self.env,
             )
         return self

@@ -1,0 +1,205 @@
+"""One event stream per page, fed by XREAD BLOCK on the project's Redis streams.
+
+A page's position is where it stands in each stream it follows, written as the SSE id
+(`e=<events id>;t=<timeline id>;r=<run>;o=<output id>`): the page is rendered with the
+position of what it shows, its EventSource starts from there, and a reconnect sends the
+last id back (`Last-Event-ID`), so nothing is missed or shown twice.
+
+    project page   state (a unit's status: the DAG node's colour), feed (a timeline
+                   event), fragment (re-rendered stats and the "needs a human" list)
+    unit page      state, feed, fragment (the unit's head, actions and details), run (a
+                   new test run started), output (a chunk of its stdout/stderr), run_end
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+import anyio
+import redis
+import redis.asyncio as aioredis
+from sse_starlette import ServerSentEvent
+from starlette.concurrency import run_in_threadpool
+
+from devloop.console.render import colours, redact
+from devloop.console.views import event_json
+from devloop.fleet.output import output_chunk, output_key
+from devloop.ids import is_valid_id
+from devloop.store import RedisStore
+from devloop.store.streams import entry_lines
+
+BLOCK_MS = 10_000
+BATCH = 200
+RETRY_S = 1.0
+_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a page stands in each stream it follows."""
+
+    events: str = "0-0"
+    timeline: str = "0-0"
+    run: str | None = None
+    output: str = "0-0"
+
+    def encode(self) -> str:
+        return f"e={self.events};t={self.timeline};r={self.run or '-'};o={self.output}"
+
+    @classmethod
+    def parse(cls, text: str | None) -> Position | None:
+        """A position from an SSE id or a page's `since`, or None when it is not one."""
+        if not text:
+            return None
+        parts = dict(p.partition("=")[::2] for p in text.split(";"))
+        ids = [parts.get(k, "") for k in ("e", "t", "o")]
+        run = parts.get("r", "")
+        if not all(_ID.match(i) for i in ids) or not (run == "-" or is_valid_id(run)):
+            return None
+        return cls(ids[0], ids[1], None if run == "-" else run, ids[2])
+
+
+def position_now(store: RedisStore, pid: str, run: str | None = None,
+                 output: str = "0-0") -> Position:
+    """The newest entry of the project's events and timeline (what a page shows now)."""
+    keys = store.keys(pid)
+    with store.client.pipeline(transaction=False) as pipe:
+        pipe.xrevrange(keys.events, count=1)
+        pipe.xrevrange(keys.stream("timeline"), count=1)
+        events, timeline = pipe.execute()
+    return Position(_last(events), _last(timeline), run, output)
+
+
+def _last(entries: list[Any]) -> str:
+    return entries[0][0].decode() if entries else "0-0"
+
+
+def async_client(url: str) -> aioredis.Redis:
+    """An asyncio client for a redis://, rediss://, unix:// or redis+socket:// URL."""
+    scheme, sep, rest = url.partition("://")
+    if sep and scheme in ("redis+socket", "socket"):
+        url = "unix://" + rest
+    # A blocked XREAD waits BLOCK_MS: the socket must wait longer than that.
+    return aioredis.Redis.from_url(url, socket_timeout=BLOCK_MS / 1000 + 15)
+
+
+async def _read(client: aioredis.Redis, streams: dict[bytes, str]) -> Any:
+    """XREAD BLOCK; Redis away (a restart) is a pause of the stream, not its end."""
+    try:
+        return await client.xread(streams, block=BLOCK_MS, count=BATCH)
+    except redis.RedisError:
+        await anyio.sleep(RETRY_S)
+        return None
+
+
+def _event(name: str, data: dict[str, Any], pos: Position) -> ServerSentEvent:
+    return ServerSentEvent(data=event_json(data), event=name, id=pos.encode())
+
+
+def state_event(fields: dict[bytes, bytes]) -> dict[str, Any]:
+    """A unit's new status as the DAG node shows it."""
+    status = fields.get(b"status", b"pending").decode()
+    attempt = int(fields.get(b"attempt", b"0"))
+    fill, stroke = colours(status)
+    label = status.replace("_", " ") + (
+        f" · {attempt} attempt{'' if attempt == 1 else 's'}" if attempt else "")
+    return {"unit": fields.get(b"unit", b"").decode(), "status": status, "attempt": attempt,
+            "fill": fill, "stroke": stroke, "label": label}
+
+
+def feed_event(fields: dict[bytes, bytes]) -> dict[str, Any] | None:
+    """A timeline entry as the feed shows it (text redacted; the page sets it as text)."""
+    for line in entry_lines(fields):
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict):
+            return {k: redact(str(event.get(k) or "")) for k in
+                    ("ts", "kind", "unit_id", "agent", "summary")}
+    return None
+
+
+Fragments = Callable[[], list[tuple[str, str]]]  # -> [(element id, html)], run in a thread
+
+
+async def project_stream(
+    client: aioredis.Redis, store: RedisStore, pid: str, pos: Position, fragments: Fragments
+) -> AsyncIterator[ServerSentEvent]:
+    """The project page's events, from pos on, until the client goes away."""
+    keys = store.keys(pid)
+    events, timeline = keys.events.encode(), keys.stream("timeline").encode()
+    while True:
+        reply = await _read(client, {events: pos.events, timeline: pos.timeline})
+        changed = False
+        for key, entries in reply or []:
+            for entry_id, fields in entries:
+                if key == events:
+                    pos = replace(pos, events=entry_id.decode())
+                    kind = fields.get(b"kind", b"")
+                    changed = changed or kind in (b"state", b"paused", b"resumed")
+                    if kind == b"state":
+                        yield _event("state", state_event(fields), pos)
+                else:
+                    pos = replace(pos, timeline=entry_id.decode())
+                    changed = True
+                    item = feed_event(fields)
+                    if item is not None:
+                        yield _event("feed", item, pos)
+        if changed:
+            for target, html in await run_in_threadpool(fragments):
+                yield _event("fragment", {"target": target, "html": html}, pos)
+
+
+async def unit_stream(
+    client: aioredis.Redis, store: RedisStore, pid: str, unit: str, pos: Position,
+    fragments: Fragments,
+) -> AsyncIterator[ServerSentEvent]:
+    """The unit page's events (its state, its timeline, its running test's output)."""
+    keys = store.keys(pid)
+    events, timeline = keys.events.encode(), keys.stream("timeline").encode()
+    mine = unit.encode()
+    while True:
+        streams = {events: pos.events, timeline: pos.timeline}
+        output = output_key(store, pid, unit, pos.run).encode() if pos.run else None
+        if output is not None:
+            streams[output] = pos.output
+        reply = await _read(client, streams)
+        refresh = False
+        for key, entries in reply or []:
+            for entry_id, fields in entries:
+                if key == events:
+                    pos = replace(pos, events=entry_id.decode())
+                    kind, who = fields.get(b"kind", b""), fields.get(b"unit")
+                    if kind in (b"paused", b"resumed"):
+                        refresh = True
+                    elif who != mine:
+                        continue
+                    elif kind == b"state":
+                        refresh = True
+                        yield _event("state", state_event(fields), pos)
+                    elif kind == b"output":
+                        run = fields.get(b"run", b"").decode()
+                        if is_valid_id(run):
+                            pos = replace(pos, run=run, output="0-0")
+                            yield _event("run", {"run": run}, pos)
+                elif key == timeline:
+                    pos = replace(pos, timeline=entry_id.decode())
+                    item = feed_event(fields)
+                    if item is not None and item["unit_id"] == unit:
+                        refresh = True
+                        yield _event("feed", item, pos)
+                elif key == output:
+                    pos = replace(pos, output=entry_id.decode())
+                    chunk = output_chunk(fields)
+                    if chunk is not None:
+                        yield _event("output", {"s": chunk[0], "d": chunk[1]}, pos)
+                    else:
+                        yield _event("run_end", {"run": pos.run}, pos)
+        if refresh:
+            for target, html in await run_in_threadpool(fragments):
+                yield _event("fragment", {"target": target, "html": html}, pos)

@@ -1,0 +1,161 @@
+"""The review gate: a unit whose tests went green waits in `review` until a person approves
+it (it passes and releases its dependents) or asks for changes (a coder retry with the note).
+
+devloop:{pid}:unit:{unit}:approved       hash  path -> bytes: code/**, tests/**, contract.json
+                                               as last approved (what the next diff is against)
+devloop:{pid}:unit:{unit}:approved-meta  hash  version, digest, attempt, by, ts
+agent-state/review-{unit}.json                 every review: attempt, verdict, note, by, ts
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import time
+from dataclasses import dataclass
+
+from devloop.fleet.control import current_epoch
+from devloop.fleet.dispatch import release_dependents, start_fixing
+from devloop.fleet.messages import Dispatch, StepMsg
+from devloop.ids import check_id
+from devloop.ledgers import Timeline
+from devloop.loop import approve, request_changes
+from devloop.roles.context import reviews_path
+from devloop.store import RedisStore, UnitState, promote_memory
+from devloop.store.filesets import files_digest
+
+DIFF_LINES = 4000  # lines of one file's diff shown; the rest is summarized
+NOTE_CHARS = 4000
+
+
+class ReviewRefused(ValueError):
+    """The unit is not waiting for a review (the message says what it is)."""
+
+
+def approved_key(store: RedisStore, pid: str, unit: str) -> str:
+    return f"{store.keys(pid).prefix}unit:{check_id(unit, 'unit id')}:approved"
+
+
+def approved_meta_key(store: RedisStore, pid: str, unit: str) -> str:
+    return f"{store.keys(pid).prefix}unit:{check_id(unit, 'unit id')}:approved-meta"
+
+
+def reviewed(files: dict[str, bytes]) -> dict[str, bytes]:
+    """The files a review looks at: the code, the tests and the contract."""
+    return {p: d for p, d in files.items()
+            if p.startswith(("code/", "tests/")) or p == "contract.json"}
+
+
+def _waiting(store: RedisStore, pid: str, unit: str) -> UnitState:
+    state = store.get_state(pid, unit)
+    if state.status != "review":
+        raise ReviewRefused(f'unit "{unit}" is {state.status}, not waiting for a review')
+    return state
+
+
+def approve_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[Dispatch]:
+    """The unit passes: its files become the approved version, its dependents are released
+    (once: the release claims each dependent with SET NX); the chains to send."""
+    state = _waiting(store, pid, unit)
+    new = approve(state).model_copy(update={"updated_at": time.time()})
+    if not store.cas_state(pid, unit, "review", state.attempt, new):
+        raise ReviewRefused(f'unit "{unit}" changed while it was being approved; look again')
+    snapshot = store.unit_files(pid, unit)
+    files = reviewed(snapshot.files)
+    meta: dict[str | bytes, bytes | float | int | str] = {
+        "version": snapshot.version, "digest": files_digest(files), "attempt": state.attempt,
+        "by": by, "ts": time.time(),
+    }
+    with store.client.pipeline(transaction=True) as pipe:
+        pipe.delete(approved_key(store, pid, unit))
+        if files:
+            approved: dict[str | bytes, bytes | float | int | str] = dict(files.items())
+            pipe.hset(approved_key(store, pid, unit), mapping=approved)
+        pipe.hset(approved_meta_key(store, pid, unit), mapping=meta)
+        pipe.execute()
+    _record(store, pid, unit, state.attempt, "approved", "", by)
+    Timeline(store.sink(pid, "timeline")).append(
+        "loop_pass", unit_id=unit, ref=f"review-{state.attempt}", agent="loop",
+        summary=f"tests green and approved in review by {by}",
+    )
+    promote_memory(store, pid, unit)
+    return release_dependents(store, pid, unit, current_epoch(store, pid))
+
+
+def request_changes_unit(
+    store: RedisStore, pid: str, unit: str, note: str, by: str
+) -> list[Dispatch]:
+    """A coder retry whose history carries the person's note as a tester's hint would be."""
+    note = note.strip()[:NOTE_CHARS]
+    if not note:
+        raise ReviewRefused("say what should change (the note goes to the coder)")
+    state = _waiting(store, pid, unit)
+    new = request_changes(state, note).model_copy(update={"updated_at": time.time()})
+    if not store.cas_state(pid, unit, "review", state.attempt, new):
+        raise ReviewRefused(f'unit "{unit}" changed while it was being reviewed; look again')
+    _record(store, pid, unit, state.attempt, "changes", note, by)
+    Timeline(store.sink(pid, "timeline")).append(
+        "loop_retry_coder", unit_id=unit, ref=f"review-{state.attempt}", agent="loop",
+        summary=f"changes requested in review by {by}; coder retries as attempt {new.attempt}",
+    )
+    start_fixing(store, pid, unit, new.attempt)
+    msg = StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry",
+                  epoch=current_epoch(store, pid))
+    return [Dispatch(msg=msg)]
+
+
+def _record(store: RedisStore, pid: str, unit: str, attempt: int, verdict: str, note: str,
+            by: str) -> None:
+    """Append the review to agent-state/review-{unit}.json (the coder's retry reads it)."""
+    path = reviews_path(unit)
+    raw = store.agent_state_file(pid, path)
+    try:
+        reviews = json.loads(raw)["reviews"] if raw else []
+    except (ValueError, KeyError, TypeError):
+        reviews = []
+    reviews.append({"attempt": attempt, "verdict": verdict, "note": note, "by": by,
+                    "ts": time.time()})
+    store.put_agent_state(pid, path, json.dumps({"reviews": reviews}, indent=2).encode())
+
+
+@dataclass(frozen=True)
+class FileDiff:
+    """One reviewed file against its approved version."""
+
+    path: str
+    change: str  # added | removed | changed
+    lines: list[str]  # unified diff lines (without the file headers)
+
+
+@dataclass(frozen=True)
+class ReviewDiff:
+    """The unit's code and tests against the last approved version (none: all is new)."""
+
+    approved_attempt: int | None
+    files: list[FileDiff]
+
+
+def review_diff(store: RedisStore, pid: str, unit: str) -> ReviewDiff:
+    """What changed since the last approval, file by file, in unified diff form."""
+    with store.client.pipeline(transaction=False) as pipe:
+        pipe.hgetall(approved_key(store, pid, unit))
+        pipe.hget(approved_meta_key(store, pid, unit), "attempt")
+        raw_old, attempt = pipe.execute()
+    old = {k.decode(): v for k, v in raw_old.items()}
+    new = reviewed(store.unit_files(pid, unit).files)
+    diffs = []
+    for path in sorted(set(old) | set(new)):
+        if old.get(path) == new.get(path):
+            continue
+        change = "added" if path not in old else "removed" if path not in new else "changed"
+        before = _text(old.get(path, b"")).splitlines()
+        after = _text(new.get(path, b"")).splitlines()
+        lines = list(difflib.unified_diff(before, after, lineterm="", n=3))[2:]
+        if len(lines) > DIFF_LINES:
+            lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES} more lines"]
+        diffs.append(FileDiff(path, change, lines))
+    return ReviewDiff(int(attempt) if attempt else None, diffs)
+
+
+def _text(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

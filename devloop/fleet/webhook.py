@@ -1,0 +1,162 @@
+"""Calling a person: a JSON POST to DEVLOOP_WEBHOOK_URL when a unit is blocked or waits for
+review (the payload is in the README, "Calling a human").
+
+A `Notifier` thread follows the projects' live event streams (XREAD BLOCK); each event of a
+unit turning blocked or review is claimed once in Redis (SET NX on its stream id, so two
+notifiers, a run's and a console's, never both send it) and delivered from a thread of its
+own, retried with a doubling backoff: the loop it runs beside never waits for it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from devloop.fleet.control import read_control
+from devloop.fleet.dispatch import CANCELLED
+from devloop.fleet.human import HUMAN, HumanCall, human_call
+from devloop.ledgers.sink import iso_z, utc_now
+from devloop.store import RedisStore
+
+log = logging.getLogger(__name__)
+CLAIM_TTL_S = 7 * 24 * 3600
+READ_BLOCK_MS = 2000
+
+
+def payload(pid: str, call: HumanCall, event_id: str, console: str | None) -> dict[str, Any]:
+    """The webhook's JSON body for one call."""
+    return {
+        "event": f"unit_{call.status}",
+        "id": event_id,
+        "project": pid,
+        "unit": call.unit,
+        "status": call.status,
+        "attempt": call.attempt,
+        "reason": call.reason,
+        "last_failure": call.last_failure,
+        "hint": call.hint,
+        "console": console,
+        "ts": iso_z(utc_now()),
+    }
+
+
+def console_link(store: RedisStore, pid: str, unit: str) -> str | None:
+    """The unit's page in the console serving the project (no token), if one runs."""
+    base = read_control(store, pid).console_url
+    return f"{base.rstrip('/')}/p/{pid}/u/{unit}" if base else None
+
+
+class Notifier:
+    """Follows the projects' events and POSTs each call for a person once, in the background."""
+
+    def __init__(
+        self,
+        store: RedisStore,
+        pids: list[str],
+        url: str,
+        *,
+        attempts: int = 5,
+        base_s: float = 1.0,
+        max_s: float = 60.0,
+        timeout_s: float = 10.0,
+        post: Callable[[str, bytes, float], int] | None = None,
+    ) -> None:
+        if not url.startswith(("http://", "https://")):
+            raise ValueError("DEVLOOP_WEBHOOK_URL: not an http:// or https:// URL; fix: set "
+                             "it to the receiver's URL")
+        self.store, self.pids, self.url = store, pids, url
+        self.attempts, self.base_s, self.max_s, self.timeout_s = attempts, base_s, max_s, timeout_s
+        self.post = post or _post
+        self.delivered: list[dict[str, Any]] = []  # what went out, for the caller to show
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._follow, name="webhook", daemon=True)
+        self._cursors: dict[str, str] = {}
+
+    def start(self) -> Notifier:
+        """Follow the projects from their newest event now (older calls are not resent)."""
+        self._cursors = {self.store.keys(pid).events: _last_id(self.store, pid)
+                         for pid in self.pids}
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=READ_BLOCK_MS / 1000 + 5)
+
+    def _follow(self) -> None:
+        cursors = self._cursors
+        pid_of = {self.store.keys(pid).events: pid for pid in self.pids}
+        while not self._stop.is_set():
+            try:
+                replies = self.store.client.xread(cursors, block=READ_BLOCK_MS, count=200)
+            except redis.RedisError:
+                self._stop.wait(1.0)  # Redis restarting: try again
+                continue
+            for key, entries in replies or []:
+                name = key.decode() if isinstance(key, bytes) else key
+                for entry_id, fields in entries:
+                    cursors[name] = entry_id.decode()
+                    self._consider(pid_of[name], cursors[name], fields)
+
+    def _consider(self, pid: str, event_id: str, fields: dict[bytes, bytes]) -> None:
+        if fields.get(b"kind") != b"state" or fields.get(b"status", b"").decode() not in HUMAN:
+            return
+        claim = f"{self.store.keys(pid).prefix}notified:{event_id}"
+        if not self.store.client.set(claim, "1", nx=True, ex=CLAIM_TTL_S):
+            return  # another notifier has it
+        unit = fields[b"unit"].decode()
+        threading.Thread(target=self._deliver, args=(pid, unit, event_id, fields),
+                         name=f"webhook-{unit}", daemon=True).start()
+
+    def _deliver(self, pid: str, unit: str, event_id: str, fields: dict[bytes, bytes]) -> None:
+        call = human_call(self.store, pid, unit)
+        if call.status == "blocked" and self.store.get_state(pid, unit).extra.get(
+            "block_kind"
+        ) == CANCELLED:
+            return  # a person stopped it: nobody needs calling
+        status = fields[b"status"].decode()
+        if call.status != status:  # it moved on since: say what the event said
+            call = HumanCall(unit, status, int(fields.get(b"attempt", b"0")), call.reason,
+                             call.last_failure, call.hint, call.since)
+        body = payload(pid, call, event_id, console_link(self.store, pid, unit))
+        data = json.dumps(body).encode()
+        delay = self.base_s
+        for attempt in range(1, self.attempts + 1):
+            status_code = self.post(self.url, data, self.timeout_s)
+            if 200 <= status_code < 300:
+                self.delivered.append(body)
+                return
+            if attempt < self.attempts and self._stop.wait(delay):
+                return
+            delay = min(delay * 2, self.max_s)
+        log.warning("webhook: the call for %s/%s (%s) was not accepted after %d tries", pid,
+                    unit, status, self.attempts)
+
+
+def _last_id(store: RedisStore, pid: str) -> str:
+    """Where to start following: after the newest event now (older calls were made or
+    missed before this notifier ran)."""
+    last = store.client.xrevrange(store.keys(pid).events, count=1)
+    return last[0][0].decode() if last else "0-0"
+
+
+def _post(url: str, data: bytes, timeout_s: float) -> int:
+    """POST data as JSON; the HTTP status, or 0 when the receiver could not be reached."""
+    request = urllib.request.Request(
+        url, data=data, method="POST",
+        headers={"Content-Type": "application/json", "User-Agent": "devloop-webhook"},
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return int(response.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+    except (urllib.error.URLError, OSError, ValueError):
+        return 0

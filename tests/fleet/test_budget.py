@@ -1,0 +1,114 @@
+"""Budgets and stopping, through `devloop run` as a user starts it: a run over its cap
+pauses (no session starts after the cap; running ones stop after their turn) and ends with
+exit 4; `devloop resume` with a higher cap finishes it from the checkpoints; `devloop
+cancel` ends a run with exit 5 and every checkpoint kept."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from devloop.fleet.control import read_control
+from devloop.llm.stub import StubServer
+from devloop.redis_server import RedisServer
+from devloop.store import RedisStore
+from tests.fleet.builder import UnitPlan, build, script
+from tests.workers.runproc import SLACK_S, RunProcess, clean_env
+from tests.workers.test_cli_run import devloop
+
+PID = "p-fleet"
+CHAIN = [UnitPlan("a"), UnitPlan("b", ["a"]), UnitPlan("c", ["b"])]
+
+
+@pytest.fixture
+def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
+    with RedisServer(tmp_path / "redis") as server:
+        yield server
+
+
+def _answered(stub: StubServer) -> list[tuple[str, int]]:
+    return [(r.session_key, r.turn) for r in stub.requests if r.status == 200]
+
+
+def _env(server: RedisServer, stub: StubServer) -> dict[str, str]:
+    return clean_env(DEVLOOP_REDIS_URL=server.url, ANTHROPIC_BASE_URL=stub.base_url,
+                     ANTHROPIC_API_KEY="test")
+
+
+@pytest.mark.timeout(420)
+def test_a_run_over_its_budget_pauses_and_resume_with_a_higher_cap_finishes_it(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    project = build(tmp_path / "p", CHAIN)
+    store = RedisStore(redis_server.client())
+    with StubServer(script(CHAIN)) as stub:
+        run = RunProcess(project, env=_env(redis_server, stub),
+                         args=["--llm", "anthropic", "--max-usd", "0.000001"])
+        try:
+            assert run.start().wait(120 + SLACK_S) == 4, run.output()
+            assert "paused: budget" in run.output() and "devloop resume" in run.output()
+            control = read_control(store, PID)
+            assert control.paused == "budget" and control.spent_usd > 0.000001
+            # The first model call crossed the cap: its session ran that turn's tools and
+            # stopped before the next; no other session started.
+            assert _answered(stub) == [(f"coder.c-test.{PID}.a", 1)]
+            checkpoint = store.load_session(PID, "coder", "a")
+            assert checkpoint is not None and checkpoint["finished"]
+            assert checkpoint["result"]["status"] == "cancelled" and checkpoint["turns"] == 1
+            status = json.loads(devloop("status", str(project), "--json",
+                                        env={"DEVLOOP_REDIS_URL": redis_server.url}).stdout)
+            assert status["paused"] == "budget"
+            assert [u["status"] for u in status["units"]] == ["coding", "pending", "pending"]
+
+            run.command, run.args = "resume", ["--max-usd", "100"]
+            assert run.start().wait(240 + SLACK_S) == 0, run.output()
+        finally:
+            run.close()
+        answered = _answered(stub)
+    assert [n for n in Counter(answered).values() if n > 1] == []  # no turn asked twice
+    assert (f"coder.c-test.{PID}.a", 2) in answered  # the stopped session carried on
+    control = read_control(store, PID)
+    assert control.paused is None and control.max_usd == 100.0
+    assert {store.get_state(PID, u.id).status for u in CHAIN} == {"passed"}
+
+
+@pytest.mark.timeout(420)
+def test_devloop_cancel_ends_the_run_with_every_checkpoint_kept(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    plans = [UnitPlan("a", coder_latency_ms={2: 4000}), UnitPlan("b", ["a"])]
+    project = build(tmp_path / "p", plans)
+    store = RedisStore(redis_server.client())
+    key = f"coder.c-test.{PID}.a"
+    with StubServer(script(plans)) as stub:
+        env = _env(redis_server, stub)
+        run = RunProcess(project, env=env, llm="anthropic")
+        try:
+            run.start()
+            run.wait_for("a's coder mid-turn", lambda: any(
+                r.session_key == key and r.turn == 2 for r in stub.requests), 120)
+            cancelled = devloop("cancel", str(project), env={"DEVLOOP_REDIS_URL":
+                                                             redis_server.url})
+            assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+            assert "queued task(s) revoked" in cancelled.stdout
+            assert run.wait(60 + SLACK_S) == 5, run.output()
+            assert "cancelled" in run.output() and "devloop resume" in run.output()
+            checkpoint = store.load_session(PID, "coder", "a")
+            # The turn in flight when the cancel came ran to its end, then the session
+            # stopped with its checkpoint (resumable), before asking the model again.
+            assert checkpoint is not None and checkpoint["result"]["status"] == "cancelled"
+            assert checkpoint["turns"] == 2 and checkpoint["messages"][-1]["role"] == "user"
+            assert max(t for k, t in _answered(stub) if k == key) == 2
+            assert store.get_state(PID, "b").status == "pending"
+
+            run.command, run.args = "resume", []
+            assert run.start().wait(240 + SLACK_S) == 0, run.output()
+        finally:
+            run.close()
+        answered = _answered(stub)
+    assert [n for n in Counter(answered).values() if n > 1] == []
+    assert {store.get_state(PID, u.id).status for u in plans} == {"passed"}

@@ -1,0 +1,99 @@
+"""The project's controls in Redis: the spend every worker adds, the pause at the cap, the
+cancel flags a session checks each turn, and task ids a cancel never reuses."""
+
+from __future__ import annotations
+
+import threading
+
+from devloop.fleet.control import (
+    StopFlag,
+    bump_epoch,
+    clear_pause,
+    mark_unit_cancelled,
+    read_control,
+    set_max_usd,
+    spend,
+    stop_reason,
+)
+from devloop.fleet.messages import StepMsg
+from devloop.store import RedisStore
+
+PID = "p-ctl"
+
+
+def test_concurrent_spend_loses_no_cent_and_the_call_reaching_the_cap_pauses_once(
+    redis_store: RedisStore,
+) -> None:
+    set_max_usd(redis_store, PID, 1.0)
+    barrier = threading.Barrier(8)
+
+    def worker() -> None:
+        barrier.wait()
+        for _ in range(25):
+            spend(redis_store, PID, 0.01)
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    control = read_control(redis_store, PID)
+    assert round(control.spent_usd, 6) == 2.0
+    assert control.paused == "budget" and control.paused_at is not None
+    pauses = [f for _, f in redis_store.client.xrange(redis_store.keys(PID).events)
+              if f[b"kind"] == b"paused"]
+    assert len(pauses) == 1  # announced once, by the call that crossed the cap
+
+
+def test_spend_under_the_cap_or_without_one_never_pauses(redis_store: RedisStore) -> None:
+    spend(redis_store, PID, 5.0)
+    assert read_control(redis_store, PID).paused is None
+    set_max_usd(redis_store, PID, 10.0)
+    spend(redis_store, PID, 4.99)
+    assert stop_reason(redis_store, PID, "a") is None
+
+
+def test_a_cap_already_spent_stops_the_next_step_before_it_starts(
+    redis_store: RedisStore,
+) -> None:
+    spend(redis_store, PID, 3.0)
+    set_max_usd(redis_store, PID, 2.0)  # lowered below what was spent
+    assert stop_reason(redis_store, PID, "a") == "budget"
+    assert read_control(redis_store, PID).paused == "budget"
+
+
+def test_a_units_cancel_stops_only_that_unit(redis_store: RedisStore) -> None:
+    mark_unit_cancelled(redis_store, PID, "a", True)
+    assert stop_reason(redis_store, PID, "a") == "cancelled"
+    assert stop_reason(redis_store, PID, "b") is None
+    assert read_control(redis_store, PID).cancelled_units == ("a",)
+
+
+def test_the_stop_flag_a_session_checks_each_turn_follows_redis(redis_store: RedisStore) -> None:
+    flag = StopFlag(redis_store, PID, "a")
+    assert not flag.is_set()
+    set_max_usd(redis_store, PID, 0.5)
+    spend(redis_store, PID, 0.5)
+    assert flag.is_set() and flag.reason == "budget"
+
+
+def test_resuming_lifts_the_pause_sets_a_new_cap_and_keeps_what_was_spent(
+    redis_store: RedisStore,
+) -> None:
+    set_max_usd(redis_store, PID, 1.0)
+    spend(redis_store, PID, 1.5)
+    mark_unit_cancelled(redis_store, PID, "a", True)
+    control = clear_pause(redis_store, PID, 5.0, units=False)
+    assert (control.paused, control.max_usd, control.spent_usd) == (None, 5.0, 1.5)
+    assert control.cancelled_units == ("a",)  # a run keeps a person's unit cancel
+    assert clear_pause(redis_store, PID).cancelled_units == ()  # a resume lifts it
+    assert stop_reason(redis_store, PID, "a") is None
+
+
+def test_chains_sent_after_a_cancel_carry_task_ids_it_never_revoked(
+    redis_store: RedisStore,
+) -> None:
+    before = StepMsg(pid=PID, unit_id="a", attempt=2).task_id("coder")
+    epoch = bump_epoch(redis_store, PID)
+    after = StepMsg(pid=PID, unit_id="a", attempt=2, epoch=epoch).task_id("coder")
+    assert before == f"{PID}:a:coder:2" and after == f"{PID}:a:coder:2~1"

@@ -1,0 +1,149 @@
+"""The commands for people in the loop, added to the `devloop` CLI: console, review, cancel,
+resume (registered when workers.cli imports this module)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Literal
+
+import typer
+
+from devloop.cli import app, fail, out
+from devloop.config import load_settings
+from devloop.embedded import redis_endpoint
+from devloop.errors import Problem
+from devloop.redis_server import connect
+from devloop.store import RedisStore
+
+Llm = Literal["anthropic", "stub"]
+
+
+def _store_for(project: Path) -> tuple[str, Path | None]:
+    from workers.cli import _store_for as store_for
+
+    return store_for(project)
+
+
+@app.command("console")
+def console_command(
+    project: Annotated[
+        Path | None, typer.Argument(help="The project folder (or its id); all projects of "
+                                    "DEVLOOP_REDIS_URL when omitted.")
+    ] = None,
+    host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+) -> None:
+    """The live console: the unit DAG, live test output, who needs a human, review, budget
+    and cancel; behind a token printed in the link at start."""
+    from workers.console import serve_console
+
+    settings = load_settings()
+    pid, folder = _store_for(project) if project is not None else (None, None)
+    if project is None and not settings.redis_url:
+        fail([Problem("DEVLOOP_REDIS_URL", "environment", "not set",
+                      "pass the project folder, or point it at the Redis your workers use")])
+    serve_console(pid, folder, host, port, settings, out)
+
+
+@app.command()
+def review(
+    project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
+    unit: Annotated[str, typer.Argument(help="The unit waiting for review.")],
+    approve: Annotated[bool, typer.Option("--approve", help="The unit passes.")] = False,
+    changes: Annotated[
+        str | None, typer.Option(help="Ask for changes: the coder retries with this note.")
+    ] = None,
+) -> None:
+    """Approve a unit waiting in review (it passes and releases its dependents), or ask for
+    changes (a coder retry with your note)."""
+    from workers.app import configure
+    from workers.dispatch import send
+
+    if approve == (changes is not None):
+        fail([Problem("devloop review", "--approve/--changes", "give exactly one",
+                      'pass --approve, or --changes "what should change"')])
+    from devloop.fleet.review import ReviewRefused, approve_unit, request_changes_unit
+
+    pid, folder = _store_for(project)
+    with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
+        configure(endpoint.celery_url)
+        store = RedisStore(connect(endpoint.url))
+        try:
+            if approve:
+                dispatches = approve_unit(store, pid, unit, "devloop review")
+            else:
+                dispatches = request_changes_unit(store, pid, unit, changes or "", "devloop review")
+        except (ReviewRefused, ValueError) as exc:
+            fail([Problem(str(project), unit, str(exc), "check `devloop status`")])
+        send(dispatches)
+    if approve:
+        released = ", ".join(d.msg.unit_id for d in dispatches) or "nothing new"
+        out.print(f"{unit}: approved; released {released}")
+    else:
+        out.print(f"{unit}: changes requested; the coder retries as attempt "
+                  f"{dispatches[0].msg.attempt}")
+
+
+@app.command()
+def cancel(
+    project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
+    unit: Annotated[str | None, typer.Argument(help="Only this unit.")] = None,
+) -> None:
+    """Stop a project (or one unit): queued tasks are revoked, running sessions stop before
+    their next turn with their checkpoints kept; `devloop resume` (or `devloop unblock` for
+    a unit) carries on."""
+    from devloop.fleet.human import cancel_project, cancel_unit
+    from workers.app import configure
+    from workers.dispatch import revoke
+
+    pid, folder = _store_for(project)
+    with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
+        configure(endpoint.celery_url)
+        store = RedisStore(connect(endpoint.url))
+        try:
+            ids = cancel_unit(store, pid, unit, "devloop cancel") if unit else cancel_project(
+                store, pid, "devloop cancel")
+        except ValueError as exc:
+            fail([Problem(str(project), unit or "project", str(exc), "check `devloop status`")])
+        revoke(ids)
+    what = f"unit {unit}" if unit else pid
+    out.print(f"{what}: cancelled ({len(ids)} queued task(s) revoked); running sessions stop "
+              "before their next turn, checkpoints kept")
+
+
+@app.command()
+def resume(
+    project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
+    max_usd: Annotated[
+        float | None, typer.Option(min=0.000001, help="A new spend cap in dollars.")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 2,
+    llm: Annotated[Llm, typer.Option(help="Claude (ANTHROPIC_API_KEY) or the stub.")] = "anthropic",
+    script: Annotated[
+        Path | None, typer.Option(help="Stub script (default: DIR/stub.yaml).")
+    ] = None,
+    console: Annotated[
+        bool, typer.Option("--console", help="Serve the live console beside the run.")
+    ] = False,
+    console_port: Annotated[int, typer.Option(help="The console's port.")] = 8765,
+) -> None:
+    """Carry a paused or cancelled project on from its checkpoints: a folder runs again as
+    `devloop run` does (same exit codes); an id re-sends its units to your workers."""
+    settings = load_settings()
+    pid, folder = _store_for(project)
+    if folder is not None:
+        from workers.run import RunOptions, run_project
+
+        options = RunOptions(folder, workers, llm, script, max_usd=max_usd, console=console,
+                             console_port=console_port, resume=True)
+        raise typer.Exit(run_project(options, settings))
+    from devloop.fleet.human import resume_project
+    from workers.app import configure
+    from workers.dispatch import send
+
+    with redis_endpoint(Path("."), settings) as endpoint:
+        configure(endpoint.celery_url)
+        store = RedisStore(connect(endpoint.url))
+        dispatches = resume_project(store, pid, max_usd)
+        send(dispatches)
+    out.print(f"{pid}: resumed; re-sent {len(dispatches)} unit(s)")

@@ -1,0 +1,49 @@
+"""`devloop console`: the console over the project's Redis, with the callbacks that send
+chains and revoke tasks (Celery lives here, not in devloop/console)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+
+from devloop.config import Settings
+from devloop.console import Callbacks, ConsoleConfig
+from devloop.console.auth import new_token
+from devloop.console.server import base_url, hosts_for, link, serve
+from devloop.embedded import redis_endpoint
+from devloop.fleet.webhook import Notifier
+from devloop.redis_server import connect
+from devloop.store import RedisStore
+from workers.app import configure
+from workers.dispatch import revoke, send
+
+
+def serve_console(
+    pid: str | None, folder: Path | None, host: str, port: int, settings: Settings,
+    out: Console,
+) -> None:
+    """Serve the console until a signal stops it; print its link (with a fresh token) once."""
+    configured = settings.console_token.get_secret_value() if settings.console_token else None
+    token = configured or new_token()
+    with redis_endpoint(folder or Path("."), settings) as endpoint:
+        configure(endpoint.celery_url)
+        store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
+        notifier = None
+        if settings.webhook_url is not None and pid is not None:
+            notifier = Notifier(store, [pid], settings.webhook_url.get_secret_value()).start()
+        config = ConsoleConfig(
+            store=store, redis_url=endpoint.url, token=token, port=port,
+            callbacks=Callbacks(send=send, revoke=revoke),
+            pids=[pid] if pid is not None else None, hosts=hosts_for(host),
+            public_url=base_url(host, port),
+        )
+        shown = link(host, port, token) if configured is None else (
+            f"{base_url(host, port)} (token from DEVLOOP_CONSOLE_TOKEN)")
+        out.print(f"DevLoop console: {shown}", markup=False, highlight=False, soft_wrap=True)
+        try:
+            serve(config, host)
+        finally:
+            if notifier is not None:
+                notifier.stop()
+            store.close()

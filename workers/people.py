@@ -1,0 +1,85 @@
+"""What `devloop run` adds for people: the project's controls at start (cap, pause), the
+console as a supervised child, the webhook, and how a paused run ends."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from rich.console import Console
+
+from devloop.config import Settings
+from devloop.console.auth import new_token
+from devloop.console.server import base_url, link
+from devloop.embedded import RedisEndpoint
+from devloop.fleet.control import clear_pause
+from devloop.fleet.dispatch import CANCELLED, resume_blocked
+from devloop.fleet.messages import Dispatch
+from devloop.fleet.status import ProjectStatus
+from devloop.fleet.webhook import Notifier
+from devloop.store import RedisStore
+from devloop.supervisor import ChildSpec
+from workers.children import RunChildren
+
+# `devloop run` ends paused (its project's budget spent) or cancelled (`devloop cancel`,
+# the console's button): run `devloop resume` to carry on from the checkpoints.
+EXIT_PAUSED, EXIT_CANCELLED = 4, 5
+
+
+def apply_controls(
+    store: RedisStore, pid: str, max_usd: float | None, resume: bool, settings: Settings
+) -> list[Dispatch]:
+    """A run starts: lift the project's pause (a spent budget pauses it again at the first
+    step unless the cap was raised) and set the cap; a resume also carries on the units a
+    person cancelled one by one. The chains to send for those."""
+    cap = max_usd if max_usd is not None else settings.project_max_usd
+    clear_pause(store, pid, cap, units=resume)
+    return resume_blocked(store, pid, kinds=(CANCELLED,)) if resume else []
+
+
+def start_console(
+    children: RunChildren, endpoint: RedisEndpoint, state_dir: Path, project_dir: Path,
+    host: str, port: int, settings: Settings, console: Console,
+) -> str:
+    """`devloop console` as a supervised child of the run; prints its link once (the token
+    reaches it by environment, never on a command line); returns its base URL."""
+    configured = settings.console_token.get_secret_value() if settings.console_token else None
+    token = configured or new_token()
+    env = {**os.environ, "DEVLOOP_REDIS_URL": endpoint.url, "DEVLOOP_CONSOLE_TOKEN": token}
+    command = [sys.executable, "-c", "from workers.cli import main; main()", "console",
+               str(project_dir), "--host", host, "--port", str(port)]
+    children.supervisor.add(ChildSpec("console", command, env, state_dir / "console.log"))
+    shown = link(host, port, token) if configured is None else (
+        f"{base_url(host, port)} (token from DEVLOOP_CONSOLE_TOKEN)")
+    console.print(f"Console: {shown}", markup=False, highlight=False, soft_wrap=True)
+    return base_url(host, port)
+
+
+def start_notifier(store: RedisStore, pid: str, settings: Settings) -> Notifier | None:
+    """The webhook notifier of DEVLOOP_WEBHOOK_URL, following the project (None: unset)."""
+    if settings.webhook_url is None:
+        return None
+    return Notifier(store, [pid], settings.webhook_url.get_secret_value()).start()
+
+
+def waits_in_console(state: ProjectStatus, console: bool) -> bool:
+    """With the console open, a blocked unit does not end the run: a person can unblock it
+    there (Ctrl-C still ends the run)."""
+    return console and state.count("blocked") > 0 and state.paused is None
+
+
+def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> int | None:
+    """The exit code of a run that ended paused, after saying how to carry on; None if not."""
+    if final.paused is None or final.finished:
+        return None
+    spent = f"${final.spent_usd:.4f}" + (
+        f" of ${final.max_usd:.4f}" if final.max_usd is not None else "")
+    if final.paused == "budget":
+        console.print(f"paused: budget ({spent} spent); every session's checkpoint is kept. "
+                      f"Carry on with `devloop resume {project_dir} --max-usd N`",
+                      markup=False, highlight=False)
+        return EXIT_PAUSED
+    console.print(f"cancelled ({spent} spent); every session's checkpoint is kept. Carry on "
+                  f"with `devloop resume {project_dir}`", markup=False, highlight=False)
+    return EXIT_CANCELLED
