@@ -22,6 +22,7 @@ COLORS = {
     "blocked": "red",
     "blocked_upstream": "red",
     "interrupted": "red",
+    "paused": "magenta",
     "coding": "yellow",
     "testing": "cyan",
     "waiting_model": "magenta",

@@ -155,10 +155,12 @@ def project_status(
     """Rows in units.json order, tokens and cost summed over every finished step.
 
     fleet says whether workers consume the project's queues: when it is False, a unit that
-    should be moving but has no live step shows as `interrupted`. A blocked unit's row
-    names the commands that move it on, for the project at `folder` (when known).
+    should be moving but has no live step shows as `interrupted` (or `paused`, when a pause
+    of the project stopped it). A blocked unit's row names the commands that move it on, for
+    the project at `folder` (when known).
     """
     now = now or time.time()
+    control = read_control(store, pid)
     rows = []
     units = [entry.id for entry in store.project_record(pid).units.units]
     states, steps_by_unit = store.get_states(pid, units), steps_of(store, pid, units)
@@ -166,8 +168,8 @@ def project_status(
     for unit in units:
         state, steps = states[unit], steps_by_unit[unit]
         shown: str = state.status
-        if shown in MOVING and unit not in live and fleet is False:
-            shown = "interrupted"
+        if shown in MOVING and unit not in live and (fleet is False or control.paused):
+            shown = "paused" if control.paused else "interrupted"
         current = _current(progress.get(unit), state) if unit in live else None
         since = (current.since if current else state.updated_at) if unit in live else None
         rows.append(
@@ -181,13 +183,12 @@ def project_status(
                 last_hint=state.last_hint,
                 last_error=state.last_error,
                 blocked_reason=state.blocked_reason if state.status == "blocked" else None,
-                reason=reason(state, steps, shown),
+                reason=reason(state, steps, shown, control.paused),
                 step=current.describe() if current else None,
                 next_steps=next_steps(state, unit, folder, pid) if shown == "blocked" else [],
                 note=load_note(state),
             )
         )
-    control = read_control(store, pid)
     return ProjectStatus(
         pid=pid, units=rows, environment_error=environment_error(store, pid),
         scripted=scripted(store, pid), paused=control.paused,

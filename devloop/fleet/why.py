@@ -35,8 +35,12 @@ def failure_of(steps: list[StepRecord], attempt: int) -> str | None:
     return None
 
 
-def reason(state: UnitState, steps: list[StepRecord], shown_status: str) -> str | None:
+def reason(
+    state: UnitState, steps: list[StepRecord], shown_status: str, paused: str | None = None
+) -> str | None:
     """Why the unit is where it is, when that needs saying (None: it is moving or done)."""
+    if shown_status == "paused":
+        return f"paused ({paused}): its checkpoint is kept; `devloop resume` carries it on"
     if shown_status == "interrupted":
         return "interrupted: no worker runs it (the run that drove it stopped)"
     if shown_status == "blocked_upstream":

@@ -78,6 +78,18 @@ def test_no_workspace_change_for_n_turns_trips(make_harness: MakeHarness) -> Non
     assert result.turns == 4
 
 
+def test_the_default_idle_trigger_is_eight_turns_without_a_change(
+    make_harness: MakeHarness,
+) -> None:
+    # Every call differs (no same-call trip) and none errs: only the idle count can trip.
+    reads = {n: tool("Read", path="spec.json", limit=n) for n in range(1, 12)}
+    h = make_harness(with_reassess(reads, text("done")))
+    result = h.session(reassess=False, stuck=StuckThresholds()).run("go")
+    assert result.status == "stuck"
+    assert "no change to the workspace for 8 turns" in (result.failure_summary or "")
+    assert result.turns == 9  # the first turn sets the mark; 8 more leave it as it was
+
+
 def test_stuck_again_after_reassess_ends_the_session(make_harness: MakeHarness) -> None:
     h = make_harness(with_reassess({}, tool("Read", path="spec.json")))
     result = h.session().run("go")

@@ -62,7 +62,9 @@ def test_a_run_over_its_budget_pauses_and_resume_with_a_higher_cap_finishes_it(
             status = json.loads(devloop("status", str(project), "--json",
                                         env={"DEVLOOP_REDIS_URL": redis_server.url}).stdout)
             assert status["paused"] == "budget"
-            assert [u["status"] for u in status["units"]] == ["coding", "pending", "pending"]
+            # The unit the pause stopped mid-session shows so, with how to carry it on.
+            assert [u["status"] for u in status["units"]] == ["paused", "pending", "pending"]
+            assert "devloop resume" in status["units"][0]["reason"]
 
             run.command, run.args = "resume", ["--max-usd", "100"]
             assert run.start().wait(240 + SLACK_S) == 0, run.output()
