@@ -253,3 +253,29 @@ def test_another_projects_server_of_the_same_user_is_not_taken_for_this_ones(
             assert marker.removeprefix("unix://") not in ours.url
             assert connect(ours.url).get("owner") is None
         assert connect(theirs.url).get("owner") == b"other"
+
+
+def tcp_listeners(pid: int) -> list[str]:
+    """Local addresses of the TCP sockets process pid listens on (from /proc/net/tcp*)."""
+    inodes = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        target = os.readlink(fd)
+        if target.startswith("socket:["):
+            inodes.add(target[len("socket:[") : -1])
+    found = []
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            if fields[3] == "0A" and fields[9] in inodes:  # 0A: LISTEN
+                found.append(fields[1])
+    return found
+
+
+def test_the_embedded_server_listens_on_its_socket_only(project: Path, tmp_path: Path) -> None:
+    with redis_endpoint(project, NO_URL) as endpoint:
+        assert endpoint.server is not None and endpoint.server._proc is not None
+        assert endpoint.url.startswith("unix://") and connect(endpoint.url).ping()
+        assert tcp_listeners(endpoint.server._proc.pid) == []
+    # What the check would see of a server that does listen on TCP.
+    with RedisServer(tmp_path / "tcp", unix_socket=False) as tcp:
+        assert tcp._proc is not None and len(tcp_listeners(tcp._proc.pid)) >= 1

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devloop.agent.context import approx_tokens, compact, region_block
+from devloop.agent.context import approx_tokens, compact, fit, region_block
 from devloop.agent.stuck import StuckThresholds
 from tests.agent.harness import MakeHarness
 from tests.agent.test_loop import text, tool
@@ -92,3 +92,35 @@ def test_compaction_keeps_pairs_and_every_plan_but_only_the_newest_errors_window
     assert messages[1]["content"][0]["text"] == "[turn 1, summarised] Read f1"
     assert messages[2]["content"][0]["text"] == "[turn 1 results] ok"
     assert messages[-1]["content"][0]["content"] == big  # the newest pair is whole
+
+
+def transcript(outputs: list[int]) -> list[dict[str, Any]]:
+    """The task, then one Read turn per output size (in bytes of tool output)."""
+    task = {"type": "text", "text": "task"}
+    messages: list[dict[str, Any]] = [{"role": "user", "content": [task]}]
+    for n, size in enumerate(outputs, start=1):
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"path": f"f{n}"}}]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"t{n}", "content": str(n) * size}]})
+    return messages
+
+
+def cleared(messages: list[dict[str, Any]]) -> list[str]:
+    return [b["tool_use_id"] for m in messages for b in m["content"]
+            if b.get("type") == "tool_result" and b["content"].startswith("[cleared")]
+
+
+def test_tool_outputs_are_cleared_only_when_digests_are_not_enough() -> None:
+    # Digesting the two old turns is enough: nothing is cleared.
+    enough = transcript([8000, 8000, 400, 400, 400])
+    assert fit(enough, budget_tokens=2000, keep_recent=6) == 2
+    assert approx_tokens(enough) <= 2000 and cleared(enough) == []
+    # The newest turns alone are over the budget: their outputs are cleared, oldest first,
+    # until it fits; the last one is kept whole, and every turn is still a pair.
+    big = transcript([8000, 8000, 4000, 4000, 4000])
+    assert fit(big, budget_tokens=2000, keep_recent=6) == 2
+    assert approx_tokens(big) <= 2000
+    assert cleared(big) == ["t3", "t4"]
+    assert big[-1]["content"][0]["content"] == "5" * 4000
+    assert [m["role"] for m in big] == ["user"] + ["assistant", "user"] * 5

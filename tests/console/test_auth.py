@@ -123,6 +123,19 @@ def test_a_post_from_another_origin_or_none_changes_nothing(served: Served) -> N
     assert served.store.get_state(PID, "a").last_hint == "return 42"
 
 
+def test_a_post_without_an_origin_is_judged_by_its_referer(served: Served) -> None:
+    path = f"/p/{PID}/u/a/unblock"
+    form = {"Content-Type": "application/x-www-form-urlencoded"}
+    for referer in ("http://evil.example/p", f"http://127.0.0.1:{served.port + 1}/p/{PID}"):
+        reply = served.request("POST", path, {**served.cookie, **form, "Referer": referer},
+                               "hint=x")
+        assert reply.status == 403, referer
+    assert served.sent == []
+    own = {"Referer": f"http://127.0.0.1:{served.port}/p/{PID}/u/a", "Origin": "null"}
+    reply = served.request("POST", path, {**served.cookie, **form, **own}, "hint=return+42")
+    assert reply.status == 303 and [d.msg.unit_id for d in served.sent] == ["a"]
+
+
 def test_pages_carry_a_nonce_csp_and_escape_and_redact_what_they_show(served: Served) -> None:
     reply = served.request("GET", f"/p/{PID}/u/a", served.cookie)
     page = reply.read().decode()
@@ -131,6 +144,8 @@ def test_pages_carry_a_nonce_csp_and_escape_and_redact_what_they_show(served: Se
     assert "frame-ancestors 'none'" in csp and "form-action 'self'" in csp
     assert reply.getheader("X-Frame-Options") == "DENY"
     assert re.findall(r"<script[^>]*>", page) == [f'<script nonce="{nonce}">']
+    again = served.request("GET", f"/p/{PID}/u/a", served.cookie)
+    assert nonce not in (again.getheader("Content-Security-Policy") or "")  # fresh each time
     assert "<img" not in page and "&lt;img src=x" in page
     assert "hunter2secret" not in page and "sk-ant-api03" not in page
     assert "redis://***@10.0.0.5" in page

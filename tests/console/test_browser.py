@@ -13,6 +13,7 @@ import struct
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,6 +22,7 @@ from playwright.sync_api import Browser, BrowserContext
 from tests.conftest import REPO
 from tests.console.conftest import LiveConsole, open_page, wait_until
 from tests.workers.runproc import DEVLOOP, clean_env
+from tests.workers.test_flower import listen_addresses
 
 SCREENSHOT = REPO / "bench" / "out" / "console.png"
 WAIT_MS = 180_000
@@ -41,6 +43,22 @@ def test_a_request_without_the_token_is_refused(browser: Browser, live: LiveCons
     finally:
         stranger.close()
     assert _paused(live) is None
+
+
+def test_the_console_listens_on_loopback_and_gets_its_token_by_environment_only(
+    live: LiveConsole,
+) -> None:
+    port = int(live.base.rsplit(":", 1)[1])
+    assert listen_addresses(port) == {"0100007F"}  # 127.0.0.1 only, nothing on tcp6
+    [console] = [p for p in live.run.children() if "workers.cli" in p.cmdline
+                 and " console " in p.cmdline and f"--port {port}" in p.cmdline]
+    assert live.token not in console.cmdline
+    environ = Path(f"/proc/{console.pid}/environ").read_bytes().split(b"\0")
+    assert f"DEVLOOP_CONSOLE_TOKEN={live.token}".encode() in environ
+    # The run printed the link once; the console's own log has the URL alone.
+    assert live.run.output().count(live.token) == 1
+    log = (live.project / ".devloop" / "console.log").read_text()
+    assert live.base in log and live.token not in log
 
 
 @pytest.mark.timeout(240)

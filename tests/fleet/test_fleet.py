@@ -123,3 +123,23 @@ def test_a_shared_redis_restarted_mid_run_the_run_completes(tmp_path: Path) -> N
         store = RedisStore(server.client())
         assert coder_log(store, "p-fleet", "one") == [1]
         assert coder_log(store, "p-fleet", "two") == [1]
+
+
+def test_a_unit_whose_task_was_lost_is_re_sent_by_the_reconcile_in_another_unit_s_decide(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    plans = [UnitPlan("lost"), UnitPlan("other")]
+    project = build(tmp_path / "p", plans)
+    env = {"DEVLOOP_RECONCILE_GRACE_S": "1"}
+    with fleet(redis_store, redis_server.celery_url, project, script(plans), workers=0,
+               settings_env=env) as f:
+        # The broker loses one of the two queued tasks, as a broker restart without its AOF
+        # would; nothing else (no `devloop run`, no --repair) is there to re-send it.
+        queued = redis_store.client.lrange("coder", 0, -1)
+        [gone] = [m for m in queued if f"{f.pid}:lost:coder:1".encode() in m]
+        assert redis_store.client.lrem("coder", 1, gone) == 1
+        f.add_worker()
+        final = f.wait(timeout_s=180)
+    assert final.all_passed
+    assert coder_log(redis_store, f.pid, "lost") == [1]
+    assert coder_log(redis_store, f.pid, "other") == [1]

@@ -127,3 +127,49 @@ def test_every_failure_path_in_one_run_ends_by_itself_with_the_right_statuses(
     # The step that raised was retried, then blocked its unit with the error.
     assert (rows["broken"].blocked_reason or "").startswith("infrastructure: JSONDecodeError")
     assert kinds(redis_store, "broken").count("loop_retry_step") == 2
+
+
+@pytest.mark.timeout(600)
+def test_the_next_run_resumes_units_blocked_by_the_model_or_the_infrastructure(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    down = [UnitPlan("down", coder_faults={1: {"kind": "overloaded", "times": 10**6}}),
+            UnitPlan("needs-down", ["down"]), UnitPlan("broken")]
+    project = build(tmp_path / "p", down)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(down)))
+    checkpoint = redis_store.keys(PID).session("coder", "broken")
+    redis_store.client.set(checkpoint, b"{oops")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_", "ANTHROPIC_"))}
+    env |= {**SETTINGS, "DEVLOOP_MODEL_WAIT_TOTAL_S": "5", "DEVLOOP_REDIS_URL": redis_server.url,
+            "COLUMNS": "200", "DEVLOOP_VIEWS_DIR": os.environ["DEVLOOP_VIEWS_DIR"],
+            "DEVLOOP_TEST_RUN": os.environ["DEVLOOP_TEST_RUN"]}
+
+    def run() -> subprocess.CompletedProcess[str]:
+        proc = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub", "--workers", "2"],
+                                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = proc.communicate(timeout=240)
+        finally:
+            kill_tree(proc.pid)
+        return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+
+    first = run()
+    assert first.returncode == 1, first.stdout[-4000:] + first.stderr
+    states = {u: redis_store.get_state(PID, u) for u in ("down", "needs-down", "broken")}
+    assert {u: (s.status, s.attempt) for u, s in states.items()} == {
+        "down": ("blocked", 1), "needs-down": ("blocked_upstream", 0), "broken": ("blocked", 1)}
+    assert (states["down"].blocked_reason or "").startswith("model unavailable: ")
+    assert (states["broken"].blocked_reason or "").startswith("infrastructure: JSONDecodeError")
+
+    # The model answers again and the unreadable checkpoint is gone: nothing else changes.
+    (project / "stub.yaml").write_text(yaml.safe_dump(script([UnitPlan(p.id, p.deps)
+                                                              for p in down])))
+    redis_store.client.delete(checkpoint)
+    again = run()
+    assert again.returncode == 0, again.stdout[-4000:] + again.stderr
+    final = {u: redis_store.get_state(PID, u) for u in ("down", "needs-down", "broken")}
+    # Each blocked unit went on with the same attempt: neither block counted as its code's.
+    assert {u: (s.status, s.attempt) for u, s in final.items()} == {
+        "down": ("passed", 1), "needs-down": ("passed", 1), "broken": ("passed", 1)}
+    assert attempts_logged(redis_store, "down") == [1]
+    assert attempts_logged(redis_store, "broken") == [1]

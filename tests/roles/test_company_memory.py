@@ -114,3 +114,16 @@ def test_notes_are_ranked_by_bm25_over_topic_and_content_deterministically() -> 
     # Same text, same score: the note its author called more relevant first.
     assert sources.index("note d") == sources.index("note b") - 1
     assert memory.rank(list(reversed(notes)), spec) == ranked  # order of input is irrelevant
+
+
+def test_words_match_by_stem_stop_words_match_nothing_and_a_tie_goes_to_the_name() -> None:
+    spec = "the discounted orders of a customer"
+    notes = [
+        note("z-stem", "discounts", "ordering with a discount"),  # only stems of the spec's
+        note("only-stop", "the", "of a the and"),  # only its stop words
+        note("b-twin", "refunds", "customers refunded"),
+        note("a-twin", "refunds", "customers refunded"),  # same text, same declared relevance
+    ]
+    for given in (notes, list(reversed(notes))):
+        sources = [n["source"] for n in memory.rank(given, spec)]
+        assert sources == ["note z-stem", "note a-twin", "note b-twin"]

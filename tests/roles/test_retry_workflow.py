@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from devloop.ledgers import BugLedger, parse_coder_log
 from devloop.roles.verify import baseline_path
 from tests.roles.retry_rig import (
@@ -148,3 +150,15 @@ def test_the_retry_history_and_baseline_reach_the_model_once_fenced(retry: Any) 
     assert T1 not in system and "BASELINE: ..." in system
     assert [i["title"] for i in WORKFLOW][2].startswith("DONE WHEN")
     assert KEY.endswith(UNIT)
+
+
+@pytest.mark.parametrize(("rewrite", "runs"), [(False, 2), (True, 3)])
+def test_done_reuses_the_last_verify_run_unless_code_changed_since(
+    retry: Any, rewrite: bool, runs: int
+) -> None:
+    # Every test run of the session is counted by its services: the baseline is the first,
+    # verify_tests the second; "done" runs them again only if code/ changed since.
+    after = [write(FIXED)] if rewrite else []
+    ended: Retry = retry([[plan(), write(FIXED), call("verify_tests")], [*after, *wrap_up()]])
+    assert ended.output.ok and ended.handbacks == []
+    assert ended.run.prepared.services.verify_runs == runs

@@ -16,7 +16,10 @@ import pytest
 from devloop.agent.flavors import toolset
 from devloop.agent.tools import ToolContext
 from devloop.config import Settings
+from devloop.fleet.messages import StepMsg
+from devloop.fleet.records import StepRecord, export_steps, save_step
 from devloop.ledgers import BugLedger, FileSink, Timeline
+from devloop.models import RunResult, RunSummary
 from devloop.report.data import gather
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
@@ -135,3 +138,26 @@ def test_bug_ids_carry_64_random_bits_after_the_readable_stamp(tmp_path: Path) -
     # Random, not a counter: the 64-bit tails share no common prefix across 200 draws.
     tails = [int(i.rsplit("-", 1)[1], 16) for i in ids]
     assert max(tails).bit_length() > 56 and len({t >> 56 for t in tails}) > 50
+
+
+def test_a_green_result_json_alone_never_shows_a_unit_passed_in_a_folder_devloop_ran(
+    harness: Harness, todo_project: Path
+) -> None:
+    def write_green_run() -> None:
+        green = RunResult(run_id="run-1-1", unit_id=UNIT, attempt=1, ok=True,
+                          summary=RunSummary(total=3, passed=3))
+        run_dir = todo_project / "units" / UNIT / "runs" / "run-1-1"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "result.json").write_text(green.to_json_text())
+
+    # A folder another tool wrote (no loop event, no step record): its runs decide.
+    write_green_run()
+    assert gather(todo_project).unit(UNIT).status == "passed"  # type: ignore[union-attr]
+    # A folder DevLoop ran: a step of the other unit is recorded; nothing decided this one.
+    msg = StepMsg(pid=PID, unit_id=OTHER, attempt=1)
+    save_step(harness.store, PID, OTHER, StepRecord(role="coder", attempt=1, msg=msg,
+                                                    worker="w", started_at=0, ended_at=0))
+    harness.store.export(PID, todo_project)
+    export_steps(harness.store, PID, todo_project)  # as `devloop run` and `pull` do
+    write_green_run()
+    assert gather(todo_project).unit(UNIT).status != "passed"  # type: ignore[union-attr]
