@@ -32,8 +32,8 @@ _RUN_ID = re.compile(r"^run-(\d+)-(\d+)$")
 FILE_CAP = 64 * 1024 * 1024  # one JSON file or coder.log
 MAX_RUNS = 10_000  # run dirs read per unit
 RUN_STATE = "agent-state/run.json"  # which models the runs used (devloop run writes it)
-LOOP_KINDS = ("loop_pass", "loop_retry_coder", "loop_retry_tester", "loop_resume", "loop_block",
-              "loop_review")
+LOOP_KINDS = ("loop_release", "loop_pass", "loop_retry_coder", "loop_retry_tester",
+              "loop_resume", "loop_block", "loop_review")
 
 
 @dataclass

@@ -2,9 +2,9 @@
 
 The loop's own word wins: the last `loop_*` timeline event of a unit (written by the loop,
 `agent: "loop"`; no session can write one) says passed (`loop_pass`), blocked
-(`loop_block`) or still moving (a retry or resume). Without loop events (a folder written
-by another tool), the latest run's result.json decides. A unit
-that did not pass and sits downstream of a blocked unit is `blocked_upstream`.
+(`loop_block`) or still moving (released, a retry or a resume). Without loop events (a
+folder written by another tool), the latest run's result.json decides. A unit that did not pass
+and sits downstream of a blocked unit is `blocked_upstream`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from devloop import dag
 
 STATUSES = ("passed", "blocked", "blocked_upstream", "failed", "in_progress", "pending")
-MOVING = frozenset({"loop_retry_coder", "loop_retry_tester", "loop_resume"})
+MOVING = frozenset({"loop_release", "loop_retry_coder", "loop_retry_tester", "loop_resume"})
 
 # (loop event kinds in order, latest run ok or None if no run, any coder/step activity)
 UnitFacts = tuple[Sequence[str], bool | None, bool]

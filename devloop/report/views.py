@@ -83,6 +83,8 @@ def attempts(unit: UnitReport) -> list[Attempt]:
     for run in sorted(unit.runs, key=run_order):
         at(run_order(run)[0]).runs.append(run)
     for event in unit.loop_events:
+        if event.kind == "loop_release":
+            continue  # the start of attempt 1, not a decision about an attempt
         match = _RUN_ATTEMPT.match(event.ref or "")
         at(int(match[1]) if match else max(story, default=1)).loop.append(event)
     for step in unit.steps:

@@ -91,7 +91,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
     receiver = Receiver()
     port = free_port()
     run = RunProcess(project, workers=3, env=clean_env(DEVLOOP_WEBHOOK_URL=receiver.url),
-                     args=["--llm", "stub", "--console", "--console-port", str(port),
+                     args=["--console", "--console-port", str(port),
                            "--max-usd", "50"])
     try:
         run.start()

@@ -46,8 +46,8 @@ def test_a_run_over_its_budget_pauses_and_resume_with_a_higher_cap_finishes_it(
     project = build(tmp_path / "p", CHAIN)
     store = RedisStore(redis_server.client())
     with StubServer(script(CHAIN)) as stub:
-        run = RunProcess(project, env=_env(redis_server, stub),
-                         args=["--llm", "anthropic", "--max-usd", "0.000001"])
+        run = RunProcess(project, env=_env(redis_server, stub), llm="anthropic",
+                         args=["--max-usd", "0.000001"])
         try:
             assert run.start().wait(120 + SLACK_S) == 4, run.output()
             assert "paused: budget" in run.output() and "devloop resume" in run.output()

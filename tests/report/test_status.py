@@ -9,6 +9,8 @@ def test_the_last_loop_event_decides_over_earlier_ones() -> None:
     assert unit_status(["loop_retry_coder", "loop_block"], False, True) == "blocked"
     assert unit_status(["loop_block", "loop_retry_coder", "loop_pass"], True, True) == "passed"
     assert unit_status(["loop_retry_tester"], None, True) == "in_progress"
+    # Released by the loop: a green result.json alone does not pass it.
+    assert unit_status(["loop_release"], True, False) == "in_progress"
 
 
 def test_without_loop_events_the_latest_result_decides() -> None:

@@ -153,6 +153,13 @@ def test_a_green_result_json_alone_never_shows_a_unit_passed_in_a_folder_devloop
     # A folder another tool wrote (no loop event, no step record): its runs decide.
     write_green_run()
     assert gather(todo_project).unit(UNIT).status == "passed"  # type: ignore[union-attr]
+    # A folder DevLoop ran whose loop has only released the unit: no step has ended yet.
+    timeline = todo_project / "timeline.ndjson"
+    before = timeline.read_text() if timeline.exists() else ""
+    Timeline(FileSink(timeline)).append("loop_release", unit_id=UNIT, agent="loop",
+                                        summary="released")
+    assert gather(todo_project).unit(UNIT).status == "in_progress"  # type: ignore[union-attr]
+    timeline.write_text(before)
     # A folder DevLoop ran: a step of the other unit is recorded; nothing decided this one.
     msg = StepMsg(pid=PID, unit_id=OTHER, attempt=1)
     save_step(harness.store, PID, OTHER, StepRecord(role="coder", attempt=1, msg=msg,
