@@ -215,7 +215,8 @@ class AgentSession:
             return self._finish("stuck", "stuck", f"stuck: {why}")
         changes = self.workspace.describe_changes() if self.workspace else "(unknown)"
         best = self.state.get("best")
-        offer = regions.best_words(best, self.state.get("last_tests"))
+        offer = regions.best_words(best, self.state.get("last_tests")) if (
+            self.spec.revert_to_best) else None
         plan = self.reassess(why, self.state["last_error"], changes, offer)
         self.state["reassessed"] += 1
         self.state["pinned"].append(plan)

@@ -35,6 +35,9 @@ class SessionSpec:
     context_budget_tokens: int = 150_000
     self_check_rounds: int = 2
     reassess_limit: int = 1
+    # Reassess may put back the files of the state where most tests passed (a coder's code);
+    # a tester's tests passing more is not progress, so a tester is never offered it.
+    revert_to_best: bool = True
     # A second session within one attempt (the tester tries again): a new identity in the
     # checkpoint, so the try gets model turns of its own instead of the last try's result.
     try_no: int = 1

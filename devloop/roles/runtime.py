@@ -325,6 +325,7 @@ def run_session(
             settings.session_max_wall_s,
         ),
         try_no=r.tester_try,
+        revert_to_best=r.role == "coder",
     )
     tools = all_tools()
     label = f"{r.attempt}" if r.tester_try == 1 else f"{r.attempt}.{r.tester_try}"

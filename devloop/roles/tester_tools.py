@@ -11,6 +11,7 @@ from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
 from devloop.ledgers import BugNotOwned, BugTransitionError
 from devloop.roles.state_tools import services
 from devloop.roles.testrun import run_and_record
+from devloop.roles.verify import tally
 from devloop.runners.hints import build_hint
 from devloop.runners.timing import load_note
 
@@ -56,6 +57,7 @@ class RunTestsTool(Tool):
             data=report,
             untrusted=True,
             changed_files=(f"runs/{role.run_id}/result.json",),
+            tests=tally(result),  # stuck detection: red with the same failures N times
         )
 
 

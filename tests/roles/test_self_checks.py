@@ -569,3 +569,33 @@ def test_no_test_run_fails_the_tester(drive: Drive, coded_pricing: Path) -> None
     ended = drive(coded_pricing, "tester", "pricing", scripted_tester(run=False))
     ended.assert_failed_on("no test run for this attempt: call run_tests")
     assert len(ended.failures) == 1
+
+
+def test_a_tester_red_with_the_same_failures_three_times_is_stuck_and_offered_no_revert(
+    redis_store: RedisStore, settings: Settings, python_toolchain_dir: Path, coded_pricing: Path
+) -> None:
+    # The tests were green once (the best state), then the tester keeps re-running a red
+    # suite unchanged: stuck. Its tests passing more is no state to go back to.
+    red = [call("run_tests", timeout_s=s) for s in (30, 31, 32)]  # not the same call thrice
+    turns = {1: {"content": [todolist(3), call("Write", path="tests/test_pricing.py",
+                                                   content=PY_TESTS.format(last=6)),
+                             call("run_tests")]},
+             2: {"content": [call("Write", path="tests/test_pricing.py",
+                                  content=PY_TESTS.format(last=5)), *red]},
+             3: {"content": [*[call("timeline_append", kind=k, summary="t") for k in RED],
+                             *all_done(3)]}}
+    reassess = {"turns": {1: {"content": [{"text": "1. Finish: the code is wrong."}]}}}
+    loaded = load_project(coded_pricing)
+    redis_store.import_project(loaded)
+    with StubServer({"sessions": {"tester.*.pricing": {"turns": turns, "default": DONE},
+                                  "tester.*.pricing.reassess.*": reassess}}) as stub:
+        llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
+        request = RoleRequest(loaded.pid, "pricing", "tester", "test", 1, "run-1-1")
+        run, out = run_tester(redis_store, settings, llm, request)
+        asks = [r.body["messages"][0]["content"][0]["text"] for r in stub.requests
+                if ".reassess." in r.session_key and r.turn == 1]
+    assert len(asks) == 1, asks
+    assert "the tests were red with the same failures 3 times in a row" in asks[0], asks[0]
+    assert "REVERT" not in asks[0]
+    assert run.session is not None and run.session.status == "completed"
+    assert not out.ok  # the code is wrong: the verdict stays red
