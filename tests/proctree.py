@@ -5,7 +5,10 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -113,3 +116,19 @@ def carrying(name: str, value: str) -> list[Proc]:
         if marker in environ.split(b"\0"):
             found.append(proc)
     return found
+
+
+def wait_for_port(
+    port: int, proc: subprocess.Popen[bytes], timeout_s: float = 30.0,
+    why: Callable[[], str] = lambda: "",
+) -> None:
+    """Wait until 127.0.0.1:port accepts connections (AssertionError with why() if proc
+    exits first or timeout_s passes)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            assert proc.poll() is None and time.monotonic() < deadline, why()
+            time.sleep(0.1)

@@ -12,7 +12,6 @@ import secrets
 import socket
 import stat
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from redis.retry import Retry
 
 from devloop.redis_server import connect, redis_executable
 from tests.conftest import REPO
+from tests.proctree import wait_for_port
 
 COMPOSE: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
@@ -109,14 +109,7 @@ def compose_redis(tmp_path: Path) -> Any:
     proc = subprocess.Popen(["sh", "-c", script], env=env, cwd=tmp_path,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
+        wait_for_port(port, proc)
         yield port, password, proc, config
     finally:
         proc.terminate()

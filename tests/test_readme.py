@@ -10,7 +10,6 @@ import signal
 import socket
 import stat
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from redis.retry import Retry
 from devloop.config import settings_table
 from devloop.redis_server import connect, redis_executable
 from devloop.roles.tooltable import tool_table
+from tests.proctree import wait_for_port
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
@@ -132,14 +132,7 @@ def recipe_redis(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert proc.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
+        wait_for_port(port, proc)
         yield port, proc
     finally:
         os.killpg(proc.pid, signal.SIGTERM)

@@ -12,13 +12,13 @@ import secrets
 import shutil
 import socket
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 from devloop.redis_server import redis_executable
+from tests.proctree import wait_for_port
 
 DEBIAN_SERVER = "/usr/bin/redis-check-rdb"  # from redis-tools: the same binary as redis-server
 
@@ -99,15 +99,7 @@ def tls_redis(binary: str, where: Path) -> Iterator[TlsRedis]:
         proc = subprocess.Popen(["redis-server", str(where / "redis.conf")], executable=binary,
                                 stdout=log, stderr=subprocess.STDOUT, umask=0o077)
     try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                log_text = (where / "redis.log").read_text(errors="replace")
-                assert proc.poll() is None and time.monotonic() < deadline, log_text
-                time.sleep(0.1)
+        wait_for_port(port, proc, why=lambda: (where / "redis.log").read_text(errors="replace"))
         yield TlsRedis(port, password, where / "ca.crt", proc)
     finally:
         proc.terminate()
