@@ -27,11 +27,12 @@ COLOURS = {
     "testing": ("#cffafe", "#0891b2"),
     "waiting_model": ("#fce7f3", "#db2777"),
     "review": ("#f3e8ff", "#9333ea"),
+    "paused": ("#ffedd5", "#ea580c"),  # a pause of the project stopped its session
 }
 LEGEND = [("passed", "passed"), ("coding", "coding"), ("testing", "testing"),
           ("review", "waits for review"), ("waiting_model", "waiting for the model"),
           ("blocked", "blocked"), ("blocked_upstream", "blocked upstream"),
-          ("pending", "pending")]
+          ("paused", "paused"), ("pending", "pending")]
 # What must never reach a page, whoever wrote the text: passwords in URLs, API keys.
 _SECRETS = [
     (re.compile(r"(?i)\b([a-z][a-z0-9+.-]*://)[^/\s@:]*:[^/\s@]*@"), r"\1***@"),
