@@ -52,6 +52,9 @@ def attempts_logged(root: Path) -> dict[str, list[int]]:
 
 
 def test_workers_killed_mid_run_are_restarted_and_the_run_finishes(run: RunProcess) -> None:
+    # A killed worker's step is taken over once its lease runs out: a short one here, so
+    # the test waits seconds for that, not the default minute.
+    run.env.update(DEVLOOP_LEASE_TTL_S="10", DEVLOOP_RECONCILE_GRACE_S="4")
     run.start()
     killed: set[int] = set()
     for _ in range(2):
