@@ -215,8 +215,9 @@ class AgentSession:
             return self._finish("stuck", "stuck", f"stuck: {why}")
         changes = self.workspace.describe_changes() if self.workspace else "(unknown)"
         best = self.state.get("best")
-        offer = regions.best_words(best, self.state.get("last_tests")) if (
-            self.spec.revert_to_best) else None
+        offer = None
+        if self.spec.revert_to_best:
+            offer = regions.best_words(best, self.state.get("last_tests"))
         plan = self.reassess(why, self.state["last_error"], changes, offer)
         self.state["reassessed"] += 1
         self.state["pinned"].append(plan)
