@@ -83,17 +83,28 @@ def test_a_step_that_waits_on_a_busy_lease_is_sent_again_quietly(
 ) -> None:
     plans = [UnitPlan("held")]
     project = build(tmp_path / "p", plans)
-    # A live run elsewhere holds the step's lease for a while (its owner is not this fleet).
+    # A live run elsewhere holds the step's lease (its owner is not this fleet) until the
+    # worker has met it once, however long the worker takes to start on a busy machine.
     lease = redis_store.keys("p-fleet").lease("held", 1, "coder")
-    redis_store.client.set(lease, "another-host:1:task", px=3000)
+    redis_store.client.set(lease, "another-host:1:task", px=300_000)
     configure(redis_server.celery_url)
+
+    def coder_events() -> list[dict[str, Any]]:
+        return [e for e in list(listener.events) if e.get("uuid") == "p-fleet:held:coder:1"]
+
     with Listener() as listener, fleet(
         redis_store, redis_server.celery_url, project, script(plans), workers=1,
         settings_env={"DEVLOOP_LEASE_TTL_S": "2"},
     ) as f:
+        deadline = time.monotonic() + 240
+        while not any(e["type"] == "task-received" for e in coder_events()):
+            assert time.monotonic() < deadline, "the coder step never reached the worker"
+            time.sleep(0.2)
+        time.sleep(1)  # it finds the lease held and is sent again
+        redis_store.client.delete(lease)  # the other run lets go
         assert f.wait().all_passed
         time.sleep(0.5)  # the last events are on their way
-    coder = [e for e in listener.events if e.get("uuid") == "p-fleet:held:coder:1"]
+    coder = coder_events()
     kinds = [e["type"] for e in coder]
     assert kinds.count("task-received") >= 2, kinds  # it waited, then ran
     # Flower shows a retry (and its traceback) only from task-retried / task-failed events.
