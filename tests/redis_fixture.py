@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from devloop.redis_server import RedisServer
+from devloop.redis_server import RedisServer, connect
 from devloop.store import RedisStore
 
 
@@ -33,3 +37,15 @@ def redis_client(redis_server: RedisServer) -> Iterator[redis.Redis]:
 def redis_store(redis_client: redis.Redis) -> RedisStore:
     """A RedisStore over the flushed client, with the default size cap."""
     return RedisStore(redis_client)
+
+
+def assert_password_required(port: int, password: str, pid: int) -> None:
+    """The Redis on 127.0.0.1:port refuses a client without the password, takes one with
+    it, and the process pid does not show it on its command line."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
+        conn.sendall(b"PING\r\n")
+        assert conn.recv(100).startswith(b"-NOAUTH")
+    with pytest.raises(redis.AuthenticationError):
+        connect(f"redis://127.0.0.1:{port}/0", retry=Retry(NoBackoff(), 0)).ping()
+    assert connect(f"redis://:{password}@127.0.0.1:{port}/0").ping()
+    assert password.encode() not in Path(f"/proc/{pid}/cmdline").read_bytes()

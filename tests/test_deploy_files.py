@@ -16,14 +16,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 import yaml
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from devloop.redis_server import connect, redis_executable
+from devloop.redis_server import redis_executable
 from tests.conftest import REPO
 from tests.proctree import wait_for_port
+from tests.redis_fixture import assert_password_required
 
 COMPOSE: dict[str, Any] = yaml.safe_load((REPO / "docker-compose.yml").read_text())
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
@@ -118,11 +116,5 @@ def compose_redis(tmp_path: Path) -> Any:
 
 def test_the_compose_redis_requires_its_password_and_shows_it_nowhere(compose_redis: Any) -> None:
     port, password, proc, config = compose_redis
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
-        conn.sendall(b"PING\r\n")
-        assert conn.recv(100).startswith(b"-NOAUTH")
-    with pytest.raises(redis.AuthenticationError):
-        connect(f"redis://127.0.0.1:{port}/0", retry=Retry(NoBackoff(), 0)).ping()
-    assert connect(f"redis://:{password}@127.0.0.1:{port}/0").ping()
-    assert password.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    assert_password_required(port, password, proc.pid)
     assert stat.S_IMODE(config.stat().st_mode) == 0o600

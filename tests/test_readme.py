@@ -14,14 +14,12 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from devloop.config import settings_table
-from devloop.redis_server import connect, redis_executable
+from devloop.redis_server import redis_executable
 from devloop.roles.tooltable import tool_table
 from tests.proctree import wait_for_port
+from tests.redis_fixture import assert_password_required
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
@@ -147,10 +145,4 @@ def test_the_readme_redis_recipe_requires_its_password_and_keeps_it_off_the_comm
     assert len(password) == 48
     assert stat.S_IMODE((tmp_path / "redis.pass").stat().st_mode) == 0o600
     assert stat.S_IMODE((tmp_path / "redis-auth.conf").stat().st_mode) == 0o600
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as conn:
-        conn.sendall(b"PING\r\n")
-        assert conn.recv(100).startswith(b"-NOAUTH")
-    with pytest.raises(redis.AuthenticationError):
-        connect(f"redis://127.0.0.1:{port}/0", retry=Retry(NoBackoff(), 0)).ping()
-    assert connect(f"redis://:{password}@127.0.0.1:{port}/0").ping()
-    assert password.encode() not in Path(f"/proc/{proc.pid}/cmdline").read_bytes()
+    assert_password_required(port, password, proc.pid)
