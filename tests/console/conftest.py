@@ -16,7 +16,7 @@ import yaml
 from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
 
 from tests.fleet.builder import UnitPlan, build, script
-from tests.report.conftest import _apt_install_chromium, _find_chromium
+from tests.report.conftest import chromium_path
 from tests.webhook_receiver import Receiver
 from tests.workers.runproc import RunProcess, clean_env
 
@@ -64,13 +64,8 @@ def playwright() -> Iterator[Playwright]:
 @pytest.fixture(scope="session")
 def browser(playwright: Playwright) -> Iterator[Browser]:
     """Headless Debian chromium (apt-installed when missing; FAILS, never skips, if not)."""
-    path = _find_chromium()
-    if path is None:
-        problem = _apt_install_chromium()
-        path = _find_chromium()
-        if path is None:
-            pytest.fail(f"headless Chromium is required for the console tests: {problem}")
-    launched = playwright.chromium.launch(executable_path=path, headless=True, args=FLAGS)
+    launched = playwright.chromium.launch(executable_path=chromium_path("console"),
+                                          headless=True, args=FLAGS)
     try:
         yield launched
     finally:

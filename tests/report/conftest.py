@@ -40,16 +40,22 @@ def _apt_install_chromium() -> str:
     return ""
 
 
-@pytest.fixture(scope="session")
-def chromium(tmp_path_factory: pytest.TempPathFactory) -> Chromium:
-    """Headless Debian Chromium, apt-installed when missing; FAILS (never skips) if it cannot be."""
+def chromium_path(needed_by: str) -> str:
+    """Debian Chromium's executable, apt-installed when missing; FAILS (never skips) the
+    tests of needed_by if it cannot be."""
     path = _find_chromium()
     if path is None:
         problem = _apt_install_chromium()
         path = _find_chromium()
         if path is None:
-            pytest.fail(f"headless Chromium is required for the report tests: {problem}")
-    return Chromium(path, tmp_path_factory.mktemp("chromium"))
+            pytest.fail(f"headless Chromium is required for the {needed_by} tests: {problem}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def chromium(tmp_path_factory: pytest.TempPathFactory) -> Chromium:
+    """Headless Debian Chromium, apt-installed when missing; FAILS (never skips) if it cannot be."""
+    return Chromium(chromium_path("report"), tmp_path_factory.mktemp("chromium"))
 
 
 @pytest.fixture(scope="session")
