@@ -220,6 +220,9 @@ def unblock_unit(store: RedisStore, pid: str, unit: str, hint: str | None) -> li
         mark_unit_cancelled(store, pid, unit, False)  # a person's cancel ends here
     if kind in (*RESUMABLE, CANCELLED) and not hint:
         resumed = resume_blocked(store, pid, [unit], kinds=(kind,))
+        if state.attempt == 0:  # cancelled before it started: pending again
+            deps = _graph(store, pid)[unit]
+            return _start_if_ready(store, pid, unit, deps, current_epoch(store, pid))
         if not resumed:
             raise ValueError(f'unit "{unit}" changed while it was being resumed; try again')
         return resumed
@@ -243,6 +246,12 @@ def resume_blocked(
     out = []
     for unit, state in store.get_states(pid, names).items():
         if state.status != "blocked" or state.extra.get("block_kind") not in kinds:
+            continue
+        if state.attempt == 0:
+            # Cancelled before it started: pending again, released (by reconcile or its last
+            # dependency) only once every unit it depends on has passed.
+            if store.cas_state(pid, unit, "blocked", 0, UnitState(updated_at=time.time())):
+                _unblock_downstream(store, pid, unit)
             continue
         base = recovered(state) or state
         extra = {k: v for k, v in base.extra.items() if k != "block_kind"}
@@ -280,12 +289,19 @@ def reconcile(
         idle = now - moved >= grace_s
         if state.status in ACTIVE and idle and not _leased(store, pid, unit, state.attempt):
             out.append(_resend(store, pid, unit, state, epoch))
-        elif state.status == "pending" and all(
-            store.get_state(pid, d).status == "passed" for d in deps
-        ):
-            store.client.set(dispatched_key(store, pid, unit), "reconciled")
-            out += _start_all(store, pid, [unit], epoch)
+        elif state.status == "pending":
+            out += _start_if_ready(store, pid, unit, deps, epoch)
     return out
+
+
+def _start_if_ready(
+    store: RedisStore, pid: str, unit: str, deps: list[str], epoch: int
+) -> list[Dispatch]:
+    """Start a pending unit whose dependencies have all passed (its release was missed)."""
+    if not all(store.get_state(pid, d).status == "passed" for d in deps):
+        return []
+    store.client.set(dispatched_key(store, pid, unit), "reconciled")
+    return _start_all(store, pid, [unit], epoch)
 
 
 def _leased(store: RedisStore, pid: str, unit: str, attempt: int) -> bool:

@@ -76,6 +76,22 @@ def test_a_cancelled_unit_stops_blocks_its_dependents_and_unblock_resumes_its_at
     assert stop_reason(project, PID, "a") is None
 
 
+def test_a_unit_cancelled_before_it_started_waits_for_its_dependencies_again(
+    project: RedisStore,
+) -> None:
+    # b waits for a, which has not passed: cancelled, then carried on, it is pending again.
+    cancel_unit(project, PID, "b", "a person")
+    assert project.get_state(PID, "b").status == "blocked"
+    assert unblock_unit(project, PID, "b", None) == []  # no chain before a passes
+    state = project.get_state(PID, "b")
+    assert (state.status, state.attempt) == ("pending", 0)
+    cancel_unit(project, PID, "b", "a person")
+    project.put_state(PID, "a", UnitState(status="passed", attempt=1))
+    chains = resume_project(project, PID, None)
+    assert [(c.msg.unit_id, c.msg.attempt) for c in chains if c.msg.unit_id == "b"] == [("b", 1)]
+    assert project.get_state(PID, "b").status == "coding"
+
+
 def test_cancelling_the_project_pauses_it_and_resume_re_sends_what_was_moving(
     project: RedisStore,
 ) -> None:
