@@ -197,7 +197,8 @@ async def unit_stream(
                     pos = replace(pos, output=entry_id.decode())
                     chunk = output_chunk(fields)
                     if chunk is not None:
-                        yield _event("output", {"s": chunk[0], "d": chunk[1]}, pos)
+                        # As the page load shows it: what looks like a credential masked.
+                        yield _event("output", {"s": chunk[0], "d": redact(chunk[1])}, pos)
                     else:
                         yield _event("run_end", {"run": pos.run}, pos)
         if refresh:

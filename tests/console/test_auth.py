@@ -18,6 +18,7 @@ from playwright.sync_api import Browser
 from devloop.console import Callbacks, ConsoleConfig, make_app
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.messages import Dispatch
+from devloop.fleet.output import output_key
 from devloop.ledgers import Timeline
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
@@ -152,6 +153,21 @@ def test_pages_carry_a_nonce_csp_and_escape_and_redact_what_they_show(served: Se
     for path in (f"/p/{PID}", f"/p/{PID}/human"):
         shown = served.request("GET", path, served.cookie).read().decode()
         assert 'data-call="a"' in shown and "<img" not in shown and TOKEN not in shown
+
+
+def test_live_test_output_is_redacted_as_the_page_load_is(served: Served) -> None:
+    run = "run-3-1"
+    served.store.client.xadd(output_key(served.store, PID, "a", run),
+                             {"s": "stdout", "d": "key sk-ant-api03-abcdefghijk printed\n"})
+    since = f"e=0-0;t=0-0;r={run};o=0-0"
+    reply = served.request("GET", f"/p/{PID}/u/a/events",
+                           {**served.cookie, "Last-Event-ID": since})
+    assert reply.status == 200
+    deadline = time.monotonic() + 30
+    while (line := reply.fp.readline().decode()) and "printed" not in line:
+        assert time.monotonic() < deadline, "no output event"
+    assert "sk-ant-***" in line and "sk-ant-api03" not in line
+    reply.close()
 
 
 @pytest.mark.timeout(120)
