@@ -9,11 +9,13 @@ own, retried with a doubling backoff: the loop it runs beside never waits for it
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -74,7 +76,8 @@ class Notifier:
         self.store, self.pids, self.url = store, pids, url
         self.attempts, self.base_s, self.max_s, self.timeout_s = attempts, base_s, max_s, timeout_s
         self.post = post or _post
-        self.delivered: list[dict[str, Any]] = []  # what went out, for the caller to show
+        # The last calls that went out, for the caller to show.
+        self.delivered: deque[dict[str, Any]] = deque(maxlen=100)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._follow, name="webhook", daemon=True)
         self._cursors: dict[str, str] = {}
@@ -103,7 +106,11 @@ class Notifier:
                 name = key.decode() if isinstance(key, bytes) else key
                 for entry_id, fields in entries:
                     cursors[name] = entry_id.decode()
-                    self._consider(pid_of[name], cursors[name], fields)
+                    try:
+                        self._consider(pid_of[name], cursors[name], fields)
+                    except (redis.RedisError, KeyError, ValueError) as exc:
+                        # One event it could not handle must not end the following.
+                        log.warning("webhook: event %s skipped: %s", cursors[name], exc)
 
     def _consider(self, pid: str, event_id: str, fields: dict[bytes, bytes]) -> None:
         if fields.get(b"kind") != b"state" or fields.get(b"status", b"").decode() not in HUMAN:
@@ -116,6 +123,16 @@ class Notifier:
                          name=f"webhook-{unit}", daemon=True).start()
 
     def _deliver(self, pid: str, unit: str, event_id: str, fields: dict[bytes, bytes]) -> None:
+        try:
+            self._try_deliver(pid, unit, event_id, fields)
+        except Exception as exc:  # the thread's end: say so, and let another notifier try
+            log.warning("webhook: the call for %s/%s failed: %s", pid, unit, exc)
+            with contextlib.suppress(redis.RedisError):
+                self.store.client.delete(f"{self.store.keys(pid).prefix}notified:{event_id}")
+
+    def _try_deliver(
+        self, pid: str, unit: str, event_id: str, fields: dict[bytes, bytes]
+    ) -> None:
         call = human_call(self.store, pid, unit)
         if call.status == "blocked" and self.store.get_state(pid, unit).extra.get(
             "block_kind"

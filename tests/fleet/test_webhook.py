@@ -74,3 +74,20 @@ def test_a_receiver_that_fails_is_retried_with_backoff(
         notifier.stop()
         flaky.close()
     assert flaky.attempts == 3 and call["event"] == "unit_review"
+
+
+def test_an_event_it_cannot_read_is_skipped_and_the_next_call_still_goes_out(
+    redis_store: RedisStore, tmp_path: Path, receiver: Receiver
+) -> None:
+    enqueue_project(redis_store, build(tmp_path / "p", [UnitPlan("a"), UnitPlan("b")]))
+    notifier = Notifier(redis_store, [PID], receiver.url, base_s=0.05).start()
+    try:
+        time.sleep(0.3)
+        # A blocked event with no unit (anyone who reaches Redis can write one).
+        redis_store.client.xadd(redis_store.keys(PID).events,
+                                {"kind": "state", "status": "blocked", "attempt": 1})
+        _blocked(redis_store)
+        [call] = receiver.wait_for(1, timeout_s=30)
+    finally:
+        notifier.stop()
+    assert call["unit"] == "b"
