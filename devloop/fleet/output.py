@@ -16,13 +16,16 @@ import logging
 import threading
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import redis
 
 from devloop.ids import check_id
 from devloop.store import RedisStore
 from devloop.store.keys import EVENTS_MAXLEN
+
+if TYPE_CHECKING:
+    from redis.client import Pipeline
 
 log = logging.getLogger(__name__)
 FLUSH_S = 0.2
@@ -104,13 +107,17 @@ class LiveOutput:
             with self.store.client.pipeline(transaction=False) as pipe:
                 for run in old:
                     pipe.delete(output_key(self.store, self.pid, self.unit, run.decode()))
-                pipe.xadd(self.store.keys(self.pid).events,
-                          {"kind": "output", "unit": self.unit, "run": self.run_id},
-                          maxlen=EVENTS_MAXLEN, approximate=True)
+                self._announce(pipe, "output")
                 pipe.execute()
         except redis.RedisError:
             log.warning("live output of %s %s cannot be started", self.unit, self.run_id,
                         exc_info=True)
+
+    def _announce(self, pipe: Pipeline, kind: str) -> None:
+        """Queue the project's live event that this run's output started or ended."""
+        pipe.xadd(self.store.keys(self.pid).events,
+                  {"kind": kind, "unit": self.unit, "run": self.run_id},
+                  maxlen=EVENTS_MAXLEN, approximate=True)
 
     def _flush_loop(self) -> None:
         while not self._stopped.wait(self.flush_s):
@@ -118,6 +125,10 @@ class LiveOutput:
 
     def _flush(self, final: bool = False) -> None:
         with self._lock:
+            if final:  # half a character the run never finished is shown as one
+                for name, decoder in self._decoders.items():
+                    if tail := decoder.decode(b"", final=True):
+                        self._pending[name].append(tail)
             batch = {name: "".join(parts) for name, parts in self._pending.items() if parts}
             self._pending = {name: [] for name in STREAMS}
         try:
@@ -126,9 +137,7 @@ class LiveOutput:
                     pipe.xadd(self.key, {"s": name, "d": text.encode("utf-8")})
                 if final:
                     pipe.xadd(self.key, {"end": "1"})
-                    pipe.xadd(self.store.keys(self.pid).events,
-                              {"kind": "output_end", "unit": self.unit, "run": self.run_id},
-                              maxlen=EVENTS_MAXLEN, approximate=True)
+                    self._announce(pipe, "output_end")
                 pipe.execute()
         except redis.RedisError:
             log.warning("live output of %s %s lost a chunk", self.unit, self.run_id,

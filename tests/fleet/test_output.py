@@ -35,6 +35,12 @@ def test_a_run_is_capped_with_a_marker(redis_store: RedisStore) -> None:
     assert text.startswith("0123456789") and "capped at 10 bytes" in text and "more" not in text
 
 
+def test_half_a_character_at_the_end_of_a_run_is_not_lost(redis_store: RedisStore) -> None:
+    with LiveOutput(redis_store, PID, "u", "run-1-1", cap_bytes=100, keep=5) as live:
+        live("stdout", b"caf\xc3")  # the run ended inside a character
+    assert read_output(redis_store, PID, "u", "run-1-1").text == "caf\ufffd"
+
+
 def test_only_the_last_n_runs_of_a_unit_are_kept(redis_store: RedisStore) -> None:
     for n in range(1, 5):
         with LiveOutput(redis_store, PID, "u", f"run-{n}-1", cap_bytes=100, keep=2) as live:
