@@ -179,12 +179,13 @@ def _write_spec(store: RedisStore, pid: str, unit: str, criteria: list[str]) -> 
                            depends_on=list(entry.depends_on) if entry else [])
     spec = base.model_copy(update={"acceptance_criteria": criteria})
     text = json.dumps(spec.to_json_dict(), indent=2, ensure_ascii=False) + "\n"
-    store.client.hset(store.keys(pid).specs, unit, spec.model_dump_json())
     for _ in range(5):  # a commit racing a worker's: read the version again
         version = store.unit_files(pid, unit).version
         done = store.commit_files(pid, unit, role="spec", attempt=_spec_edit(store, pid, unit),
                                   base_version=version, changes={"spec.json": text.encode()})
         if done.applied:
+            # The specs record follows the file it was committed with, never ahead of it.
+            store.client.hset(store.keys(pid).specs, unit, spec.model_dump_json())
             return
     raise ValueError(f'unit "{unit}" kept changing; try again')
 
