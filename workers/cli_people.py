@@ -62,7 +62,7 @@ def review(
     if approve == (changes is not None):
         fail([Problem("devloop review", "--approve/--changes", "give exactly one",
                       'pass --approve, or --changes "what should change"')])
-    from devloop.fleet.review import ReviewRefused, approve_unit, request_changes_unit
+    from devloop.fleet.review import approve_unit, request_changes_unit
 
     pid, folder = _store_for(project)
     with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
@@ -73,7 +73,7 @@ def review(
                 dispatches = approve_unit(store, pid, unit, "devloop review")
             else:
                 dispatches = request_changes_unit(store, pid, unit, changes or "", "devloop review")
-        except (ReviewRefused, ValueError) as exc:
+        except ValueError as exc:  # ReviewRefused among them
             fail([Problem(str(project), unit, str(exc), "check `devloop status`")])
         send(dispatches)
     if approve:
