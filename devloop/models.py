@@ -133,6 +133,32 @@ class Failure(Record):
     bug_id: str | None = None
 
 
+class CriterionProof(Record):
+    """One acceptance criterion (or status code) and the tests that prove it."""
+
+    criterion: str
+    # Tests that exercise it, pass on the code and fail on its hollow build.
+    proving: list[str] = Field(default_factory=list)
+    # Tests that exercise it but pass on the hollow build too: they cannot fail.
+    hollow: list[str] = Field(default_factory=list)
+    # Tests that exercise it which neither run reported by that name (a computed title).
+    unmatched: list[str] = Field(default_factory=list)
+
+
+class Adequacy(Record):
+    """Whether a green run's tests can fail: the run again against a hollow build of code/."""
+
+    measured: bool
+    reason: str | None = None  # why it was not measured
+    tests: int = 0
+    # Tests that passed on the code and still pass on the hollow build.
+    cannot_fail: list[str] = Field(default_factory=list)
+    criteria: list[CriterionProof] = Field(default_factory=list)
+    status_codes: list[CriterionProof] = Field(default_factory=list)
+    criteria_proven: float | None = None  # share of the criteria some proving test covers
+    hollow_wall_s: float | None = None
+
+
 class RunResult(Record):
     """runs/{runId}/result.json: the tester's structured verdict."""
 
@@ -161,6 +187,8 @@ class RunResult(Record):
     starved_reason: str | None = None
     # sha256 of the code the tests ran against (code/** as DevLoop hashes a file set).
     code_digest: str | None = None
+    # A green run's tests against a hollow build of code/ (devloop/roles/adequacy.py).
+    adequacy: Adequacy | None = None
 
 
 # --- bugs.ndjson ----------------------------------------------------------------------

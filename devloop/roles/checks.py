@@ -11,9 +11,9 @@ from devloop.agent.tools import ToolContext
 from devloop.contracts import contract_bridge
 from devloop.ledgers import parse_coder_log
 from devloop.ledgers.timeline import LOOP_AGENT
-from devloop.models import RunResult
+from devloop.models import Adequacy, RunResult
+from devloop.roles import adequacy, verify
 from devloop.roles import coverage as cov
-from devloop.roles import verify
 from devloop.roles.coder_tools import read_contract
 from devloop.roles.services import RoleServices
 from devloop.runners.hints import is_useful_hint
@@ -231,12 +231,14 @@ def test_sources(unit_dir: Path) -> dict[str, str]:
 def tester_checks(
     ctx: ToolContext, ws: Workspace, stack: str, criteria: list[str], codes: list[str]
 ) -> list[str]:
-    """The tester's checks: a test named after each criterion, a case per status code, no
-    mock of the code, a real run with useful hints and bridged bugs, no write outside its
-    write set, its timeline events, and a finished todolist."""
+    """The tester's checks: a test exercising each criterion, a case per status code, no
+    mock of the code, a real run with useful hints and bridged bugs, tests that fail on a
+    hollow build of the code, no write outside its write set, its timeline events, and a
+    finished todolist."""
     role: RoleServices = ctx.services["role"]
     failures = static_test_problems(ctx.unit_dir, stack, criteria, codes)
     failures += _run_problems(ctx, role)
+    failures += adequacy.problems(last_adequacy(role))
     violations = ws.collect().violations
     if violations:
         failures.append("writes outside your write set: " + "; ".join(map(str, violations)))
@@ -257,8 +259,9 @@ def static_test_problems(
     missing = cov.uncovered_criteria(criteria, tests)
     if missing:
         failures.append(
-            "no test is named after these acceptance criteria (name each test after its "
-            "criterion, or put the criterion in its docstring): "
+            "no test exercises these acceptance criteria (name each test after its "
+            "criterion, or put the criterion in its docstring, and use the values the "
+            "criterion names in the test's code): "
             + "; ".join(f"{c!r}" for c in missing)
         )
     codes_missing = cov.uncovered_codes(codes, tests)
@@ -273,6 +276,13 @@ def static_test_problems(
     if mocked:
         failures.append(f"{', '.join(mocked)} mock the module under test: test the real code")
     return failures
+def last_adequacy(role: RoleServices) -> Adequacy | None:
+    """What the hollow run of the session's last green run found (None: not measured)."""
+    if role.last_run is None:
+        return None
+    return RunResult.model_validate(role.last_run["result"]).adequacy
+
+
 def _run_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
     rel = f"{ctx.unit_rel}/runs/{role.run_id or '-'}/result.json"
     if role.last_run is None:

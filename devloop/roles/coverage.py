@@ -1,12 +1,15 @@
-"""Which tests cover which acceptance criterion and status code, read from their source. Pure.
+"""Which tests exercise which acceptance criterion and status code, read from their source. Pure.
 
-A test covers a criterion when its name or docstring (python) or its title (vitest's
-`it('...')`) says what the criterion says: the words they share (lower-cased, stemmed,
-stop words out) are at least two and at least half of the shorter of the two. Counting
-tests is not enough: each criterion is matched by name, so a suite of ten tests of one
-criterion still misses the other two. A status code the contract declares is covered by
-a test whose body provokes and checks it (its number in the test's body): for an error
-status, the negative case.
+A test exercises a criterion when its name or docstring (python) or its title (vitest's
+`it('...')`) says what the criterion says (the words they share, lower-cased, stemmed,
+stop words out, are at least two and at least half of the shorter of the two) and its
+code uses one of the values the criterion names (`add(250, 100) returns 350`: 250, 100
+or 350), or, named or not, when its code uses every value of the criterion and calls
+what it names. Counting tests is not enough, nor is a name alone: one test named after
+three criteria that checks one of them exercises that one. A status code the contract
+declares is exercised by a test whose code (comments and titles left out) has its
+number: for an error status, the negative case. Whether a test can fail at all is the
+hollow build's to say (devloop/roles/adequacy.py).
 """
 
 from __future__ import annotations
@@ -27,6 +30,10 @@ _JS_TEST = re.compile(
     re.S,
 )
 _TOKEN = re.compile(r"[^\W_]+", re.UNICODE)
+# The values a criterion names: numbers (not inside a word) and quoted strings.
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w])")
+_QUOTED = re.compile(r"(['\"`])([^'\"`\n]{1,80})\1")
+_CALLED = re.compile(r"\b([A-Za-z_$][\w$]*)\s*\(")
 _DENSE = re.compile(r"[\u4e00-\u9fff\u3400-\u4dbf\u30a0-\u30ff\uac00-\ud7af]")
 
 
@@ -40,6 +47,8 @@ class TestBlock:
     name: str
     doc: str
     body: str
+    # The test's code alone: no comments, no docstring, no title.
+    code: str = ""
 
 
 def blocks(sources: dict[str, str], stack: str) -> list[TestBlock]:
@@ -53,8 +62,33 @@ def blocks(sources: dict[str, str], stack: str) -> list[TestBlock]:
         matches = list((_PY_TEST if stack == "python" else _JS_TEST).finditer(text))
         for i, m in enumerate(matches):
             end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-            found.append(TestBlock(path, m.group(2), "", text[m.start() : end]))
+            body = text[m.start() : end]
+            code = js_code(text[m.end() : end]) if stack != "python" else body
+            found.append(TestBlock(path, m.group(2), "", body, code))
     return found
+
+
+def js_code(text: str) -> str:
+    """JavaScript source without its comments (strings kept as they are)."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "'\"`":
+            j = i + 1
+            while j < n and text[j] != c:
+                j += 2 if text[j] == "\\" else 1
+            out.append(text[i : j + 1])
+            i = j + 1
+        elif text.startswith("//", i):
+            i = text.find("\n", i) if "\n" in text[i:] else n
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            i = n if end < 0 else end + 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
 
 
 def _python_tests(path: str, text: str) -> list[TestBlock] | None:
@@ -71,9 +105,34 @@ def _python_tests(path: str, text: str) -> list[TestBlock] | None:
             "test"
         ):
             body = "\n".join(lines[node.lineno - 1 : node.end_lineno or node.lineno])
-            block = TestBlock(path, node.name, ast.get_docstring(node) or "", body)
+            block = TestBlock(path, node.name, ast.get_docstring(node) or "", body, _code(node))
             out.append((node.lineno, block))
     return [block for _, block in sorted(out, key=lambda pair: pair[0])]
+
+
+def _code(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
+    """A test function's statements as code (comments and docstring gone)."""
+    statements = node.body
+    if ast.get_docstring(node) is not None:
+        statements = statements[1:]
+    try:
+        return "\n".join(ast.unparse(s) for s in statements)
+    except (ValueError, RecursionError):
+        return ""
+
+
+def values(text: str) -> set[str]:
+    """The numbers and quoted strings a criterion names."""
+    found = {m.group(0) for m in _NUMBER.finditer(text)}
+    found |= {m.group(2) for m in _QUOTED.finditer(text)}
+    return found
+
+
+def _uses(code: str, value: str) -> bool:
+    """Whether test code uses a value: a number as a number, a string anywhere."""
+    if _NUMBER.fullmatch(value):
+        return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", code) is not None
+    return value in code
 
 
 def words(text: str) -> set[str]:
@@ -99,7 +158,7 @@ def _stem(word: str) -> str:
     return word[:-1] if word.endswith("e") and len(word) > 3 else word
 
 
-def covers(criterion: str, block: TestBlock) -> bool:
+def named(criterion: str, block: TestBlock) -> bool:
     """Whether the test's name or docstring says what the criterion says."""
     want = words(criterion)
     said = words(block.name) | words(block.doc)
@@ -109,24 +168,35 @@ def covers(criterion: str, block: TestBlock) -> bool:
     return len(common) >= min(2, len(want)) and len(common) >= min(len(want), len(said)) / 2
 
 
+def covers(criterion: str, block: TestBlock) -> bool:
+    """Whether the test exercises the criterion (see the module docstring)."""
+    wanted = values(criterion)
+    used = {v for v in wanted if _uses(block.code, v)}
+    if named(criterion, block):
+        return not wanted or bool(used)
+    calls = set(_CALLED.findall(criterion))
+    return len(wanted) >= 2 and used == wanted and any(_uses(block.code, c) for c in calls)
+
+
 def uncovered_criteria(criteria: list[str], tests: list[TestBlock]) -> list[str]:
-    """The acceptance criteria no test is named after."""
+    """The acceptance criteria no test exercises."""
     return [c for c in criteria if not any(covers(c, t) for t in tests)]
 
 
+def checks_code(code: str, block: TestBlock) -> bool:
+    """Whether the test's code (comments and titles left out) has the status code."""
+    return re.search(rf"(?<![\w.]){code}(?![\w.])", block.code) is not None
+
+
 def uncovered_codes(codes: list[str], tests: list[TestBlock]) -> list[str]:
-    """The status codes no test's body provokes and checks."""
-    return [
-        code
-        for code in codes
-        if not any(re.search(rf"(?<![\w.]){code}(?![\w.])", t.body) for t in tests)
-    ]
+    """The status codes no test's code provokes and checks."""
+    return [code for code in codes if not any(checks_code(code, t) for t in tests)]
 
 
 def coverage(
     sources: dict[str, str], stack: str, criteria: list[str], codes: list[str]
 ) -> tuple[int, float, float]:
-    """(test count, share of criteria covered by name, share of status codes covered)."""
+    """(test count, share of criteria exercised, share of status codes exercised)."""
     tests = blocks(sources, stack)
     acc = 1 - len(uncovered_criteria(criteria, tests)) / len(criteria) if criteria else 1.0
     con = 1 - len(uncovered_codes(codes, tests)) / len(codes) if codes else 1.0

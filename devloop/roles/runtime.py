@@ -23,6 +23,7 @@ from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
 from devloop.models import HistoryEntry, UnitSpec
 from devloop.roles import checks, context, excerpt, verify
+from devloop.roles.adequacy import Claims
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
 from devloop.runners.base import TIMEOUT_S, TestRunner
@@ -170,6 +171,12 @@ def _build(
             store, pid, unit, run_id, cap_bytes=settings.output_cap_bytes,
             keep=settings.live_output_runs,
         ),
+        claims=Claims(
+            stack,
+            list(spec.acceptance_criteria) if spec else [],
+            context.status_codes(source.sdd_contract),
+        ),
+        settings=settings,
     )
     checkpoint = source.checkpoint
     resuming = bool(

@@ -8,8 +8,10 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
+from devloop.config import Settings
 from devloop.ledgers import BugLedger, Timeline
 from devloop.models import RunResult, UnitsFile
+from devloop.roles.adequacy import Claims
 from devloop.runners.base import TestRunner
 from devloop.sandbox.process import OutputSink
 
@@ -47,6 +49,9 @@ class RoleServices:
     failing_tests: list[str] = field(default_factory=list)
     # run id -> where a test run's output goes while it runs (the console's live view).
     live_output: Callable[[str], AbstractContextManager[OutputSink]] | None = None
+    # What a green run's tests must prove (roles/hollowrun.py), and where views are made.
+    claims: Claims | None = None
+    settings: Settings | None = None
 
     @property
     def todo_path(self) -> str:

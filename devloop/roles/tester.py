@@ -14,7 +14,7 @@ from devloop.agent.untrusted import wrap_untrusted
 from devloop.config import Settings
 from devloop.llm.base import LLMProvider
 from devloop.models import BugMove, RunResult, RunSummary, TesterOutput
-from devloop.roles import checks, context, coverage
+from devloop.roles import adequacy, checks, context, coverage
 from devloop.roles.runtime import (
     Prepared,
     RoleRequest,
@@ -148,7 +148,14 @@ def run_tester(
                 task = tester_task(request, problems=problems)
             else:
                 result = rerun(p)
-                task = tester_task(request, crash=result.crash_reason) if result.crashed else ""
+                weak = adequacy.problems(result.adequacy)
+                task = (
+                    tester_task(request, crash=result.crash_reason)
+                    if result.crashed
+                    else tester_task(request, problems=weak)
+                    if weak
+                    else ""
+                )
         if task:
             session = run_session(store, settings, provider, p, task, [], [], cancel)
             if session.status == "completed":
@@ -173,8 +180,17 @@ def _output(
     last = s.last_run or {}
     result = RunResult.model_validate(last["result"]) if last else None
     tokens = session.usage.prompt_tokens + session.usage.output_tokens if session else 0
+    proof = result.adequacy if result else None
+    if proof is not None and proof.measured and proof.criteria_proven is not None:
+        acc_cov = proof.criteria_proven  # exercised is not enough: proven by tests that can fail
+    proven = not adequacy.problems(proof)
     return TesterOutput(
-        ok=bool(result and result.ok and (session is None or session.status == "completed")),
+        ok=bool(
+            result
+            and result.ok
+            and proven
+            and (session is None or session.status == "completed")
+        ),
         mode=r.mode,
         unit_id=r.unit_id,
         run_id=r.run_id or "",

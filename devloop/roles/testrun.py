@@ -6,14 +6,17 @@ import json
 from contextlib import nullcontext
 from pathlib import Path
 
+from devloop.config import load_settings
 from devloop.models import RunResult
 from devloop.roles.bugbridge import bridge_run
+from devloop.roles.hollowrun import hollow_check
 from devloop.roles.services import RoleServices
 from devloop.runners.base import TIMEOUT_S, write_run_file
 
 
 def run_and_record(role: RoleServices, view: Path, timeout_s: float = TIMEOUT_S) -> RunResult:
-    """Run the unit's tests, bridge the result to the bug ledger, and remember it."""
+    """Run the unit's tests, bridge the result to the bug ledger, and remember it; a green
+    run is run once more against a hollow build of code/ to see which tests can fail."""
     assert role.runner is not None and role.run_id is not None
     live = role.live_output(role.run_id) if role.live_output else nullcontext(None)
     with live as sink:
@@ -27,6 +30,12 @@ def run_and_record(role: RoleServices, view: Path, timeout_s: float = TIMEOUT_S)
             on_output=sink,
         )
     result = outcome.result
+    proof = None
+    if role.claims is not None:
+        settings = role.settings or load_settings()
+        proof = hollow_check(role.runner, settings, view, outcome, role.claims, timeout_s)
+    if proof is not None:
+        result = result.model_copy(update={"adequacy": proof})
     opened, moved = bridge_run(role.bugs, result)
     # The bridge filled in bug ids: write result.json again with them (never through a
     # symlink the tests may have planted).

@@ -66,6 +66,10 @@ class RunOutcome(BaseModel):
     stderr: str
     exit_code: int = 0
     timed_out: bool = False
+    # The tests the run's report and channel agree passed and failed (names as in
+    # Failure.test: pytest node ids, `tests/x.test.js::full name` for vitest).
+    passed_tests: frozenset[str] = frozenset()
+    failed_tests: frozenset[str] = frozenset()
 
 
 class TestRunner(Protocol):
@@ -88,6 +92,11 @@ class TestRunner(Protocol):
         """Run the tests of `units/{unit_id}` in `view`; results land in runs/{run_id}.
 
         `on_output` sees the run's stdout and stderr chunk by chunk while it runs."""
+        ...
+
+    def hollow_code(self, view: Path, unit_id: str) -> str | None:
+        """Replace `units/{unit_id}/code` in `view` (a scratch copy) by its hollow build;
+        why it could not (None: done)."""
         ...
 
 
@@ -231,6 +240,8 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
         stderr=obs.stderr,
         exit_code=obs.exit_code,
         timed_out=obs.timed_out,
+        passed_tests=frozenset(parsed.passed) if not crashed else frozenset(),
+        failed_tests=frozenset(parsed.failed) if not crashed else frozenset(),
     )
 
 

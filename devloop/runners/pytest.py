@@ -40,6 +40,7 @@ from devloop.runners.base import (
 )
 from devloop.runners.channel import PYTEST_PLUGIN, Channel, Records, plugin_dir
 from devloop.runners.hints import build_hint
+from devloop.runners.hollow import hollow_python_code
 from devloop.runners.pyassert import expected_got, with_definitions
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_pytest
 from devloop.sandbox import Sandbox
@@ -115,6 +116,10 @@ class PytestRunner:
             elif parsed.crash_reason is None:
                 parsed.crash_reason = check(parsed, stream, obs.exit_code)
         return finish(spec, parsed, obs, "pytest")
+
+    def hollow_code(self, view: Path, unit_id: str) -> str | None:
+        """Hollow code/**/*.py of a scratch view (host side: parsing runs nothing)."""
+        return hollow_python_code(view, unit_id)
 
 
 def check(parsed: Parsed, stream: Records, exit_code: int) -> str | None:

@@ -39,6 +39,7 @@ from devloop.runners.base import (
 )
 from devloop.runners.channel import VITEST_REPORTER, Channel, Records, plugin_dir
 from devloop.runners.hints import build_hint
+from devloop.runners.hollow import hollow_node_code
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_vitest
 from devloop.safedir import Dir
 from devloop.safetree import TooMany, walk
@@ -78,6 +79,7 @@ SETUP = """\
 import http from 'node:http';
 import { format } from 'node:util';
 import { afterEach, beforeEach } from 'vitest';
+import { getFn, setFn } from 'vitest/suite';
 
 const seen = (globalThis[Symbol.for('devloop.capture')] ??= { server: [], console: [] });
 if (!seen.patched) {
@@ -96,7 +98,24 @@ if (!seen.patched) {
     return error.apply(this, args);
   };
 }
-beforeEach(() => { seen.server = []; seen.console = []; });
+beforeEach(({ task }) => {
+  seen.server = []; seen.console = [];
+  // A hollow build does nothing only while a test's own function runs (not in hooks):
+  // this file's beforeEach runs first, and the runner fetches the function after hooks.
+  const fn = getFn(task);
+  if (typeof fn !== 'function' || fn.devloopWrapped) return;
+  const wrapped = function (...args) {
+    globalThis.__devloop_in_test__ = true;
+    const done = () => { globalThis.__devloop_in_test__ = false; };
+    let out;
+    try { out = fn.apply(this, args); } catch (e) { done(); throw e; }
+    if (out && typeof out.then === 'function') return out.finally(done);
+    done();
+    return out;
+  };
+  wrapped.devloopWrapped = true;
+  setFn(task, wrapped);
+});
 afterEach(({ task }) => {
   const { server, console: logged } = seen;
   if (server.length || logged.length) task.meta.devloop = { server, console: logged };
@@ -164,6 +183,10 @@ class VitestRunner:
                 if parsed.crash_reason is None:
                     parsed.crash_reason = check(parsed, stream, obs.exit_code, spec)
         return finish(spec, parsed, obs, "vitest")
+
+    def hollow_code(self, view: Path, unit_id: str) -> str | None:
+        """Hollow code/'s scripts and .vue files of a scratch view, in the sandbox."""
+        return hollow_node_code(view, unit_id, self.sandbox, self.node_modules, self.plugins)
 
     def _run(
         self,

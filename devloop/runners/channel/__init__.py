@@ -25,9 +25,10 @@ from typing import Any
 from devloop.sandbox.base import ensure_public_dir
 
 HERE = Path(__file__).resolve().parent
-FILES = ("verdict_channel.py", "vitest_reporter.mjs")
+FILES = ("verdict_channel.py", "vitest_reporter.mjs", "hollow.cjs")
 PYTEST_PLUGIN = "verdict_channel"
 VITEST_REPORTER = "vitest_reporter.mjs"
+HOLLOW_SCRIPT = "hollow.cjs"  # the node hollow build (devloop/runners/hollow_py.py's twin)
 CAP = 8 * 1024 * 1024
 _DRAIN_S = 2.0
 

@@ -1,0 +1,81 @@
+"""A hollow build of a python module: the same names, every function doing nothing. Pure.
+
+Each function, method, constructor and lambda of the module gets a guard as its first
+statement: while a test body runs (pytest's PYTEST_CURRENT_TEST ends in "(call)") it
+returns None at once; at import time, in fixtures and in collection it runs as written,
+so set-up that builds objects still works and only what a test itself calls is hollow.
+A test that passes against this build passes whatever the code does: it proves nothing.
+Parsing never runs the code.
+"""
+
+from __future__ import annotations
+
+import ast
+
+GUARD = "__devloop_hollow__"
+_PRELUDE = f"""\
+def {GUARD}():
+    import os as _os
+    return _os.environ.get("PYTEST_CURRENT_TEST", "").endswith("(call)")
+"""
+
+
+class HollowError(ValueError):
+    """The module cannot be hollowed (it does not parse)."""
+
+
+def hollow_python(source: str, path: str = "<code>") -> str:
+    """The module's hollow build (raises HollowError when it does not parse)."""
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as exc:
+        raise HollowError(f"{path} does not parse: {exc}") from exc
+    tree = _Hollow().visit(tree)
+    assert isinstance(tree, ast.Module)
+    head = _leading(tree.body)
+    prelude = ast.parse(_PRELUDE).body
+    tree.body = tree.body[:head] + prelude + tree.body[head:]
+    ast.fix_missing_locations(tree)
+    return ast.unparse(tree) + "\n"
+
+
+def _leading(body: list[ast.stmt]) -> int:
+    """How many statements must stay first: the docstring and `from __future__` imports."""
+    at = 0
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        at = 1
+    while at < len(body) and isinstance(body[at], ast.ImportFrom):
+        node = body[at]
+        assert isinstance(node, ast.ImportFrom)
+        if node.module != "__future__":
+            break
+        at += 1
+    return at
+
+
+def _guard_call() -> ast.expr:
+    return ast.Call(func=ast.Name(id=GUARD, ctx=ast.Load()), args=[], keywords=[])
+
+
+class _Hollow(ast.NodeTransformer):
+    """Puts the guard first in every function body and every lambda."""
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        self.generic_visit(node)
+        body = list(node.body)
+        doc = (
+            1
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
+            else 0
+        )
+        guard = ast.If(test=_guard_call(), body=[ast.Return(value=None)], orelse=[])
+        node.body = body[:doc] + [guard] + body[doc:]
+        return node
+
+    visit_FunctionDef = _function
+    visit_AsyncFunctionDef = _function
+
+    def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
+        self.generic_visit(node)
+        node.body = ast.IfExp(test=_guard_call(), body=ast.Constant(value=None), orelse=node.body)
+        return node
