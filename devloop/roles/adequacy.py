@@ -67,7 +67,7 @@ def judge(
             unmatched=sorted({f"{b.path}::{b.name}" for b in exercising if not ids[id(b)]}),
         )
 
-    crit = [proof(c, [b for b in tests if covers(c, b)]) for c in criteria]
+    crit = [proof(c, [b for b in tests if covers(c, b, criteria)]) for c in criteria]
     code_proofs = [proof(c, [b for b in tests if checks_code(c, b)]) for c in codes]
     return Adequacy(
         measured=True,

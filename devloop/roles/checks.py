@@ -250,7 +250,7 @@ def tester_checks(
 def static_test_problems(
     unit_dir: Path, stack: str, criteria: list[str], codes: list[str]
 ) -> list[str]:
-    """What the tests' source alone shows: a criterion no test is named after, a status
+    """What the tests' source alone shows: a criterion no test exercises, a status
     code no test provokes, a mock of the code under test (checked before a zero-token
     re-run too)."""
     failures = []
@@ -260,8 +260,8 @@ def static_test_problems(
     if missing:
         failures.append(
             "no test exercises these acceptance criteria (name each test after its "
-            "criterion, or put the criterion in its docstring, and use the values the "
-            "criterion names in the test's code): "
+            "criterion, or put the criterion in its docstring; a test named after several "
+            "exercises only those whose values its code uses): "
             + "; ".join(f"{c!r}" for c in missing)
         )
     codes_missing = cov.uncovered_codes(codes, tests)

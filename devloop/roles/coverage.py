@@ -1,15 +1,16 @@
 """Which tests exercise which acceptance criterion and status code, read from their source. Pure.
 
 A test exercises a criterion when its name or docstring (python) or its title (vitest's
-`it('...')`) says what the criterion says (the words they share, lower-cased, stemmed,
-stop words out, are at least two and at least half of the shorter of the two) and its
-code uses one of the values the criterion names (`add(250, 100) returns 350`: 250, 100
-or 350), or, named or not, when its code uses every value of the criterion and calls
-what it names. Counting tests is not enough, nor is a name alone: one test named after
-three criteria that checks one of them exercises that one. A status code the contract
-declares is exercised by a test whose code (comments and titles left out) has its
-number: for an error status, the negative case. Whether a test can fail at all is the
-hollow build's to say (devloop/roles/adequacy.py).
+`it('...')`) says what the criterion says: the words they share (lower-cased, stemmed,
+stop words out) are at least two and at least half of the shorter of the two. A test
+named after several criteria exercises those whose values its code uses (`add(250,
+100) returns 350`: 250, 100 or 350), so one test named after three criteria that checks
+one of them covers that one. Named or not, a test whose code uses every value of a
+criterion and calls what it names exercises it too. Counting tests is
+not enough: a suite of ten tests of one criterion still misses the other two. A status
+code the contract declares is exercised by a test whose code (comments and titles left
+out) has its number: for an error status, the negative case. Whether a test can fail
+at all is the hollow build's to say (devloop/roles/adequacy.py).
 """
 
 from __future__ import annotations
@@ -111,10 +112,11 @@ def _python_tests(path: str, text: str) -> list[TestBlock] | None:
 
 
 def _code(node: ast.FunctionDef | ast.AsyncFunctionDef) -> str:
-    """A test function's statements as code (comments and docstring gone)."""
-    statements = node.body
+    """A test function's decorators (parametrize) and statements as code (comments and
+    docstring gone)."""
+    statements: list[ast.AST] = [*node.decorator_list, *node.body]
     if ast.get_docstring(node) is not None:
-        statements = statements[1:]
+        statements.remove(node.body[0])
     try:
         return "\n".join(ast.unparse(s) for s in statements)
     except (ValueError, RecursionError):
@@ -129,9 +131,12 @@ def values(text: str) -> set[str]:
 
 
 def _uses(code: str, value: str) -> bool:
-    """Whether test code uses a value: a number as a number, a string anywhere."""
+    """Whether test code uses a value or name: a number as a number, a name as a word,
+    a string anywhere."""
     if _NUMBER.fullmatch(value):
         return re.search(rf"(?<![\w.]){re.escape(value)}(?![\w])", code) is not None
+    if re.fullmatch(r"[A-Za-z_$][\w$]*", value):  # a name, also as a method: repo.add(
+        return re.search(rf"(?<![\w$]){re.escape(value)}(?![\w$])", code) is not None
     return value in code
 
 
@@ -168,19 +173,24 @@ def named(criterion: str, block: TestBlock) -> bool:
     return len(common) >= min(2, len(want)) and len(common) >= min(len(want), len(said)) / 2
 
 
-def covers(criterion: str, block: TestBlock) -> bool:
-    """Whether the test exercises the criterion (see the module docstring)."""
+def covers(criterion: str, block: TestBlock, criteria: list[str] | None = None) -> bool:
+    """Whether the test exercises the criterion, one of `criteria` (see the module
+    docstring)."""
     wanted = values(criterion)
     used = {v for v in wanted if _uses(block.code, v)}
-    if named(criterion, block):
-        return not wanted or bool(used)
     calls = set(_CALLED.findall(criterion))
-    return len(wanted) >= 2 and used == wanted and any(_uses(block.code, c) for c in calls)
+    if named(criterion, block):
+        others = [c for c in criteria or [] if c != criterion and named(c, block)]
+        if not others:
+            return True
+        anchors = wanted or calls  # what this criterion, and not the others, names
+        return not anchors or any(_uses(block.code, a) for a in anchors)
+    return bool(wanted) and used == wanted and any(_uses(block.code, c) for c in calls)
 
 
 def uncovered_criteria(criteria: list[str], tests: list[TestBlock]) -> list[str]:
     """The acceptance criteria no test exercises."""
-    return [c for c in criteria if not any(covers(c, t) for t in tests)]
+    return [c for c in criteria if not any(covers(c, t, criteria) for t in tests)]
 
 
 def checks_code(code: str, block: TestBlock) -> bool:

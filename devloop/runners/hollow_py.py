@@ -2,7 +2,10 @@
 
 Each function, method, constructor and lambda of the module gets a guard as its first
 statement: while a test body runs (pytest's PYTEST_CURRENT_TEST ends in "(call)") it
-returns None at once; at import time, in fixtures and in collection it runs as written,
+returns at once, with a value no test can use (not None, equal to nothing, neither true
+nor false: `is None`, `== 0` and `assert f()` all fail on it; dunder methods return
+None, generators yield nothing); at import time, in fixtures and in collection it runs
+as written,
 so set-up that builds objects still works and only what a test itself calls is hollow.
 A test that passes against this build passes whatever the code does: it proves nothing.
 Parsing never runs the code.
@@ -13,10 +16,32 @@ from __future__ import annotations
 import ast
 
 GUARD = "__devloop_hollow__"
+NOTHING = "__devloop_nothing__"
 _PRELUDE = f"""\
 def {GUARD}():
     import os as _os
     return _os.environ.get("PYTEST_CURRENT_TEST", "").endswith("(call)")
+
+
+class __devloop_hollow_value__:
+    __slots__ = ()
+
+    def __bool__(self):
+        raise TypeError("a hollow build's value is neither true nor false")
+
+    def __eq__(self, other):
+        return False
+
+    def __ne__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+    def __repr__(self):
+        return "<nothing: a hollow build>"
+
+
+{NOTHING} = __devloop_hollow_value__()
 """
 
 
@@ -57,6 +82,25 @@ def _guard_call() -> ast.expr:
     return ast.Call(func=ast.Name(id=GUARD, ctx=ast.Load()), args=[], keywords=[])
 
 
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)
+
+
+def _nothing() -> ast.expr:
+    return ast.Name(id=NOTHING, ctx=ast.Load())
+
+
+def _yields(node: ast.AST) -> bool:
+    """Whether a function's own body (not a nested one's) yields: a generator."""
+    stack = list(ast.iter_child_nodes(node))
+    while stack:
+        child = stack.pop()
+        if isinstance(child, ast.Yield | ast.YieldFrom):
+            return True
+        if not isinstance(child, _SCOPES):
+            stack.extend(ast.iter_child_nodes(child))
+    return False
+
+
 class _Hollow(ast.NodeTransformer):
     """Puts the guard first in every function body and every lambda."""
 
@@ -68,7 +112,9 @@ class _Hollow(ast.NodeTransformer):
             if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant)
             else 0
         )
-        guard = ast.If(test=_guard_call(), body=[ast.Return(value=None)], orelse=[])
+        dunder = node.name.startswith("__") and node.name.endswith("__")
+        value = None if dunder or _yields(node) else _nothing()
+        guard = ast.If(test=_guard_call(), body=[ast.Return(value=value)], orelse=[])
         node.body = body[:doc] + [guard] + body[doc:]
         return node
 
@@ -77,5 +123,5 @@ class _Hollow(ast.NodeTransformer):
 
     def visit_Lambda(self, node: ast.Lambda) -> ast.AST:
         self.generic_visit(node)
-        node.body = ast.IfExp(test=_guard_call(), body=ast.Constant(value=None), orelse=node.body)
+        node.body = ast.IfExp(test=_guard_call(), body=_nothing(), orelse=node.body)
         return node

@@ -393,7 +393,7 @@ def test_a_criterion_no_test_is_named_after_fails_the_tester_however_many_tests(
     )
     tests = "from pricing import line_total\n" + ten
     ended = drive(coded_pricing, "tester", "pricing", scripted_tester(tests))
-    ended.assert_failed_on("no test is named after these acceptance criteria")
+    ended.assert_failed_on("no test exercises these acceptance criteria")
     [failure] = ended.failures
     assert "apply_discount(total_cents" in failure and "An unknown discount code" in failure
     assert "line_total(price_cents, qty)" not in failure
@@ -425,8 +425,9 @@ TODO_CRITERIA = [
     [
         (
             [(TODO_CRITERIA[0], 201), (TODO_CRITERIA[0], 200), (TODO_CRITERIA[0], 400)] * 3,
-            "no test is named after these acceptance criteria (name each test after its "
-            "criterion, or put the criterion in its docstring): 'An empty or missing title",
+            "no test exercises these acceptance criteria (name each test after its "
+            "criterion, or put the criterion in its docstring; a test named after several "
+            "exercises only those whose values its code uses): 'An empty or missing title",
         ),
         (
             [(TODO_CRITERIA[0], 200), (TODO_CRITERIA[1], 400), (TODO_CRITERIA[2], 400)],
