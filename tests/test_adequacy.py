@@ -168,3 +168,11 @@ def test_an_unmeasured_run_asks_for_nothing() -> None:
 
     assert adequacy.problems(None) == []
     assert adequacy.problems(Adequacy(measured=False, reason="the hollow run crashed")) == []
+
+
+def test_a_docstring_that_is_a_criterion_word_for_word_names_that_one_alone() -> None:
+    tests = blocks(
+        "def test_02_total_250_100_returns_350():\n"
+        "    'total([250, 100]) returns 350'\n    assert cart.total(None) == 0\n"
+    )
+    assert cov.uncovered_criteria(TOTALS, tests) == ["total([]) returns 0"]

@@ -5,7 +5,8 @@ A test exercises a criterion when its name or docstring (python) or its title (v
 stop words out) are at least two and at least half of the shorter of the two. A test
 named after several criteria exercises those whose values its code uses (`add(250,
 100) returns 350`: 250, 100 or 350), so one test named after three criteria that checks
-one of them covers that one. Named or not, a test whose code uses every value of a
+one of them covers that one; a docstring that is one criterion word for word names
+that one alone. Named or not, a test whose code uses every value of a
 criterion and calls what it names exercises it too. Counting tests is
 not enough: a suite of ten tests of one criterion still misses the other two. A status
 code the contract declares is exercised by a test whose code (comments and titles left
@@ -179,6 +180,9 @@ def covers(criterion: str, block: TestBlock, criteria: list[str] | None = None) 
     wanted = values(criterion)
     used = {v for v in wanted if _uses(block.code, v)}
     calls = set(_CALLED.findall(criterion))
+    declared = [c for c in criteria or [criterion] if _plain(c) == _plain(block.doc)]
+    if declared:  # its docstring is one criterion word for word: that one is its own
+        return declared[0] == criterion
     if named(criterion, block):
         others = [c for c in criteria or [] if c != criterion and named(c, block)]
         if not others:
@@ -186,6 +190,11 @@ def covers(criterion: str, block: TestBlock, criteria: list[str] | None = None) 
         anchors = wanted or calls  # what this criterion, and not the others, names
         return not anchors or any(_uses(block.code, a) for a in anchors)
     return bool(wanted) and used == wanted and any(_uses(block.code, c) for c in calls)
+
+
+def _plain(text: str) -> str:
+    """A sentence compared as written, case, spacing and a final stop aside."""
+    return " ".join(text.lower().split()).rstrip(".")
 
 
 def uncovered_criteria(criteria: list[str], tests: list[TestBlock]) -> list[str]:
