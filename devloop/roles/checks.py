@@ -12,7 +12,7 @@ from devloop.contracts import contract_bridge
 from devloop.ledgers import parse_coder_log
 from devloop.ledgers.timeline import LOOP_AGENT
 from devloop.models import Adequacy, RunResult
-from devloop.roles import adequacy, verify
+from devloop.roles import adequacy, excerpt, verify
 from devloop.roles import coverage as cov
 from devloop.roles.coder_tools import read_contract
 from devloop.roles.services import RoleServices
@@ -276,6 +276,14 @@ def static_test_problems(
     if mocked:
         failures.append(f"{', '.join(mocked)} mock the module under test: test the real code")
     return failures
+def code_names(ctx: ToolContext) -> set[str]:
+    """The names code/ exports (files, functions, classes, methods): what hints name."""
+    found: set[str] = set()
+    for line in excerpt.code_exports(ctx.files, ctx.unit_rel):
+        found.update(re.findall(r"[A-Za-z_$][\w$]*", line))
+    return found - {"code", "class", "no", "exports", "found", "does", "not", "parse"}
+
+
 def last_adequacy(role: RoleServices) -> Adequacy | None:
     """What the hollow run of the session's last green run found (None: not measured)."""
     if role.last_run is None:
@@ -293,11 +301,14 @@ def _run_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
         return ["no test run for this attempt: call run_tests"]
     except (OSError, ValueError) as exc:
         return [f"runs/{role.run_id}/result.json is not a valid result: {exc}"]
+    names = code_names(ctx)
     problems = [
-        f"failure {f.test!r} needs a hint that says what to change and where, in the "
-        "code's own terms (not generic, not only expected and got, not the test's name)"
+        f"failure {f.test!r} needs a hint that says what to change and where, naming the "
+        "code (file, function or route) or the value that must change (not generic, not "
+        "only expected and got, not the test's name, not hint_builder's fallback draft): "
+        "give it with set_hint"
         for f in result.failures
-        if not is_useful_hint(f.hint, f.test, f.expected, f.got)
+        if not is_useful_hint(f.hint, f.test, f.expected, f.got, names)
     ]
     problems += [
         f"failure {f.test!r} is not bridged to a bug: call bug_open"

@@ -9,10 +9,11 @@ from pydantic import BaseModel, Field
 
 from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
 from devloop.ledgers import BugNotOwned, BugTransitionError
+from devloop.roles.checks import code_names
 from devloop.roles.state_tools import services
-from devloop.roles.testrun import run_and_record
+from devloop.roles.testrun import record_result, run_and_record
 from devloop.roles.verify import tally
-from devloop.runners.hints import build_hint
+from devloop.runners.hints import build_hint, is_useful_hint
 from devloop.runners.timing import load_note
 
 
@@ -80,6 +81,49 @@ class HintBuilderTool(Tool):
 
     def run(self, ctx: ToolContext, args: HintInput) -> ToolResult:
         return ToolResult(build_hint(args.test, args.expected, args.got, args.stack))
+
+
+class SetHintInput(BaseModel):
+    test: str = Field(description="The failing test, as run_tests names it.")
+    hint: str = Field(description="What to change and where, in the code's own terms.")
+
+
+class SetHintTool(Tool):
+    """Give one failure of the last run its hint (result.json is the runner's to write)."""
+
+    name = "set_hint"
+    description = (
+        "Replace the hint of one failure of your last run_tests with your own: one or two "
+        "sentences naming the code (file, function or route) or the value that must "
+        "change and what to do. result.json is rewritten by the runtime; a hint that names "
+        "nothing is refused."
+    )
+    Input = SetHintInput
+
+    def run(self, ctx: ToolContext, args: SetHintInput) -> ToolResult:
+        role = services(ctx)
+        if role.last_run is None or role.run_id is None:
+            return ToolResult("no test run yet in this session: call run_tests", is_error=True)
+        failure = next(
+            (f for f in role.last_run["result"].get("failures", []) if f["test"] == args.test),
+            None,
+        )
+        if failure is None:
+            failed = [f["test"] for f in role.last_run["result"].get("failures", [])]
+            return ToolResult(
+                f"{args.test!r} did not fail in the last run; failures: {failed}", is_error=True
+            )
+        expected, got = failure.get("expected"), failure.get("got")
+        if not is_useful_hint(args.hint, args.test, expected, got, code_names(ctx)):
+            return ToolResult(
+                "refused: the hint must name the code (a file, function or route) or the value "
+                "that must change, and say what to do; not generic words, not only expected "
+                "and got, not the test's name",
+                is_error=True,
+            )
+        failure["hint"] = args.hint
+        record_result(ctx.view, role)
+        return ToolResult(json.dumps({"test": args.test, "hint": args.hint}, ensure_ascii=False))
 
 
 class BugOpenInput(BaseModel):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import ast
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -354,11 +354,44 @@ def build_hint(test: str, expected: Any, got: Any, stack: str) -> str:
     return _fallback(ctx)
 
 
+# What `_fallback` writes when no rule knew the failure: a draft the tester must improve.
+FALLBACK = re.compile(
+    r"where .{0,300}? was expected: trace that value back from |failed with \".*?\": start at ",
+    re.S,
+)
+_ROUTE = re.compile(r"\b(?:GET|POST|PUT|PATCH|DELETE|HEAD|OPTIONS)\s+/|(?<![\w.])/[A-Za-z_:{]")
+_NAMED = re.compile(
+    r"`[^`\s][^`]*`|\b[\w$]+(?:\.[\w$]+)+\b|\b\w+/[\w./-]+|\b[A-Za-z_$][\w$]*\("
+    r"|\b[a-z][a-z0-9]*_[a-z0-9_]+\b|\b[a-z]+[A-Z]\w*\b|\b[A-Z][a-z]+(?:[A-Z][a-z]+)+\b"
+    r"|\d|['\"]\w"
+)
+_IDENT = re.compile(r"[A-Za-z_$][\w$]*")
+
+
+def names_the_code(hint: str, names: Iterable[str] = ()) -> bool:
+    """Whether a hint names something in the code or a value: a file, a call, a route, an
+    identifier (one of `names`, the code's own), a number or a quoted value."""
+    if _NAMED.search(hint) or _ROUTE.search(hint):
+        return True
+    said = set(_IDENT.findall(hint))
+    return any(name in said for name in names)
+
+
 def is_useful_hint(
-    hint: str | None, test: str | None = None, expected: Any = None, got: Any = None
+    hint: str | None,
+    test: str | None = None,
+    expected: Any = None,
+    got: Any = None,
+    names: Iterable[str] = (),
 ) -> bool:
     """The tester self-check, in any language: a hint that is empty once the test's name
-    is taken out, generic ("please fix", "修复 bug"), or only "expected X got Y" fails;
-    one that names what to change (a field, a file, a call) or says enough passes."""
+    is taken out, generic ("please fix", "修复 bug", "check the logic more carefully"),
+    only "expected X got Y", or the hint builder's own fallback draft fails; one that
+    names the code (a file, a function, a route, `names`) or the value to change and
+    says what to do passes."""
+    if not hint or FALLBACK.search(hint):
+        return False
     values = [str(v) for v in (expected, got) if v is not None]
-    return is_specific(hint, names=[test] if test else [], values=values)
+    return is_specific(hint, names=[test] if test else [], values=values) and names_the_code(
+        hint, names
+    )

@@ -498,6 +498,34 @@ def test_mocks_of_the_outside_world_are_allowed(source: str) -> None:
     assert not checks.mock_of_code("python", ["pricing"]).search(source)
 
 
+# The first test as the runner's hint builder cannot place: its hint is the fallback draft.
+NO_RAISE = PY_TESTS.format(last=6).replace(
+    "    assert line_total(2, 3) == 6\n",
+    "    assert line_total(2, 3) == 6\n    with pytest.raises(ValueError):\n"
+    "        line_total(2, 3)\n",
+)
+
+
+def test_the_hint_builder_s_fallback_draft_fails_the_tester(
+    drive: Drive, coded_pricing: Path
+) -> None:
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester(NO_RAISE, timeline=RED))
+    ended.assert_failed_on(f"failure '{FIRST}' needs a hint that says what to change and where")
+    assert "give it with set_hint" in ended.failures[0] and len(ended.failures) == 1
+
+
+def test_a_hint_given_with_set_hint_replaces_the_draft(drive: Drive, coded_pricing: Path) -> None:
+    better = call(
+        "set_hint", test=FIRST,
+        hint="line_total(2, 3) in code/pricing.py returns a total where the test wants "
+        "ValueError: raise ValueError for that input",
+    )
+    calls = scripted_tester(NO_RAISE, after_run=(better,), timeline=RED)
+    ended = drive(coded_pricing, "tester", "pricing", calls)
+    assert ended.failures == [] and ended.handbacks == []
+    assert ended.output.failures[0].hint.startswith("line_total(2, 3) in code/pricing.py")
+
+
 @pytest.mark.parametrize(
     "hint",
     [
@@ -510,22 +538,25 @@ def test_mocks_of_the_outside_world_are_allowed(source: str) -> None:
         "Пожалуйста, исправьте ошибку в тесте.",
         FIRST,
         "test_line_total_is_price_cents_times_qty: please fix",
+        "Check the handler logic more carefully and rewrite it",
     ],
 )
-def test_a_failure_without_a_useful_hint_fails_the_tester_in_any_language(
+def test_set_hint_refuses_a_hint_that_says_nothing_in_any_language(
     drive: Drive, coded_pricing: Path, hint: str
 ) -> None:
-    rewrite = call("Bash", command=FIX_FIRST_FAILURE.format(edit=f"f['hint'] = {hint!r}"))
-    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,), timeline=RED)
+    calls = scripted_tester(
+        NO_RAISE, after_run=(call("set_hint", test=FIRST, hint=hint),), timeline=RED
+    )
     ended = drive(coded_pricing, "tester", "pricing", calls)
     ended.assert_failed_on(f"failure '{FIRST}' needs a hint that says what to change and where")
-    assert len(ended.failures) == 1
+    assert ended.output.failures[0].hint != hint  # the draft stands, not the empty words
 
 
 def test_a_specific_hint_in_chinese_passes_the_tester(drive: Drive, coded_pricing: Path) -> None:
-    hint = "line_total 把 price_cents 和 qty 相加了：改成相乘"
-    rewrite = call("Bash", command=FIX_FIRST_FAILURE.format(edit=f"f['hint'] = {hint!r}"))
-    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,), timeline=RED)
+    hint = "line_total 把 price_cents 和 qty 相乘了，但这个输入应该抛出 ValueError"
+    calls = scripted_tester(
+        NO_RAISE, after_run=(call("set_hint", test=FIRST, hint=hint),), timeline=RED
+    )
     ended = drive(coded_pricing, "tester", "pricing", calls)
     assert ended.failures == [] and ended.handbacks == []
 
