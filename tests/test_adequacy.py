@@ -11,6 +11,8 @@ import pytest
 
 from devloop.roles import adequacy
 from devloop.roles import coverage as cov
+from devloop.roles.mutation import sample
+from devloop.runners import mutants_py
 from devloop.runners.hollow_py import HollowError, hollow_python
 
 MODULE = '''\
@@ -176,3 +178,13 @@ def test_a_docstring_that_is_a_criterion_word_for_word_names_that_one_alone() ->
         "    'total([250, 100]) returns 350'\n    assert cart.total(None) == 0\n"
     )
     assert cov.uncovered_criteria(TOTALS, tests) == ["total([]) returns 0"]
+
+
+def test_mutants_change_one_operator_or_constant_each_and_skip_docstrings() -> None:
+    source = '"""Doc 1."""\n\n\ndef f(a, b):\n    """2 docs."""\n    return a + b > 1 and not a\n'
+    assert mutants_py.count(source) == 5
+    changes = [mutants_py.mutant(source, i).change for i in range(5)]
+    assert changes == ["And -> Or", "Gt -> LtE", "not dropped", "Add -> Sub", "1 -> 2"]
+    assert "return a - b > 1 and (not a)" in mutants_py.mutant(source, 3).source
+    assert mutants_py.count("def f(:") == 0
+    assert sample(20, 4) == [0, 6, 13, 19] and sample(3, 8) == [0, 1, 2]

@@ -17,6 +17,7 @@ from devloop.models import Adequacy
 from devloop.roles import adequacy, checks
 from devloop.roles.adequacy import Claims
 from devloop.roles.hollowrun import hollow_check
+from devloop.roles.mutation import mutation_score
 from devloop.runners import PytestRunner, VitestRunner
 from devloop.runners.base import TestRunner
 from devloop.sandbox import BwrapSandbox, new_view_dir
@@ -253,3 +254,17 @@ def test_node_routes_answer_501_and_arrows_do_nothing_on_the_hollow_build(
     ]
     assert any("'a missing title is rejected with 400' is not proven" in p for p in problems)
     assert any(p.startswith("status 400 is not proven") for p in problems)
+
+
+def test_a_mutation_score_counts_the_small_changes_the_tests_notice(
+    runner: PytestRunner, settings: Settings
+) -> None:
+    right = CODE.replace("    return x\n", "    return x * 2\n")
+    view = unit_view(settings, python_files(WEAK["one real, one empty"]) | {"code/calc.py": right})
+    try:
+        score = mutation_score(runner, settings, view, UNIT, n=4)
+    finally:
+        shutil.rmtree(view, ignore_errors=True)
+    # `return 42` -> 43 is caught by the real test; double()'s two survive its empty one.
+    assert (score.sites, score.run, score.killed) == (3, 3, 1) and score.score == 0.333
+    assert score.survived == ["code/calc.py:11 Mult -> FloorDiv", "code/calc.py:11 2 -> 3"]
