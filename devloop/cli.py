@@ -329,6 +329,47 @@ def new(
 
 
 @app.command()
+def mutants(
+    project_dir: Annotated[Path, typer.Argument(help="The project folder (after `devloop run`).")],
+    unit: Annotated[
+        list[str] | None, typer.Option(help="A unit to measure (repeat it); default: every "
+                                            "python unit with tests.")
+    ] = None,
+    sample: Annotated[int, typer.Option(min=1, max=200, help="Mutants per unit, at most.")] = 8,
+) -> None:
+    """Measure each python unit's mutation score: the share of small changes of its code
+    that its tests notice (written to agent-state/mutation.json; the report shows it)."""
+    from devloop.roles.mutation import measure_folder
+    from devloop.runners import PytestRunner
+    from devloop.sandbox import BwrapSandbox
+
+    if (missing := missing_folder(project_dir)) is not None:
+        fail([missing])
+    try:
+        project = load_project(project_dir)
+    except ProjectInvalid as exc:
+        fail(exc.problems)
+    python = [
+        u.id for u in project.units.units
+        if (u.stack or project.units.stack) == "python"
+        and (project_dir / "units" / u.id / "tests").is_dir()
+    ]
+    wanted = list(unit or python)
+    if unknown := [u for u in wanted if u not in python]:
+        fail([Problem("--unit", "option", f"{unknown[0]!r} is not a python unit with tests",
+                      f"use one of: {', '.join(python) or '(none yet: run the project first)'}")])
+    settings = load_settings()
+    runner = PytestRunner(BwrapSandbox(settings), python_toolchain(settings.cache_dir))
+    scores = measure_folder(project_dir, wanted, runner, settings, n=sample)
+    table = Table("unit", "score", "killed", "survived", title="mutation score")
+    for unit_id, score in scores.items():
+        shown = "-" if score.score is None else f"{score.score:.2f}"
+        table.add_row(unit_id, shown, f"{score.killed}/{score.run} of {score.sites}",
+                      "; ".join(score.survived[:3]))
+    out.print(table)
+
+
+@app.command()
 def report(
     project_dir: Annotated[Path, typer.Argument(help="The project folder (after `devloop run`).")],
     output: Annotated[

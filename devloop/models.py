@@ -133,6 +133,10 @@ class Failure(Record):
     bug_id: str | None = None
 
 
+# What `devloop mutants` measured per unit: {unit: {score, killed, run, sites, survived}}.
+MUTATION_FILE = "agent-state/mutation.json"
+
+
 class CriterionProof(Record):
     """One acceptance criterion (or status code) and the tests that prove it."""
 

@@ -21,7 +21,14 @@ from devloop.jsonfile import parse_json, validate_model
 from devloop.ledgers import BugLedger, DirSink, parse_coder_log
 from devloop.ledgers.sink import read_json_lines
 from devloop.ledgers.timeline import LOOP_AGENT
-from devloop.models import Bug, CoderDecision, RunResult, TimelineEvent, UnitsFile
+from devloop.models import (
+    MUTATION_FILE,
+    Bug,
+    CoderDecision,
+    RunResult,
+    TimelineEvent,
+    UnitsFile,
+)
 from devloop.report.status import derive_statuses
 from devloop.safedir import Dir, Refused
 
@@ -50,6 +57,8 @@ class UnitReport:
     decisions: list[CoderDecision] = field(default_factory=list)
     loop_events: list[TimelineEvent] = field(default_factory=list)
     steps: list[StepRecord] = field(default_factory=list)
+    # What `devloop mutants` measured (agent-state/mutation.json), if it ran.
+    mutation: dict[str, Any] | None = None
 
     @property
     def attempts(self) -> int:
@@ -114,6 +123,10 @@ def _gather(root: Dir) -> ReportData:
         for entry in units_file.units
     ]
     _apply_statuses(graph, units)
+    mutation, _ = _json(root, MUTATION_FILE)
+    for unit in units:
+        found = mutation.get(unit.id) if isinstance(mutation, dict) else None
+        unit.mutation = found if isinstance(found, dict) else None
     return ReportData(
         project_id=units_file.project_id,
         company_id=units_file.company_id,

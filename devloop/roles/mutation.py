@@ -7,11 +7,13 @@ is red or crashed. Measured, not a gate: it costs one test run per mutant.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from devloop.config import Settings
+from devloop.models import MUTATION_FILE
 from devloop.runners import mutants_py
 from devloop.runners.base import TIMEOUT_S, TestRunner
 from devloop.runners.hollow import code_sources, copy_unit
@@ -28,6 +30,8 @@ class MutationScore:
     killed: int = 0
     survived: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    reason: str | None = None  # why nothing was run
+
 
     @property
     def score(self) -> float | None:
@@ -62,6 +66,12 @@ def mutation_score(
     scratch = make_view(settings, prefix=f"mutants-{unit_id}-")
     try:
         copy_unit(view, scratch, unit_id)
+        base = runner.run(view=scratch, unit_id=unit_id, run_id="mutant-base", attempt=0,
+                          retry_budget_left=0, timeout_s=timeout_s).result
+        if not base.ok:
+            # A red suite kills every mutant: that would measure nothing.
+            out.reason = "the tests are not green on the code itself"
+            return out
         with Dir.open(scratch) as copy:
             for k in sample(len(sites), n):
                 rel, i = sites[k]
@@ -81,3 +91,40 @@ def mutation_score(
         remove_view(scratch)
     out.wall_s = round(time.monotonic() - started, 3)
     return out
+
+
+def to_json(score: MutationScore) -> dict[str, object]:
+    """A unit's entry of agent-state/mutation.json."""
+    return {
+        "score": score.score,
+        "killed": score.killed,
+        "run": score.run,
+        "sites": score.sites,
+        "survived": score.survived,
+        "wall_s": score.wall_s,
+        "reason": score.reason,
+    }
+
+
+def measure_folder(
+    project: Path, unit_ids: list[str], runner: TestRunner, settings: Settings, n: int = 8
+) -> dict[str, MutationScore]:
+    """The mutation score of each named unit of a project folder (its code and tests as
+    they are there), written to agent-state/mutation.json beside earlier ones."""
+    scores: dict[str, MutationScore] = {}
+    for unit_id in unit_ids:
+        view = make_view(settings, prefix=f"mutants-src-{unit_id}-")
+        try:
+            copy_unit(project, view, unit_id)
+            scores[unit_id] = mutation_score(runner, settings, view, unit_id, n=n)
+        finally:
+            remove_view(view)
+    with Dir.open(project) as root:
+        try:
+            saved = json.loads(root.read_text(MUTATION_FILE))
+        except (OSError, ValueError):
+            saved = {}
+        saved = saved if isinstance(saved, dict) else {}
+        saved.update({u: to_json(s) for u, s in scores.items()})
+        root.write_atomic(MUTATION_FILE, json.dumps(saved, indent=2) + "\n", 0o644, replace=True)
+    return scores

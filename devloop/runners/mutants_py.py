@@ -40,11 +40,12 @@ def _sites(tree: ast.AST) -> Iterator[tuple[ast.AST, str]]:
             yield node, f"{type(node.op).__name__} -> {_BOOL[type(node.op)].__name__}"
         elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
             yield node, "not dropped"
-        elif isinstance(node, ast.Constant) and type(node.value) in (int, bool):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, int):
             yield node, f"{node.value!r} -> {_changed(node.value)!r}"
 
 
-def _changed(value: int | bool) -> int | bool:
+def _changed(value: int) -> int:
+    """An int one up, a boolean flipped."""
     return (not value) if isinstance(value, bool) else value + 1
 
 
@@ -65,7 +66,7 @@ class _Apply(ast.NodeTransformer):
             node.op = _BOOL[type(node.op)]()
         elif isinstance(node, ast.UnaryOp):
             return node.operand
-        elif isinstance(node, ast.Constant):
+        elif isinstance(node, ast.Constant) and isinstance(node.value, int):
             node.value = _changed(node.value)
         return node
 

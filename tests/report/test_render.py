@@ -29,6 +29,9 @@ def test_the_report_names_what_the_run_did(todo_run: Path) -> None:
         assert text in html, text
     assert html.count('data-unit="') == 2
     assert html.count('data-step="') == 9
+    # Each green run's tests were run against a hollow build, and proved every criterion.
+    proofs = re.findall(r"data-adequacy>proves (\d+) of (\d+) criteria", html)
+    assert len(proofs) == 2 and all(a == b for a, b in proofs), proofs
 
 
 def test_the_page_is_self_contained(todo_run: Path) -> None:
