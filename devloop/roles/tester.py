@@ -24,6 +24,7 @@ from devloop.roles.runtime import (
     run_session,
 )
 from devloop.roles.testrun import run_and_record
+from devloop.runners.tamper import is_code_fault
 from devloop.store import RedisStore
 
 
@@ -148,7 +149,9 @@ def run_tester(
                 task = tester_task(request, problems=problems)
             else:
                 result = rerun(p)
-                task = tester_task(request, crash=result.crash_reason) if result.crashed else ""
+                # A crash the code caused (it tampers with the framework) is the coder's.
+                crash = result.crashed and not is_code_fault(result.crash_reason)
+                task = tester_task(request, crash=result.crash_reason) if crash else ""
         if task:
             session = run_session(store, settings, provider, p, task, [], [], cancel)
             if session.status == "completed":

@@ -36,6 +36,8 @@ from devloop.runners.base import (
     decisive_lines,
     finish,
     read_report,
+    refuse_tampering,
+    tampered,
     with_source,
 )
 from devloop.runners.channel import PYTEST_PLUGIN, Channel, Records, plugin_dir
@@ -76,6 +78,8 @@ class PytestRunner:
         """Run `units/{unit_id}/tests` under pytest; see the module docstring."""
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         spec.prepare()
+        if refused := refuse_tampering(spec):
+            return refused
         python = shlex.quote(str(self.venv / "bin" / "python"))
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel() as channel:
             # tee-sys and an unbuffered stdout: what the tests print reaches the live view
@@ -114,7 +118,7 @@ class PytestRunner:
                 parsed.crash_reason = f"pytest {CRASH_EXITS[obs.exit_code]}: {found or '?'}"
             elif parsed.crash_reason is None:
                 parsed.crash_reason = check(parsed, stream, obs.exit_code)
-        return finish(spec, parsed, obs, "pytest")
+        return finish(spec, parsed, obs, "pytest", tampered(stream.records))
 
 
 def check(parsed: Parsed, stream: Records, exit_code: int) -> str | None:
