@@ -4,6 +4,7 @@
                  \\        |-> failed  -> coding (retry with failures and hints)
                   \\       |-> starved -> testing (re-run after a backoff; not a failure)
                   \\       |-> crashed -> testing (tester once more) -> coding
+                  \\       |-> crashed by code that tampers with the framework -> coding
                    \\      |-> the tester's own failure -> testing (twice at most) -> blocked
                     \\-> validation_failed -> coding (retry)
     the same failure signature 3 times, or the retry budget spent -> blocked
@@ -52,6 +53,9 @@ class AttemptOutcome:
     starved: bool = False  # the test run got too little CPU to judge the code
     tester_status: str = "completed"  # the tester session's status ("completed": a re-run)
     tester_reason: str = ""  # its terminal_reason, or what its self-check found
+    # The crash is the code's doing (it reached into the test framework): the coder's to
+    # fix at once, since no tester retry can make such a run stand.
+    code_fault: bool = False
 
 
 @dataclass(frozen=True)
@@ -99,7 +103,7 @@ def decide(
                 return Decision("review", waiting, "tests green; waiting for a person's review")
             passed = _with(state, "passed", failure_signature=None, signature_repeats=0)
             return Decision("pass", passed, "tests green")
-        if own is not None or outcome.crashed:
+        if (own is not None or outcome.crashed) and not (outcome.crashed and outcome.code_fault):
             why = own or f"test run crashed ({(outcome.crash_reason or '')[:120]})"
             limit = TESTER_RETRIES if own is not None else CRASH_RETRIES
             if tester_retries < limit:

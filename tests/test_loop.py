@@ -43,6 +43,17 @@ def test_a_crash_retries_the_tester_once_then_the_coder() -> None:
     assert second.state.extra["last_outcome"] == "crashed"
 
 
+def test_a_crash_the_code_caused_goes_to_the_coder_at_once() -> None:
+    # The code reached into the test framework: no tester retry can make such a run stand.
+    tampered = AttemptOutcome(
+        "completed", tester_ran=True, crashed=True, code_fault=True,
+        crash_reason="the code under test changed the test framework: x",
+    )
+    d = decide(coding(), tampered)
+    assert d.action == "retry_coder" and d.state.attempt == 2
+    assert d.state.extra["last_outcome"] == "crashed"
+
+
 def test_validation_failed_retries_the_coder() -> None:
     d = decide(coding(), AttemptOutcome("failed", "validation_failed"))
     assert d.action == "retry_coder" and d.state.extra["last_outcome"] == "validation_failed"

@@ -29,6 +29,7 @@ from devloop.loop import (
     unblock,
 )
 from devloop.project import load_project
+from devloop.runners.tamper import is_code_fault
 from devloop.store import ImportReport, RedisStore, UnitState, promote_memory
 
 # Adds a finished dependency and, when the set is complete, claims the dependent's
@@ -119,6 +120,7 @@ def decide_after(
         tester_status=tested.status,
         tester_reason=tested.summary or tested.reason,
         starved=tested.starved,
+        code_fault=tested.crashed and is_code_fault(tested.crash_reason),
     )
     started = time.time()
     decision = decide(state, outcome, budget=budget)

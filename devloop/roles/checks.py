@@ -16,6 +16,8 @@ from devloop.roles import adequacy, excerpt, verify
 from devloop.roles import coverage as cov
 from devloop.roles.coder_tools import read_contract
 from devloop.roles.services import RoleServices
+from devloop.runners import tamper
+from devloop.runners.base import code_sources
 from devloop.runners.hints import is_useful_hint
 from devloop.safedir import Dir
 from devloop.safetree import Limits, TooMany, walk
@@ -85,7 +87,8 @@ def syntax_command(unit_dir: Path, stack: str, kind: str) -> str | None:
 
 
 def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list[str]:
-    """The coder's checks (contract, syntax, coder.log, sandbox, timeline, todolist, and in
+    """The coder's checks (contract, code that reaches into the test framework, syntax,
+    coder.log, sandbox, timeline, todolist, and in
     a retry the workflow lines and no regression against the baseline); each failure is a
     sentence the model can act on."""
     role: RoleServices = ctx.services["role"]
@@ -96,6 +99,10 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
             f"contract_bridge: {bridge.reason} (expected {bridge.expected}, "
             f"actual {bridge.actual}); {bridge.hint or ''}".rstrip("; ")
         )
+    failures += [
+        f"{finding} (the runtime will not run tests over such code)"
+        for finding in tamper.findings(code_sources(ctx.view, ctx.unit_rel))
+    ][:5]
     command = syntax_command(ctx.unit_dir, stack, kind)
     if command is None:
         failures.append("code/ has no source files to check")

@@ -46,6 +46,7 @@ def hollow_check(
             attempt=result.attempt,
             retry_budget_left=result.retry_budget_left,
             timeout_s=timeout_s,
+            static_check=False,
         )
     finally:
         remove_view(root)

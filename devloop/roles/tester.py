@@ -24,6 +24,7 @@ from devloop.roles.runtime import (
     run_session,
 )
 from devloop.roles.testrun import run_and_record
+from devloop.runners.tamper import is_code_fault
 from devloop.store import RedisStore
 
 
@@ -149,9 +150,11 @@ def run_tester(
             else:
                 result = rerun(p)
                 weak = adequacy.problems(result.adequacy)
+                # A crash the code caused (it tampers with the framework) is the coder's.
+                crash = result.crashed and not is_code_fault(result.crash_reason)
                 task = (
                     tester_task(request, crash=result.crash_reason)
-                    if result.crashed
+                    if crash
                     else tester_task(request, problems=weak)
                     if weak
                     else ""

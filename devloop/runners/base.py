@@ -17,16 +17,16 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
 from devloop.config import load_settings
 from devloop.models import Failure, RunResult, RunSummary
-from devloop.runners import timing
+from devloop.runners import tamper, timing
 from devloop.runners.verdict import DISAGREE
 from devloop.safedir import Dir
-from devloop.safetree import walk
+from devloop.safetree import TooMany, walk
 from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
 from devloop.sandbox.process import OutputSink
@@ -88,10 +88,13 @@ class TestRunner(Protocol):
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
         on_output: OutputSink | None = None,
+        static_check: bool = True,
     ) -> RunOutcome:
         """Run the tests of `units/{unit_id}` in `view`; results land in runs/{run_id}.
 
-        `on_output` sees the run's stdout and stderr chunk by chunk while it runs."""
+        `on_output` sees the run's stdout and stderr chunk by chunk while it runs; without
+        `static_check` the code is not checked for tampering first (a hollow or mutant
+        build of code that was)."""
         ...
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:
@@ -190,10 +193,54 @@ def code_digest(view: Path, unit_rel: str) -> str | None:
         return None
 
 
-def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOutcome:
-    """Turn a parsed report and the observation into the verdict, and write the run files."""
+SOURCE_CAP = 2_000_000  # bytes of one code/ file the tamper check reads
+
+
+def code_sources(view: Path, unit_rel: str) -> dict[str, str]:
+    """The unit's code/ source files (unit-relative path -> text) the tamper check reads;
+    links, fifos and what the walk refuses are left out (they are violations elsewhere)."""
+    suffixes = tamper.PY_SUFFIXES + tamper.NODE_SUFFIXES
+    out: dict[str, str] = {}
+    try:
+        with Dir.open(view) as root:
+            if not root.is_dir(f"{unit_rel}/code"):
+                return out
+            for e in walk(root, f"{unit_rel}/code"):
+                if e.kind == "file" and e.problem is None and e.rel.endswith(suffixes):
+                    raw = root.read_bytes(f"{unit_rel}/code/{e.rel}", SOURCE_CAP)
+                    out[f"code/{e.rel}"] = raw.decode("utf-8", "replace")
+    except (TooMany, OSError):
+        pass  # what was read is what counts; the rest is no code set anyone commits
+    return out
+
+
+def refuse_tampering(spec: RunSpec) -> RunOutcome | None:
+    """A run whose code/ reaches into the test framework is not run: a crash for the coder,
+    naming each place and its fix. None when the code passes the check."""
+    found = tamper.findings(code_sources(spec.view, spec.unit_rel))
+    if not found:
+        return None
+    obs = Observation(exit_code=2, stdout="", stderr="", duration_ms=0, refused="tamper check")
+    return finish(spec, Parsed(), obs, "the tamper check", tamper.crash_reason(found))
+
+
+def tampered(records: list[dict[str, Any]]) -> str | None:
+    """The crash reason when the plugin or the reporter saw the framework change."""
+    whats = [str(r.get("what", "?"))[:300] for r in records if r.get("e") == "tamper"]
+    return f"{tamper.TAMPERED}: " + "; ".join(whats[:5]) if whats else None
+
+
+def finish(
+    spec: RunSpec, parsed: Parsed, obs: Observation, tool: str, code_fault: str | None = None
+) -> RunOutcome:
+    """Turn a parsed report and the observation into the verdict, and write the run files.
+
+    `code_fault` (the code tampered with the framework) overrides everything: the run
+    proves nothing, and it is the coder's to fix."""
     reason, starved = parsed.crash_reason, None
-    if obs.timed_out:
+    if code_fault:
+        reason = code_fault
+    elif obs.timed_out:
         tail = [ln.strip() for ln in obs.stdout.splitlines() if ln.strip()][-3:]
         last = decisive_lines(obs.stderr) or " | ".join(tail)
         reason, was_starved = timing.killed_reason(obs, tool, spec.timeout_s, last)
@@ -219,7 +266,11 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
         crash_reason=reason,
         summary=parsed.summary,
         failures=[] if crashed or starved else _excused(parsed.failures, obs),
-        next_action="none" if ok else "retry_tester" if crashed or starved else "retry_coder",
+        next_action="none"
+        if ok
+        else "retry_coder"
+        if tamper.is_code_fault(reason) or not (crashed or starved)
+        else "retry_tester",
         retry_budget_left=spec.retry_budget_left,
         duration_ms=obs.duration_ms,
         stdout_tail=output_tail(obs) if crashed or starved else None,

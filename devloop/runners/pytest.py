@@ -36,6 +36,8 @@ from devloop.runners.base import (
     decisive_lines,
     finish,
     read_report,
+    refuse_tampering,
+    tampered,
     with_source,
 )
 from devloop.runners.channel import PYTEST_PLUGIN, Channel, Records, plugin_dir
@@ -73,10 +75,14 @@ class PytestRunner:
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
         on_output: OutputSink | None = None,
+        static_check: bool = True,
     ) -> RunOutcome:
         """Run `units/{unit_id}/tests` under pytest; see the module docstring."""
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         spec.prepare()
+        # A build derived from checked code (hollow, mutant) need not be checked again.
+        if static_check and (refused := refuse_tampering(spec)):
+            return refused
         python = shlex.quote(str(self.venv / "bin" / "python"))
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel() as channel:
             # tee-sys and an unbuffered stdout: what the tests print reaches the live view
@@ -115,7 +121,7 @@ class PytestRunner:
                 parsed.crash_reason = f"pytest {CRASH_EXITS[obs.exit_code]}: {found or '?'}"
             elif parsed.crash_reason is None:
                 parsed.crash_reason = check(parsed, stream, obs.exit_code)
-        return finish(spec, parsed, obs, "pytest")
+        return finish(spec, parsed, obs, "pytest", tampered(stream.records))
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:
         """Hollow code/**/*.py of a scratch view (host side: parsing runs nothing)."""

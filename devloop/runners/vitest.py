@@ -7,7 +7,8 @@ report only supplies failure messages, and must name the same tests failed and p
 It writes into runs/{run}/ a `vitest.config.mjs` (root = the unit dir; jsdom and
 @vitejs/plugin-vue only for vue units), a `devloop-setup.mjs` that records 5xx bodies and
 console.error per test into the test's `meta` (so a 500's server-side stack reaches the
-hint), and a `devloop-syntax.cjs` esbuild check, run only after a load failure because
+hint) after the read-only `vitest_guard.mjs` (which reports code that changes the
+framework), and a `devloop-syntax.cjs` esbuild check, run only after a load failure because
 vite's import analysis hides the real SyntaxError. Then, in the sandbox: `VERDICT_FD=<fd>
 node ../../node_modules/vitest/vitest.mjs run --config runs/{run}/vitest.config.mjs
 --reporter=default --reporter=json --outputFile.json=runs/{run}/report.json
@@ -35,9 +36,11 @@ from devloop.runners.base import (
     decisive_lines,
     finish,
     read_report,
+    refuse_tampering,
+    tampered,
     with_source,
 )
-from devloop.runners.channel import VITEST_REPORTER, Channel, Records, plugin_dir
+from devloop.runners.channel import VITEST_GUARD, VITEST_REPORTER, Channel, Records, plugin_dir
 from devloop.runners.hints import build_hint
 from devloop.runners.hollow import hollow_node_code
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_vitest
@@ -52,6 +55,7 @@ COMMAND = (
     " --config {run}/vitest.config.mjs --reporter=default --reporter=json"
     " --outputFile.json={run}/report.json --reporter={reporter}"
 )
+GUARD_DIR = ".devloop-verdict"  # in the run dir: where the plugin dir is bound for vite
 INCLUDE = "tests/**/*.{spec,test}.{js,mjs,cjs,ts,mts,cts,jsx,tsx}"
 _SCRIPT = re.compile(r"\.[cm]?[jt]sx?$")
 _SYNTAXISH = re.compile(r"SyntaxError|invalid JS syntax|Failed to parse|Transform failed")
@@ -158,14 +162,19 @@ class VitestRunner:
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
         on_output: OutputSink | None = None,
+        static_check: bool = True,
     ) -> RunOutcome:
         """Run `units/{unit_id}/tests/**` under vitest; see the module docstring."""
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         spec.prepare()
+        # A build derived from checked code (hollow, mutant) need not be checked again.
+        if static_check and (refused := refuse_tampering(spec)):
+            return refused
         # Into a dir the tests can write: whatever they planted there is replaced, never
         # followed (a link at vitest.config.mjs must not make the worker write elsewhere).
         with Dir.open(view) as root:
-            root.write_atomic(spec.run_file("vitest.config.mjs"), config_text(spec), replace=True)
+            config = config_text(spec, f"./{spec.run_rel}/{GUARD_DIR}/{VITEST_GUARD}")
+            root.write_atomic(spec.run_file("vitest.config.mjs"), config, replace=True)
             root.write_atomic(spec.run_file("devloop-setup.mjs"), SETUP, replace=True)
             root.write_atomic(spec.run_file("devloop-syntax.cjs"), SYNTAX_CHECK, replace=True)
         reporter = shlex.quote(str(self.plugins / VITEST_REPORTER))
@@ -182,7 +191,7 @@ class VitestRunner:
                     parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
                 if parsed.crash_reason is None:
                     parsed.crash_reason = check(parsed, stream, obs.exit_code, spec)
-        return finish(spec, parsed, obs, "vitest")
+        return finish(spec, parsed, obs, "vitest", tampered(stream.records))
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:
         """Hollow code/'s scripts and .vue files of a scratch view, in the sandbox."""
@@ -203,7 +212,13 @@ class VitestRunner:
             cwd=spec.unit_rel,
             writable=[spec.writable],
             timeout_s=timeout_s,
-            ro_binds=[(self.node_modules, "node_modules"), (self.plugins, str(self.plugins))],
+            # The plugin dir once more inside the unit, read-only: vite loads setup files
+            # from under the root in jsdom mode too, and a mount point cannot be renamed.
+            ro_binds=[
+                (self.node_modules, "node_modules"),
+                (self.plugins, str(self.plugins)),
+                (self.plugins, f"{spec.writable}/{GUARD_DIR}"),
+            ],
             # vite writes both at start-up; the toolchain is read-only.
             tmpfs=["node_modules/.vite-temp", "node_modules/.vite"],
             pass_fds=[] if channel is None else [channel],
@@ -246,15 +261,16 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
-def config_text(spec: RunSpec) -> str:
-    """The vitest config for this unit: jsdom and the vue plugin only for vue units."""
+def config_text(spec: RunSpec, guard: str) -> str:
+    """The vitest config for this unit: jsdom and the vue plugin only for vue units; the
+    read-only tamper guard is the first setup file of every worker."""
     vue = uses_vue(spec)
     return CONFIG.format(
         imports="import vue from '@vitejs/plugin-vue';\n" if vue else "",
         plugins="vue()" if vue else "",
         include=json.dumps(INCLUDE),
         environment=json.dumps("jsdom" if vue else "node"),
-        setup=json.dumps(f"./{spec.run_rel}/devloop-setup.mjs"),
+        setup=f"{json.dumps(guard)}, {json.dumps(f'./{spec.run_rel}/devloop-setup.mjs')}",
     )
 
 

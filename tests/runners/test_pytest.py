@@ -225,6 +225,11 @@ GREEN_JUNIT = (
 )
 
 
+# How the verdict tests below reach atexit: a name built at run time, which the static
+# tamper check cannot see (tests/runners/test_tamper.py covers the forms it refuses).
+HIDDEN_ATEXIT = "atexit = importlib.import_module('ate' + 'xit')\n"
+
+
 def test_code_that_rewrites_the_junit_report_at_exit_is_a_crash_not_a_pass(
     runner: PytestRunner, make_view: MakeView
 ) -> None:
@@ -232,7 +237,7 @@ def test_code_that_rewrites_the_junit_report_at_exit_is_a_crash_not_a_pass(
     todo = view / "units/todo-py/code/todo.py"
     # The code under test rewrites the report to "all passed" once pytest is done.
     todo.write_text(
-        f"import atexit, pathlib\nGREEN = {GREEN_JUNIT!r}\n"
+        f"import importlib, pathlib\nGREEN = {GREEN_JUNIT!r}\n{HIDDEN_ATEXIT}"
         "atexit.register(lambda: pathlib.Path('runs/run-1/junit.xml').write_text(GREEN))\n"
         + todo.read_text()
     )
@@ -253,10 +258,10 @@ def test_code_that_exits_zero_after_failing_tests_is_a_crash_not_a_pass(
     view = make_view("python/todo-py")
     todo = view / "units/todo-py/code/todo.py"
     todo.write_text(
-        f"import atexit, os, pathlib\nGREEN = {GREEN_JUNIT!r}\n"
+        f"import importlib, os, pathlib\nGREEN = {GREEN_JUNIT!r}\n{HIDDEN_ATEXIT}"
         "def _forge():\n"
         "    pathlib.Path('runs/run-1/junit.xml').write_text(GREEN)\n"
-        "    os._exit(0)\n"
+        "    getattr(os, '_' + 'exit')(0)\n"
         "atexit.register(_forge)\n" + todo.read_text()
     )
     out = run(runner, view)
@@ -298,7 +303,8 @@ def test_lines_the_code_writes_into_the_channel_cannot_turn_a_red_run_green(
     todo = view / "units/todo-py/code/todo.py"
     # The channel's fd is open in the test process: the code under test writes to it.
     todo.write_text(
-        f"import os\nos.write(int(os.environ['VERDICT_FD']), {FORGED_LINES[forgery]!r}.encode())\n"
+        "import os\n"
+        f"os.write(int(os.environ['VERDICT' + '_FD']), {FORGED_LINES[forgery]!r}.encode())\n"
         + todo.read_text()
     )
     result = run(runner, view).result

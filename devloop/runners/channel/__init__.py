@@ -2,10 +2,12 @@
 
 The worker creates a pipe and passes its write end into the sandbox (fd number in
 VERDICT_FD); a pytest plugin (`verdict_channel.py`) or a vitest reporter
-(`vitest_reporter.mjs`) writes one JSON line per event to it. Those two files ship in
-this package and are copied once into a world-readable dir under the cache, which the
-runners bind read-only: the sandbox can neither edit them nor rewrite a line once it
-is sent. A thread reads the pipe while the run goes, keeping at most `CAP` bytes.
+(`vitest_reporter.mjs`) writes one JSON line per event to it; `vitest_guard.mjs`, a setup
+file in each vitest worker, checks that the code under test left the framework alone.
+Those files ship in this package and are copied once into a world-readable dir under
+the cache, which the runners bind read-only: the sandbox can neither edit them nor
+rewrite a line once it is sent. A thread reads the pipe while the run goes, keeping at
+most `CAP` bytes.
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ from typing import Any
 from devloop.sandbox.base import ensure_public_dir
 
 HERE = Path(__file__).resolve().parent
-FILES = ("verdict_channel.py", "vitest_reporter.mjs", "hollow.cjs")
+FILES = ("verdict_channel.py", "vitest_reporter.mjs", "vitest_guard.mjs", "hollow.cjs")
 PYTEST_PLUGIN = "verdict_channel"
 VITEST_REPORTER = "vitest_reporter.mjs"
+VITEST_GUARD = "vitest_guard.mjs"
 HOLLOW_SCRIPT = "hollow.cjs"  # the node hollow build (devloop/runners/hollow_py.py's twin)
 CAP = 8 * 1024 * 1024
 _DRAIN_S = 2.0

@@ -2,30 +2,166 @@
 
 Loaded with `-p verdict_channel` from a read-only directory; it writes as each test phase
 finishes, so nothing the tests do afterwards can change what was already sent.
+
+It also guards pytest's reporting path. At import (before any conftest or test module,
+so before the code under test) it snapshots the report classes, the runner's and the
+session's functions, pluggy's call path, builtins, the trace hooks, import hooks and
+its own functions; at the start of the session, the hook implementations registered.
+Before every record it sends and at the end it compares: on any change it sends one
+`tamper` record naming it, which makes the run `crashed` ("the code under test changed
+the test framework") for the coder to fix.
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import json
 import os
+import sys
+import threading
 from typing import Any
+
+import _pytest.assertion.rewrite
+import _pytest.main
+import _pytest.outcomes
+import _pytest.python
+import _pytest.reports
+import _pytest.runner
+import pluggy._callers
+import pluggy._hooks
+import pluggy._manager
 
 _FD = int(os.environ.get("VERDICT_FD", "-1") or -1)
 if _FD >= 3:
     with contextlib.suppress(OSError):  # processes the tests start do not inherit it
         os.set_inheritable(_FD, False)
+# Bound now: the code under test may replace os.write or json.dumps later.
+_write, _dumps = os.write, json.dumps
+_GUARDED = (
+    _pytest.reports, _pytest.runner, _pytest.main, _pytest.python, _pytest.outcomes,
+    _pytest.assertion.rewrite, pluggy._callers, pluggy._hooks, pluggy._manager,
+)
+# Hooks on the way from a test to its report, and from reports to the exit status.
+_HOOKS = (
+    "pytest_runtest_protocol", "pytest_runtest_setup", "pytest_runtest_call",
+    "pytest_runtest_teardown", "pytest_runtest_makereport", "pytest_runtest_logreport",
+    "pytest_pyfunc_call", "pytest_report_teststatus", "pytest_collectreport",
+    "pytest_make_collect_report", "pytest_collection_finish", "pytest_runtestloop",
+    "pytest_sessionfinish",
+)
+_seen: set[str] = set()
 
 
 def _send(record: dict[str, Any]) -> None:
     if _FD < 3:
         return
-    data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+    data = (_dumps(record, ensure_ascii=False) + "\n").encode()
     while data:
-        data = data[os.write(_FD, data) :]
+        data = data[_write(_FD, data) :]
+
+
+def _members(owner: object) -> dict[str, int]:
+    """The identity of every value an object (a module or a class) holds by name."""
+    try:
+        items = list(vars(owner).items())
+    except TypeError:
+        return {}
+    return {name: id(value) for name, value in items}
+
+
+def _take() -> dict[str, int]:
+    """Where the reporting path is now: name -> identity of what it is bound to."""
+    snap: dict[str, int] = {}
+    names = {module.__name__ for module in _GUARDED}
+    for module in _GUARDED:
+        snap[f"sys.modules[{module.__name__!r}]"] = id(sys.modules.get(module.__name__))
+        # Imported names too: `_pytest.runner.TestReport` is how the runner makes reports.
+        for name, value in vars(module).items():
+            if callable(value):
+                snap[f"{module.__name__}.{name}"] = id(value)
+                if isinstance(value, type) and value.__module__ in names:
+                    for attr, ident in _members(value).items():
+                        snap[f"{value.__module__}.{value.__qualname__}.{attr}"] = ident
+    me = sys.modules.get(__name__)
+    snap[f"sys.modules[{__name__!r}]"] = id(me)
+    for name in ("_send", "_take", "_changed", "_guard", *_OWN_HOOKS):
+        snap[f"{__name__}.{name}"] = id(globals().get(name))
+    for name, ident in _members(builtins).items():
+        snap[f"builtins.{name}"] = ident
+    for name in ("gettrace", "getprofile"):
+        for owner in (sys, threading):
+            hook = getattr(owner, name)()
+            # coverage.py measuring the run installs its tracer after this plugin loads
+            snap[f"{owner.__name__}.{name}()"] = 0 if _coverage(hook) else id(hook)
+    return snap
+
+
+def _coverage(hook: object) -> bool:
+    """Whether a trace function is coverage.py's (or nothing at all)."""
+    owner = getattr(hook, "__self__", hook)
+    return hook is None or type(owner).__module__.startswith("coverage")
+
+
+def _changed(before: dict[str, int], now: dict[str, int], fixtures_done: bool) -> list[str]:
+    """What differs from the snapshot; names new since it do not count (builtins grow).
+    Builtins and trace hooks count only once a test's fixtures are torn down: a test may
+    monkeypatch `builtins.input` while it runs."""
+    out = []
+    for key, ident in before.items():
+        late = key.startswith(("builtins.", "sys.get", "threading.get"))
+        if now.get(key, -1) != ident and (fixtures_done or not late):
+            out.append(key)
+    return out
+
+
+def _hookimpls(config: Any) -> dict[str, list[tuple[str, int]]]:
+    """The registered implementations of the reporting hooks: (plugin, function) each."""
+    out: dict[str, list[tuple[str, int]]] = {}
+    manager = config.pluginmanager
+    for name in _HOOKS:
+        caller = getattr(manager.hook, name, None)
+        impls = caller.get_hookimpls() if caller is not None else []
+        out[name] = [(impl.plugin_name, id(impl.function)) for impl in impls]
+    return out
+
+
+def _conftest(config: Any, plugin_name: str) -> bool:
+    """Whether a plugin is a conftest under tests/ (those register as collection goes)."""
+    plugin = config.pluginmanager.get_plugin(plugin_name)
+    path = str(getattr(plugin, "__file__", "") or "")
+    return os.path.basename(path) == "conftest.py" and "/code/" not in path
+
+
+_SNAP: dict[str, int] = {}
+_IMPLS: dict[str, list[tuple[str, int]]] = {}
+_CONFIG: list[Any] = []
+
+
+def _guard(fixtures_done: bool = True) -> None:
+    """Compare the reporting path with the snapshots; send a tamper record on a change."""
+    what = _changed(_SNAP, _take(), fixtures_done)
+    if _CONFIG:
+        config = _CONFIG[0]
+        for hook, impls in _hookimpls(config).items():
+            before = _IMPLS.get(hook, [])
+            extra = [i for i in impls if i not in before and not _conftest(config, i[0])]
+            missing = [i for i in before if i not in impls]
+            what += [f"{hook} implementation {name}" for name, _ in extra + missing]
+    fresh = [w for w in what if w not in _seen]
+    if fresh:
+        _seen.update(fresh)
+        _send({"e": "tamper", "what": ", ".join(fresh[:5])})
+
+
+def pytest_sessionstart(session: Any) -> None:
+    _CONFIG.append(session.config)
+    _IMPLS.update(_hookimpls(session.config))
+    _guard()
 
 
 def pytest_collectreport(report: Any) -> None:
+    _guard()
     if report.failed:
         _send({"e": "collect_error", "id": report.nodeid})
     elif report.skipped:
@@ -33,12 +169,22 @@ def pytest_collectreport(report: Any) -> None:
 
 
 def pytest_collection_finish(session: Any) -> None:
+    _guard()
     _send({"e": "collected", "n": len(session.items)})
 
 
 def pytest_runtest_logreport(report: Any) -> None:
+    _guard(fixtures_done=report.when == "teardown")
     _send({"e": "phase", "id": report.nodeid, "when": report.when, "outcome": report.outcome})
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
+    _guard()
     _send({"e": "end", "status": int(exitstatus)})
+
+
+_OWN_HOOKS = (
+    "pytest_sessionstart", "pytest_collectreport", "pytest_collection_finish",
+    "pytest_runtest_logreport", "pytest_sessionfinish",
+)
+_SNAP.update(_take())
