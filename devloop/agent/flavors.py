@@ -33,6 +33,7 @@ FLAVORS: dict[str, tuple[str, ...]] = {
         "Bash",
         "run_tests",
         "hint_builder",
+        "set_hint",
         "bug_open",
         "bug_transition",
         "bug_list",

@@ -25,6 +25,7 @@ from devloop.roles.tester_tools import (
     BugTransitionTool,
     HintBuilderTool,
     RunTestsTool,
+    SetHintTool,
 )
 
 
@@ -47,6 +48,7 @@ def all_tools() -> list[Tool]:
         RecordMemoryTool(),
         RunTestsTool(),
         HintBuilderTool(),
+        SetHintTool(),
         BugOpenTool(),
         BugTransitionTool(),
         BugListTool(),

@@ -10,6 +10,7 @@ from typing import Any
 
 from devloop.ledgers import BugLedger, Timeline
 from devloop.models import RunResult, UnitsFile
+from devloop.owned import OwnedFiles
 from devloop.runners.base import TestRunner
 from devloop.sandbox.process import OutputSink
 
@@ -47,6 +48,13 @@ class RoleServices:
     failing_tests: list[str] = field(default_factory=list)
     # run id -> where a test run's output goes while it runs (the console's live view).
     live_output: Callable[[str], AbstractContextManager[OutputSink]] | None = None
+    # The view's tool-owned files (the workspace's): what run_tests and set_hint wrote.
+    owned: OwnedFiles = field(default_factory=OwnedFiles)
+
+    def record(self, rel: str, data: bytes) -> None:
+        """A tool of this session wrote a file it owns (kept when the view has no record)."""
+        if self.owned.get(rel) is not None:
+            self.owned.wrote(rel, data)
 
     @property
     def todo_path(self) -> str:

@@ -9,10 +9,11 @@ from pydantic import BaseModel, Field
 
 from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
 from devloop.ledgers import BugNotOwned, BugTransitionError
+from devloop.models import RunResult
 from devloop.roles.state_tools import services
-from devloop.roles.testrun import run_and_record
+from devloop.roles.testrun import run_and_record, write_result
 from devloop.roles.verify import tally
-from devloop.runners.hints import build_hint
+from devloop.runners.hints import build_hint, is_useful_hint
 from devloop.runners.timing import load_note
 
 
@@ -82,6 +83,44 @@ class HintBuilderTool(Tool):
         return ToolResult(build_hint(args.test, args.expected, args.got, args.stack))
 
 
+class SetHintInput(BaseModel):
+    test: str = Field(description="The failing test, exactly as run_tests named it.")
+    hint: str = Field(description="One or two sentences: what to change, and where.")
+
+
+class SetHintTool(Tool):
+    """Replace the hint of one failure of this session's last run in result.json."""
+
+    name = "set_hint"
+    description = (
+        "Replace the hint of one failure of your last run_tests in runs/<run id>/result.json "
+        "(the file itself is the runner's: Write and Bash cannot change it). Give the test "
+        "exactly as run_tests named it and a hint that says what to change and where."
+    )
+    Input = SetHintInput
+
+    def run(self, ctx: ToolContext, args: SetHintInput) -> ToolResult:
+        role = services(ctx)
+        if role.last_run is None or role.run_id is None:
+            return ToolResult("no test run in this session yet: call run_tests", is_error=True)
+        result = RunResult.model_validate(role.last_run["result"])
+        found = [f for f in result.failures if f.test == args.test]
+        if not found:
+            names = ", ".join(f.test for f in result.failures[:5]) or "none"
+            return ToolResult(f"no failure {args.test!r} in the last run (failures: {names})", True)
+        failure = found[0]
+        failure.hint = args.hint
+        write_result(role, ctx.view, result)
+        role.last_run = {**role.last_run, "result": result.to_json_dict()}
+        useful = is_useful_hint(failure.hint, failure.test, failure.expected, failure.got)
+        note = "" if useful else " (it still says too little: the self-check will refuse it)"
+        return ToolResult(
+            f"hint of {args.test!r} set{note}",
+            data={"test": args.test, "useful": useful},
+            changed_files=(f"runs/{role.run_id}/result.json",),
+        )
+
+
 class BugOpenInput(BaseModel):
     test_name: str
     title: str
@@ -111,7 +150,21 @@ class BugOpenTool(Tool):
             title=args.title,
             detail=args.detail,
         )
+        _bridge_failure(ctx, args.test_name, bug.id)
         return ToolResult(json.dumps({"id": bug.id, "new": new, "status": bug.status}))
+
+
+def _bridge_failure(ctx: ToolContext, test: str, bug_id: str) -> None:
+    """Name the bug on the last run's failure of that test when it has none yet."""
+    role = services(ctx)
+    if role.last_run is None or role.run_id is None:
+        return
+    result = RunResult.model_validate(role.last_run["result"])
+    unbridged = [f for f in result.failures if f.test == test and not f.bug_id]
+    if unbridged:
+        unbridged[0].bug_id = bug_id
+        write_result(role, ctx.view, result)
+        role.last_run = {**role.last_run, "result": result.to_json_dict()}
 
 
 class BugTransitionInput(BaseModel):

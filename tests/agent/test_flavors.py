@@ -30,6 +30,7 @@ TESTER = [
     "Bash",
     "run_tests",
     "hint_builder",
+    "set_hint",
     "bug_open",
     "bug_transition",
     "bug_list",
