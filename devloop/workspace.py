@@ -12,16 +12,18 @@ import contextlib
 import hashlib
 import logging
 import posixpath
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from devloop.config import Settings
 from devloop.ids import check_id, id_dir
+from devloop.owned import Found, OwnedFiles
 from devloop.safedir import Dir, Refused
 from devloop.safetree import Entry, Limits, TooMany, printable, walk
 from devloop.store import Fence, RedisStore, UnitSource
 from devloop.views import make_view, remove_view
-from devloop.writeset import allowed, writable_roots, write_set
+from devloop.writeset import allowed, owned_files, writable_roots, write_set
 
 log = logging.getLogger(__name__)
 
@@ -32,6 +34,7 @@ class Violation:
 
     path: str
     reason: str
+    owner: str | None = None  # the tool that owns the file, for a change to its record
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
@@ -98,6 +101,8 @@ class Workspace:
         self.base_version = 0
         self.materialized: dict[str, str] = {}
         self._base: dict[str, bytes] = {}  # the unit's files as materialized (revert_to)
+        # What each tool-owned file holds as its tool last wrote it (the tools record here).
+        self.owned = OwnedFiles(owned_files(role, run_id))
 
     @property
     def unit_rel(self) -> str:
@@ -136,6 +141,7 @@ class Workspace:
         files = source.files
         self.base_version = files.version
         self._base = files.files
+        self.owned.start(files.files)
         for rel, data in files.files.items():
             self._write(f"{self.unit_rel}/{rel}", data, track=True)
         self.files.mkdirs(self.unit_rel)
@@ -173,6 +179,8 @@ class Workspace:
         budget = self.file_cap_bytes
         for entry in entries:
             path = f"{self.unit_rel}/{entry.rel}"
+            if self._owned_entry(entry.rel, entry.kind, changes):
+                continue
             if entry.problem is not None:
                 changes.violations.append(Violation(path, entry.problem))
                 unread.append(entry.rel + "/")
@@ -199,6 +207,8 @@ class Workspace:
                 refusal = f"outside the {self.role}'s write set"
             changes.violations.append(Violation(path, refusal))
         for rel in sorted(set(self.materialized) - seen):
+            if self.owned.holder(rel) is not None:
+                continue  # judged below
             if any(rel.startswith(prefix) for prefix in unread):
                 continue  # not read, so not known to be deleted
             if allowed(rel, self.patterns):
@@ -209,7 +219,52 @@ class Workspace:
                         f"{self.unit_rel}/{rel}", f"deleted outside the {self.role}'s write set"
                     )
                 )
+        self._judge_records(changes)
         return changes
+
+    def _owned_entry(self, rel: str, kind: str, changes: Changes) -> bool:
+        """Whether rel is a tool-owned file or lies beneath one (made a directory): those
+        are judged against their records, never taken from the view."""
+        holder = self.owned.holder(rel)
+        if holder is None:
+            return False
+        if holder != rel and kind != "dir":
+            record = self.owned.get(holder)
+            assert record is not None
+            changes.violations.append(
+                Violation(
+                    f"{self.unit_rel}/{rel}",
+                    f"inside {holder}, which only {record.owner} writes: discarded",
+                    owner=record.owner,
+                )
+            )
+        return True
+
+    def _judge_records(self, changes: Changes) -> None:
+        """Report every tool-owned file the view does not hold as its tool wrote it, and
+        commit the tool's bytes (the session's change never reaches the store)."""
+        for rel, record in self.owned:
+            found, data = self._found(rel, record.data)
+            reason = record.judge(found, data)
+            if reason is not None:
+                changes.violations.append(
+                    Violation(f"{self.unit_rel}/{rel}", reason, owner=record.owner)
+                )
+            if record.data is not None and self._base.get(rel) != record.data:
+                changes.files[rel] = record.data
+
+    def _found(self, rel: str, expected: bytes | None) -> tuple[Found, bytes | None]:
+        """What the view holds at a tool-owned path, read beneath the handle."""
+        path = f"{self.unit_rel}/{rel}"
+        try:
+            st = self.files.lstat(path)
+            if st is None:
+                return "absent", None
+            if not stat.S_ISREG(st.st_mode) or st.st_size != len(expected or b""):
+                return "other", None  # not a file, or not the record's size: not read
+            return "file", self.files.read_bytes(path, cap=st.st_size + 1)
+        except OSError:
+            return "other", None  # a link on the way, or replaced since: not the record
 
     def _refusal(self, entry: Entry, budget: int) -> str | None:
         """Why a file in the view can never be committed, or None."""
@@ -248,7 +303,18 @@ class Workspace:
         }
 
     def restore(self, snapshot: dict[str, str | None]) -> None:
-        """Re-apply a checkpoint's changes to a freshly materialized view."""
+        """Re-apply a checkpoint's changes to a freshly materialized view.
+
+        A snapshot holds a tool-owned file only as its tool wrote it (collect() never takes
+        one from the view), so a resumed session's records are rebuilt from it.
+        """
+        for rel, encoded in snapshot.items():
+            if encoded is not None and self.owned.get(rel) is not None:
+                self.owned.wrote(rel, base64.b64decode(encoded))
+        self._apply(snapshot)
+
+    def _apply(self, snapshot: dict[str, str | None]) -> None:
+        """Write (or delete) each file of a snapshot in the view."""
         for rel, encoded in snapshot.items():
             path = f"{self.unit_rel}/{rel}"
             if encoded is None:
@@ -259,13 +325,14 @@ class Workspace:
 
     def revert_to(self, snapshot: dict[str, str | None]) -> None:
         """Put the write set back as it was when `snapshot()` returned `snapshot`: changes
-        made since are undone (files created since are removed)."""
+        made since are undone (files created since are removed). Tool-owned files stay as
+        their tools last wrote them: coder.log keeps every decision, reverted or not."""
         wanted: dict[str, str | None] = {
             rel: None if rel not in self._base else base64.b64encode(self._base[rel]).decode()
             for rel in self.collect().files
         }
         wanted.update(snapshot)
-        self.restore(wanted)
+        self._apply({rel: v for rel, v in wanted.items() if self.owned.get(rel) is None})
 
     def describe_changes(self) -> str:
         """One line per changed or refused path since materialize, for a reassess turn."""

@@ -39,3 +39,23 @@ def allowed(path: str, patterns: tuple[str, ...]) -> bool:
         elif fnmatchcase(path, pattern):
             return True
     return False
+
+
+# Files of a write set that only one tool writes: unit-relative pattern -> (the owning
+# tool, what to do instead). The session may not change them by any other means.
+ROLE_RECORDS: dict[str, dict[str, tuple[str, str]]] = {
+    "coder": {"coder.log": ("append_coder_log", "add your decision with append_coder_log")},
+    "tester": {
+        "runs/{run_id}/result.json": ("run_tests", "improve a hint with set_hint"),
+        "runs/{run_id}/stdout.txt": ("run_tests", "run_tests writes it"),
+        "runs/{run_id}/stderr.txt": ("run_tests", "run_tests writes it"),
+    },
+}
+
+
+def owned_files(role: str, run_id: str | None = None) -> dict[str, tuple[str, str]]:
+    """The role's tool-owned files, unit-relative, with the run id filled in."""
+    owned = ROLE_RECORDS.get(role, {})
+    if any("{run_id}" in p for p in owned) and not run_id:
+        return {}  # no run, no run files (write_set refuses such a tester anyway)
+    return {p.replace("{run_id}", run_id or ""): v for p, v in owned.items()}

@@ -99,11 +99,11 @@ def test_tester_cannot_commit_code(store: RedisStore, settings: Settings) -> Non
     (ws.unit_dir / "tests").mkdir()
     (ws.unit_dir / "tests/a.spec.js").write_text("// test")
     (ws.unit_dir / "runs/run-1").mkdir(parents=True)
-    (ws.unit_dir / "runs/run-1/result.json").write_text("{}")
+    (ws.unit_dir / "runs/run-1/junit.xml").write_text("<testsuites/>")
     (ws.unit_dir / "runs/run-0").mkdir(parents=True)
     (ws.unit_dir / "runs/run-0/result.json").write_text("{}")
     outcome = ws.commit()
-    assert outcome.committed == ["runs/run-1/result.json", "tests/a.spec.js"]
+    assert outcome.committed == ["runs/run-1/junit.xml", "tests/a.spec.js"]
     assert [v.path for v in outcome.violations] == [
         "units/todo-be/code/server.js",
         "units/todo-be/runs/run-0/result.json",
@@ -276,3 +276,75 @@ def test_100000_files_are_refused_at_the_cap_and_nothing_is_committed(
     view = ws.root
     ws.cleanup()
     assert view is not None and not view.exists()
+
+
+# --- files only their tools write: judged against the tool's record, which is committed --
+
+
+def test_a_change_to_a_tool_owned_file_is_a_violation_and_the_tools_copy_commits(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "tester", "todo-be", run_id="run-1-1")
+    runs = ws.unit_dir / "runs/run-1-1"
+    runs.mkdir(parents=True)
+    red = b'{"ok": false}'
+    (runs / "result.json").write_bytes(red)
+    ws.owned.wrote("runs/run-1-1/result.json", red)  # what run_tests does
+    (runs / "result.json").write_text('{"ok": true}')  # the session's forgery
+    (runs / "stdout.txt").write_text("made up")  # before run_tests ever wrote it
+    (runs / "junit.xml").write_text("<testsuites/>")  # the runner's scratch: no record
+    outcome = ws.commit()
+    assert outcome.committed == ["runs/run-1-1/junit.xml", "runs/run-1-1/result.json"]
+    assert [str(v) for v in outcome.violations] == [
+        "units/todo-be/runs/run-1-1/result.json: written by run_tests; the session changed "
+        "it and the change was discarded (improve a hint with set_hint)",
+        "units/todo-be/runs/run-1-1/stdout.txt: written only by run_tests; the session's "
+        "file was discarded (run_tests writes it)",
+    ]
+    files = store.unit_files("p-todo", "todo-be").files
+    assert files["runs/run-1-1/result.json"] == red and "runs/run-1-1/stdout.txt" not in files
+
+
+def test_a_deleted_or_linked_coder_log_commits_the_tools_copy(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-be")
+    log = ws.unit_dir / "coder.log"
+    log.write_bytes(b"---\nattempt: 1\n---\n")
+    ws.owned.wrote("coder.log", b"---\nattempt: 1\n---\n")
+    log.unlink()
+    assert [v.reason.split(";")[1] for v in ws.collect().violations] == [
+        " the session deleted it and the change was discarded (add your decision with "
+        "append_coder_log)"
+    ]
+    os.symlink("../../units.json", log)
+    changes = ws.collect()
+    assert changes.files == {"coder.log": b"---\nattempt: 1\n---\n"}
+    assert [v.owner for v in changes.violations] == ["append_coder_log"]
+
+
+def test_a_checkpoint_keeps_the_tools_copy_and_a_resumed_view_rebuilds_its_records(
+    store: RedisStore, settings: Settings
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-be")
+    tool = b"---\nattempt: 1\nthis_fix: x\n---\n"
+    (ws.unit_dir / "coder.log").write_bytes(tool)
+    ws.owned.wrote("coder.log", tool)
+    (ws.unit_dir / "coder.log").write_text("forged")
+    snapshot = ws.snapshot()  # a forgery is never what a checkpoint holds
+    assert json.dumps(snapshot).count("forged") == 0
+    resumed = workspace(store, settings, "coder", "todo-be")
+    resumed.restore(snapshot)
+    record = resumed.owned.get("coder.log")
+    assert record is not None and record.data == tool
+    assert (resumed.unit_dir / "coder.log").read_bytes() == tool
+    assert resumed.collect().violations == []
+    # Going back to a best state keeps coder.log as the tool last wrote it.
+    (resumed.unit_dir / "code/server.js").write_text("module.exports = 'later';\n")
+    later = tool + b"---\nattempt: 1\nthis_fix: y\n---\n"
+    (resumed.unit_dir / "coder.log").write_bytes(later)
+    resumed.owned.wrote("coder.log", later)
+    resumed.revert_to({})
+    assert (resumed.unit_dir / "coder.log").read_bytes() == later
+    code = (resumed.unit_dir / "code/server.js").read_text()
+    assert code == "module.exports = 'secret be code';\n"

@@ -56,7 +56,8 @@ class BashTool(Tool):
             cwd=ctx.unit_rel,
             writable=writable,
             timeout_s=limit,
-            ro_binds=ctx.ro_binds,
+            # Over the write set: the files only their tools write stay read-only.
+            ro_binds=[*ctx.ro_binds, *ctx.record_binds()],
             tmpfs=ctx.tmpfs,
         )
         if obs.refused:

@@ -87,6 +87,11 @@ def _check_writable(ctx: ToolContext, path: str) -> tuple[str, str] | ToolResult
         return ToolResult(
             f"denied: {path} is outside what the {ctx.role} may write ({allowed})", is_error=True
         )
+    record = ctx.owner_of(unit_rel)
+    if record is not None:
+        return ToolResult(
+            f"denied: {path} is written only by {record.owner}: {record.advice}", is_error=True
+        )
     return rel, unit_rel
 
 

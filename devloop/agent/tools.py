@@ -6,6 +6,7 @@ A tool never raises for an expected failure: it returns a ToolResult with
 
 from __future__ import annotations
 
+import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -15,6 +16,7 @@ from pydantic import BaseModel, ValidationError
 
 from devloop.agent.stuck import TestTally
 from devloop.llm.base import ToolSpec
+from devloop.owned import OwnedFile, OwnedFiles
 from devloop.safedir import Dir
 from devloop.sandbox import Sandbox
 from devloop.writeset import allowed
@@ -68,6 +70,8 @@ class ToolContext:
     services: dict[str, Any] = field(default_factory=dict)
     # The handle every tool reaches the view through (the workspace's, or opened on use).
     handle: Dir | None = field(default=None, repr=False)
+    # The view's tool-owned files (the workspace's): only their tools may write them.
+    owned_files: OwnedFiles = field(default_factory=OwnedFiles)
 
     @property
     def files(self) -> Dir:
@@ -114,6 +118,28 @@ class ToolContext:
     def may_write(self, unit_relative: str) -> bool:
         """Whether the role may write this unit-relative path."""
         return allowed(unit_relative, self.write_patterns)
+
+    def owner_of(self, unit_relative: str) -> OwnedFile | None:
+        """The record of a tool-owned file at (or above) this path, or None."""
+        holder = self.owned_files.holder(unit_relative)
+        return self.owned_files.get(holder) if holder is not None else None
+
+    def record_binds(self) -> list[tuple[Path, str]]:
+        """Read-only binds of each tool-owned file over itself, for a command's sandbox.
+
+        Only regular files are bound, checked beneath the view's handle (bubblewrap
+        follows links in what it binds); the workspace judges the rest when it collects.
+        """
+        binds = []
+        for rel, _ in self.owned_files:
+            path = f"{self.unit_rel}/{rel}"
+            try:
+                st = self.files.lstat(path)
+            except OSError:
+                continue
+            if st is not None and stat.S_ISREG(st.st_mode):
+                binds.append((self.view / path, path))
+        return binds
 
 
 class Tool:

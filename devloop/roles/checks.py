@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import shlex
 from pathlib import Path, PurePosixPath
@@ -119,9 +118,7 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
         if obs.exit_code != 0:
             failures.append("syntax check failed: " + (obs.stderr or obs.stdout).strip()[-1500:])
     failures += _decision_problems(ctx, role.attempt)
-    violations = ws.collect().violations
-    if violations:
-        failures.append("writes outside your write set: " + "; ".join(map(str, violations)))
+    failures += violation_problems(ws)
     wanted = {"implement": ("unit_coded",), "retry": ("code_patched",)}
     failures += timeline_problems(role, [wanted.get(role.mode, ("unit_coded", "code_patched"))])
     failures += _todo_problems(role)
@@ -162,6 +159,18 @@ def regression_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
     return problems
 
 
+def violation_problems(ws: Workspace) -> list[str]:
+    """Writes outside the write set, and changes to files only their tools write (each
+    discarded: what is committed is the tool's copy)."""
+    violations = ws.collect().violations
+    outside = [str(v) for v in violations if v.owner is None]
+    owned = [str(v) for v in violations if v.owner is not None]
+    problems = ["writes outside your write set: " + "; ".join(outside)] if outside else []
+    if owned:
+        problems.append("changes to files only their tools write: " + "; ".join(owned))
+    return problems
+
+
 def timeline_problems(role: RoleServices, wanted: list[tuple[str, ...]]) -> list[str]:
     """Each group of kinds needs one event of the role for its unit in this attempt (since
     the loop's last event for the unit)."""
@@ -177,12 +186,17 @@ def timeline_problems(role: RoleServices, wanted: list[tuple[str, ...]]) -> list
 
 
 def _decision_problems(ctx: ToolContext, attempt: int) -> list[str]:
-    try:
-        text = ctx.files.read_text(f"{ctx.unit_rel}/coder.log")
-    except FileNotFoundError:
-        text = ""
-    except OSError as exc:
-        return [f"coder.log cannot be read ({getattr(exc, 'reason', exc)}): make it a file"]
+    record = ctx.owned_files.get("coder.log")
+    if record is not None:
+        # What append_coder_log wrote, never the view's file (the session may edit that).
+        text = (record.data or b"").decode("utf-8", errors="replace")
+    else:
+        try:
+            text = ctx.files.read_text(f"{ctx.unit_rel}/coder.log")
+        except FileNotFoundError:
+            text = ""
+        except OSError as exc:
+            return [f"coder.log cannot be read ({getattr(exc, 'reason', exc)}): make it a file"]
     mine = [d for d in parse_coder_log(text) if d.attempt == attempt]
     if not mine:
         return [f"coder.log has no entry for attempt {attempt}: call append_coder_log"]
@@ -246,9 +260,7 @@ def tester_checks(
     failures = static_test_problems(ctx.unit_dir, stack, criteria, codes)
     failures += _run_problems(ctx, role)
     failures += adequacy.problems(last_adequacy(role))
-    violations = ws.collect().violations
-    if violations:
-        failures.append("writes outside your write set: " + "; ".join(map(str, violations)))
+    failures += violation_problems(ws)
     failures += timeline_problems(role, [("unit_tested",), ("test_passed", "test_failed")])
     failures += _todo_problems(role)
     return failures
@@ -299,15 +311,10 @@ def last_adequacy(role: RoleServices) -> Adequacy | None:
 
 
 def _run_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
-    rel = f"{ctx.unit_rel}/runs/{role.run_id or '-'}/result.json"
     if role.last_run is None:
         return ["no test run for this attempt: call run_tests"]
-    try:
-        result = RunResult.model_validate(json.loads(ctx.files.read_text(rel)))
-    except FileNotFoundError:
-        return ["no test run for this attempt: call run_tests"]
-    except (OSError, ValueError) as exc:
-        return [f"runs/{role.run_id}/result.json is not a valid result: {exc}"]
+    # The runtime's own result (run_tests, set_hint, bug_open), never the file in the view.
+    result = RunResult.model_validate(role.last_run["result"])
     names = code_names(ctx)
     problems = [
         f"failure {f.test!r} needs a hint that says what to change and where, naming the "

@@ -109,11 +109,9 @@ def capture_baseline(store: RedisStore, p: Prepared) -> RunResult | None:
 
 
 def _coder_log(p: Prepared) -> bytes:
-    """The view's coder.log (empty when it is missing or is not a regular file)."""
-    try:
-        return p.ws.files.read_bytes(f"{p.ws.unit_rel}/coder.log")
-    except OSError:
-        return b""
+    """coder.log as append_coder_log wrote it (what is committed), never the view's file."""
+    record = p.ws.owned.get("coder.log")
+    return (record.data if record else None) or b""
 
 
 def _hash(contract: dict[str, object] | None) -> str:

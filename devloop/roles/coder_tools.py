@@ -10,7 +10,15 @@ from pydantic import BaseModel, Field
 
 from devloop.agent.tools import Tool, ToolContext, ToolResult
 from devloop.contracts import ContractMissingExports, contract_bridge, hash_contract
-from devloop.ledgers import DecisionInvalid, DirSink, append_decision
+from devloop.ledgers import (
+    DecisionInvalid,
+    DirSink,
+    append_decision,
+    format_decision,
+    validate_decision,
+)
+from devloop.models import CoderDecision
+from devloop.owned import OwnedFile
 from devloop.roles import verify
 from devloop.roles.state_tools import services
 from devloop.vagueness import is_specific
@@ -153,16 +161,52 @@ class AppendCoderLogTool(Tool):
                     "refused: " + "; ".join(vague) + ". Follow this template:\n" + TEMPLATE,
                     is_error=True,
                 )
+        record = ctx.owned_files.get("coder.log")
+        path = f"{ctx.unit_rel}/coder.log"
+        note = ""
         try:
-            written = append_decision(DirSink(ctx.files, f"{ctx.unit_rel}/coder.log"), decision)
+            if record is None:  # a context without a workspace: a plain append
+                written = append_decision(DirSink(ctx.files, path), decision)
+            else:
+                note = _restored_note(ctx, record, path)
+                written = _append_owned(ctx, record, path, decision)
         except DecisionInvalid as exc:
             return ToolResult(str(exc), is_error=True)
         except OSError as exc:  # coder.log is a link, a fifo ...: the host does not follow it
             return ToolResult(f"coder.log: {getattr(exc, 'reason', exc)}", is_error=True)
         return ToolResult(
-            f"coder.log: decision for attempt {written.attempt} appended",
+            f"coder.log: decision for attempt {written.attempt} appended{note}",
             changed_files=("coder.log",),
         )
+
+
+def _append_owned(
+    ctx: ToolContext, record: OwnedFile, path: str, decision: dict[str, Any]
+) -> CoderDecision:
+    """Append the block to the log as this tool last wrote it (never to what the view
+    holds, which the session may have changed), write that, and record it."""
+    model = validate_decision(decision)
+    base = record.data or b""
+    if base and not base.endswith(b"\n"):
+        base += b"\n"  # a torn last line must not swallow this block
+    data = base + format_decision(model).encode("utf-8")
+    ctx.files.write_atomic(path, data)  # refused when coder.log is a link or a fifo
+    ctx.owned_files.wrote("coder.log", data)
+    return model
+
+
+def _restored_note(ctx: ToolContext, record: OwnedFile, path: str) -> str:
+    """What to tell the model when coder.log was changed by other means since."""
+    try:
+        now = ctx.files.read_bytes(path) if ctx.files.is_file(path) else None
+    except OSError:
+        now = None
+    if (now or b"") == (record.data or b""):
+        return ""  # as recorded (an absent log and an empty placeholder are the same)
+    return (
+        "; coder.log had been changed by other means: that change was discarded and the "
+        "log is as append_coder_log wrote it, with this block added"
+    )
 
 
 class VerifyTestsTool(Tool):

@@ -163,6 +163,7 @@ def _build(
         # Kept for this unit's sessions until it passes (promote_memory), then everyone's.
         save_memory=lambda name, note: store.put_pending_note(pid, role, unit, name, note, fence),
         violations=lambda: [str(v) for v in ws.collect().violations],
+        owned=ws.owned,
         runner=runner,
         run_id=request.run_id,
         retry_budget_left=max(0, settings.retry_budget - request.attempt),
@@ -205,6 +206,7 @@ def _build(
         emit=emit,
         services={"role": services},
         handle=ws.files,
+        owned_files=ws.owned,
     )
     return Prepared(request, ws, ctx, services, stack, entry.kind, mounts, source)
 

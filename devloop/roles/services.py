@@ -11,6 +11,7 @@ from typing import Any
 from devloop.config import Settings
 from devloop.ledgers import BugLedger, Timeline
 from devloop.models import RunResult, UnitsFile
+from devloop.owned import OwnedFiles
 from devloop.roles.adequacy import Claims
 from devloop.runners.base import TestRunner
 from devloop.sandbox.process import OutputSink
@@ -52,6 +53,13 @@ class RoleServices:
     # What a green run's tests must prove (roles/hollowrun.py), and where views are made.
     claims: Claims | None = None
     settings: Settings | None = None
+    # The view's tool-owned files (the workspace's): what run_tests and set_hint wrote.
+    owned: OwnedFiles = field(default_factory=OwnedFiles)
+
+    def record(self, rel: str, data: bytes) -> None:
+        """A tool of this session wrote a file it owns (kept when the view has no record)."""
+        if self.owned.get(rel) is not None:
+            self.owned.wrote(rel, data)
 
     @property
     def todo_path(self) -> str:

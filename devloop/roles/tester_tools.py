@@ -9,9 +9,10 @@ from pydantic import BaseModel, Field
 
 from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
 from devloop.ledgers import BugNotOwned, BugTransitionError
+from devloop.models import RunResult
 from devloop.roles.checks import code_names
 from devloop.roles.state_tools import services
-from devloop.roles.testrun import record_result, run_and_record
+from devloop.roles.testrun import run_and_record, write_result
 from devloop.roles.verify import tally
 from devloop.runners.hints import build_hint, is_useful_hint
 from devloop.runners.timing import load_note
@@ -104,26 +105,28 @@ class SetHintTool(Tool):
         role = services(ctx)
         if role.last_run is None or role.run_id is None:
             return ToolResult("no test run yet in this session: call run_tests", is_error=True)
-        failure = next(
-            (f for f in role.last_run["result"].get("failures", []) if f["test"] == args.test),
-            None,
-        )
-        if failure is None:
-            failed = [f["test"] for f in role.last_run["result"].get("failures", [])]
-            return ToolResult(
-                f"{args.test!r} did not fail in the last run; failures: {failed}", is_error=True
-            )
-        expected, got = failure.get("expected"), failure.get("got")
-        if not is_useful_hint(args.hint, args.test, expected, got, code_names(ctx)):
+        result = RunResult.model_validate(role.last_run["result"])
+        found = [f for f in result.failures if f.test == args.test]
+        if not found:
+            names = ", ".join(f.test for f in result.failures[:5]) or "none"
+            return ToolResult(f"no failure {args.test!r} in the last run (failures: {names})", True)
+        failure = found[0]
+        if not is_useful_hint(args.hint, failure.test, failure.expected, failure.got,
+                              code_names(ctx)):
             return ToolResult(
                 "refused: the hint must name the code (a file, function or route) or the value "
                 "that must change, and say what to do; not generic words, not only expected "
                 "and got, not the test's name",
                 is_error=True,
             )
-        failure["hint"] = args.hint
-        record_result(ctx.view, role)
-        return ToolResult(json.dumps({"test": args.test, "hint": args.hint}, ensure_ascii=False))
+        failure.hint = args.hint
+        write_result(role, ctx.view, result)
+        role.last_run = {**role.last_run, "result": result.to_json_dict()}
+        return ToolResult(
+            f"hint of {args.test!r} set",
+            data={"test": args.test},
+            changed_files=(f"runs/{role.run_id}/result.json",),
+        )
 
 
 class BugOpenInput(BaseModel):
@@ -155,7 +158,21 @@ class BugOpenTool(Tool):
             title=args.title,
             detail=args.detail,
         )
+        _bridge_failure(ctx, args.test_name, bug.id)
         return ToolResult(json.dumps({"id": bug.id, "new": new, "status": bug.status}))
+
+
+def _bridge_failure(ctx: ToolContext, test: str, bug_id: str) -> None:
+    """Name the bug on the last run's failure of that test when it has none yet."""
+    role = services(ctx)
+    if role.last_run is None or role.run_id is None:
+        return
+    result = RunResult.model_validate(role.last_run["result"])
+    unbridged = [f for f in result.failures if f.test == test and not f.bug_id]
+    if unbridged:
+        unbridged[0].bug_id = bug_id
+        write_result(role, ctx.view, result)
+        role.last_run = {**role.last_run, "result": result.to_json_dict()}
 
 
 class BugTransitionInput(BaseModel):

@@ -37,22 +37,22 @@ def run_and_record(role: RoleServices, view: Path, timeout_s: float = TIMEOUT_S)
     if proof is not None:
         result = result.model_copy(update={"adequacy": proof})
     opened, moved = bridge_run(role.bugs, result)
+    # The bridge filled in bug ids: write result.json again with them (never through a
+    # symlink the tests may have planted).
+    write_result(role, view, result)
+    # The run files are the runner's: record them, so nothing else may change them.
+    role.record(f"runs/{role.run_id}/stdout.txt", outcome.stdout.encode())
+    role.record(f"runs/{role.run_id}/stderr.txt", outcome.stderr.encode())
     role.last_run = {
         "result": result.to_json_dict(),
         "bugs_opened": opened,
         "bugs_transitioned": [m.model_dump(by_alias=True) for m in moved],
     }
-    # The bridge filled in bug ids: write result.json again with them.
-    record_result(view, role)
     return result
 
 
-def record_result(view: Path, role: RoleServices) -> None:
-    """Write the session's last result (role.last_run) as its run's result.json, never
-    through a symlink the tests may have planted."""
-    assert role.last_run is not None
-    write_run_file(
-        view,
-        f"units/{role.unit_id}/runs/{role.run_id}/result.json",
-        json.dumps(role.last_run["result"], indent=2, ensure_ascii=False),
-    )
+def write_result(role: RoleServices, view: Path, result: RunResult) -> None:
+    """Write the run's result.json from the host and record it as the runner's."""
+    text = json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False)
+    write_run_file(view, f"units/{role.unit_id}/runs/{role.run_id}/result.json", text)
+    role.record(f"runs/{role.run_id}/result.json", text.encode())

@@ -136,6 +136,7 @@ def rig(store: RedisStore, settings: Settings, base_url: str) -> Harness:
         save_state=lambda path, data: store.put_agent_state(PID, path, data),
         save_memory=lambda name, note: store.put_memory_note(PID, "coder", name, note),
         violations=lambda: [str(v) for v in ws.collect().violations],
+        owned=ws.owned,
     )
     ctx = ToolContext(
         view=ws.root,
@@ -147,6 +148,7 @@ def rig(store: RedisStore, settings: Settings, base_url: str) -> Harness:
         emit=events.append,
         services={"role": services},
         handle=ws.files,
+        owned_files=ws.owned,
     )
     return Harness(store, settings, base_url, ws, ctx, events)
 

@@ -169,5 +169,5 @@ def test_append_coder_log_through_a_planted_link_is_an_error_that_writes_nothing
     log.symlink_to(host)
     decision = {"this_fix": "x", "rationale": "y", "changed_files": ["code/a.js"]}
     result = AppendCoderLogTool().execute(h.ctx, {"decision": decision})
-    assert result.is_error and result.text == "coder.log: is a symlink"
+    assert result.is_error and result.text.startswith("coder.log: is a symlink")
     assert host.read_text() == "host\n"

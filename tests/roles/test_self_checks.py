@@ -16,8 +16,10 @@ from typing import Any
 
 import pytest
 
+from devloop.agent.tools import ToolContext
 from devloop.config import Settings
 from devloop.contracts import hash_contract
+from devloop.ledgers import BugLedger, FileSink, Timeline
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
 from devloop.models import CoderOutput, TesterOutput
@@ -25,6 +27,7 @@ from devloop.project import load_project
 from devloop.roles import checks
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest, RoleRun
+from devloop.roles.services import RoleServices
 from devloop.roles.tester import run_tester
 from devloop.store import RedisStore
 
@@ -70,10 +73,6 @@ def test_an_unknown_discount_code_raises_invalid_discount():
 FIRST = "tests/test_pricing.py::test_line_total_is_price_cents_times_qty"
 RED = ("unit_tested", "test_failed")  # the timeline of a red run
 DECISION = {"this_fix": "first version", "rationale": "as the SDD says"}
-FIX_FIRST_FAILURE = (
-    "python -c \"import json; p = 'runs/run-1-1/result.json'; d = json.load(open(p)); "
-    "f = d['failures'][0]; {edit}; json.dump(d, open(p, 'w'))\""
-)
 
 
 def call(name: str, **args: Any) -> dict[str, Any]:
@@ -273,7 +272,7 @@ def test_a_missing_coder_log_entry_fails_the_coder(drive: Drive, inventory_proje
 def test_a_retry_entry_without_last_failure_and_cause_fails_the_coder(
     drive: Drive, inventory_project: Path
 ) -> None:
-    # append_coder_log refuses such an entry, so the coder writes coder.log by hand.
+    # append_coder_log refuses such an entry, and so is the coder's writing it by hand.
     entry = "---\nattempt: 2\nthis_fix: read qty\nrationale: why\nchanged_files: []\n---\n"
     refused = call("append_coder_log", decision={**DECISION, "changed_files": []})
     by_hand = call("Write", path="coder.log", content=entry)
@@ -281,7 +280,7 @@ def test_a_retry_entry_without_last_failure_and_cause_fails_the_coder(
         inventory_project, decision=None, extra=(refused, by_hand), timeline="code_patched"
     )
     ended = drive(inventory_project, "coder", "pricing", calls, mode="retry", attempt=2)
-    ended.assert_failed_on("the retry entry in coder.log needs last_failure, last_cause")
+    ended.assert_failed_on("coder.log has no entry for attempt 2: call append_coder_log")
     assert len(ended.failures) == 1
 
 
@@ -559,6 +558,7 @@ def test_a_specific_hint_in_chinese_passes_the_tester(drive: Drive, coded_pricin
     )
     ended = drive(coded_pricing, "tester", "pricing", calls)
     assert ended.failures == [] and ended.handbacks == []
+    assert isinstance(ended.output, TesterOutput) and ended.output.failures[0].hint == hint
 
 
 def test_a_write_outside_the_write_set_fails_the_tester(drive: Drive, coded_pricing: Path) -> None:
@@ -589,12 +589,26 @@ def test_missing_timeline_events_fail_the_tester(
 
 
 
-def test_a_failure_not_bridged_to_a_bug_fails_the_tester(drive: Drive, coded_pricing: Path) -> None:
-    rewrite = call("Bash", command=FIX_FIRST_FAILURE.format(edit="f.pop('bug_id')"))
-    calls = scripted_tester(PY_TESTS.format(last=5), after_run=(rewrite,), timeline=RED)
-    ended = drive(coded_pricing, "tester", "pricing", calls)
-    ended.assert_failed_on(f"failure '{FIRST}' is not bridged to a bug: call bug_open")
-    assert len(ended.failures) == 1
+def test_a_failure_not_bridged_to_a_bug_fails_the_tester(
+    coded_pricing: Path, tmp_path: Path
+) -> None:
+    # run_tests bridges every failure, so only the runtime's own result can lack a bug id.
+    hint = "line_total adds price_cents and qty in code/pricing.py: multiply them"
+    failure = {"test": FIRST, "expected": 6, "got": 5, "hint": hint}
+    result = {"run_id": "run-1-1", "unit_id": "pricing", "attempt": 1, "ok": False,
+              "failures": [failure]}
+    role = RoleServices(
+        pid="p-inventory", unit_id="pricing", role="tester", attempt=1,
+        units=load_project(coded_pricing).units,
+        bugs=BugLedger(FileSink(tmp_path / "bugs.ndjson")),
+        timeline=Timeline(FileSink(tmp_path / "timeline.ndjson")),
+        save_state=lambda path, data: None, save_memory=lambda name, note: None,
+        run_id="run-1-1", last_run={"result": result},
+    )
+    ctx = ToolContext(view=tmp_path, unit_id="pricing", role="tester", write_patterns=())
+    assert checks._run_problems(ctx, role) == [
+        f"failure '{FIRST}' is not bridged to a bug: call bug_open"
+    ]
 
 
 def test_no_test_run_fails_the_tester(drive: Drive, coded_pricing: Path) -> None:
