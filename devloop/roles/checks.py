@@ -16,6 +16,7 @@ from devloop.roles import coverage as cov
 from devloop.roles import verify
 from devloop.roles.coder_tools import read_contract
 from devloop.roles.services import RoleServices
+from devloop.runners.coverage import unexecuted_problems
 from devloop.runners.hints import is_useful_hint
 from devloop.safedir import Dir
 from devloop.safetree import Limits, TooMany, walk
@@ -232,11 +233,13 @@ def tester_checks(
     ctx: ToolContext, ws: Workspace, stack: str, criteria: list[str], codes: list[str]
 ) -> list[str]:
     """The tester's checks: a test named after each criterion, a case per status code, no
-    mock of the code, a real run with useful hints and bridged bugs, no write outside its
-    write set, its timeline events, and a finished todolist."""
+    mock of the code, a real run with useful hints and bridged bugs, every exported
+    function executed by a test, no write outside its write set, its timeline events, and
+    a finished todolist."""
     role: RoleServices = ctx.services["role"]
     failures = static_test_problems(ctx.unit_dir, stack, criteria, codes)
     failures += _run_problems(ctx, role)
+    failures += unexecuted_problems((role.last_run or {}).get("result"))
     violations = ws.collect().violations
     if violations:
         failures.append("writes outside your write set: " + "; ".join(map(str, violations)))

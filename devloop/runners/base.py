@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from devloop.config import load_settings
-from devloop.models import Failure, RunResult, RunSummary
+from devloop.models import CodeCoverage, Failure, RunResult, RunSummary
 from devloop.runners import timing
 from devloop.runners.verdict import DISAGREE
 from devloop.safedir import Dir
@@ -181,8 +181,17 @@ def code_digest(view: Path, unit_rel: str) -> str | None:
         return None
 
 
-def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOutcome:
-    """Turn a parsed report and the observation into the verdict, and write the run files."""
+def finish(
+    spec: RunSpec,
+    parsed: Parsed,
+    obs: Observation,
+    tool: str,
+    coverage: CodeCoverage | None = None,
+) -> RunOutcome:
+    """Turn a parsed report and the observation into the verdict, and write the run files.
+
+    `coverage` is recorded beside the verdict, never part of it (dropped for a run that
+    did not really run)."""
     reason, starved = parsed.crash_reason, None
     if obs.timed_out:
         tail = [ln.strip() for ln in obs.stdout.splitlines() if ln.strip()][-3:]
@@ -220,6 +229,7 @@ def finish(spec: RunSpec, parsed: Parsed, obs: Observation, tool: str) -> RunOut
         starved=starved is not None,
         starved_reason=starved,
         code_digest=code_digest(spec.view, spec.unit_rel),
+        coverage=None if crashed or starved else coverage,
     )
     write_run_file(spec.view, spec.run_file("stdout.txt"), obs.stdout)
     write_run_file(spec.view, spec.run_file("stderr.txt"), obs.stderr)

@@ -29,6 +29,8 @@ def test_the_report_names_what_the_run_did(todo_run: Path) -> None:
         assert text in html, text
     assert html.count('data-unit="') == 2
     assert html.count('data-step="') == 9
+    # Every run that ran shows the coverage of code/ its tests measured.
+    assert re.search(r"data-coverage>coverage of code/: lines \d+%, branches \d+%", html)
 
 
 def test_the_page_is_self_contained(todo_run: Path) -> None:
