@@ -163,6 +163,24 @@ class Adequacy(Record):
     hollow_wall_s: float | None = None
 
 
+class FileCoverage(Record):
+    """Line and branch coverage of one file, as covered/total (None: nothing to count)."""
+
+    lines: float | None = None
+    branches: float | None = None
+
+
+class CodeCoverage(Record):
+    """Coverage of code/ by the run's tests, from coverage.py or coverage-v8: detail the
+    tests' own process wrote, never part of the verdict."""
+
+    lines: float | None = None
+    branches: float | None = None
+    files: dict[str, FileCoverage] = Field(default_factory=dict)
+    # "code/cart.py: total": an exported function, method or constructor no test ran.
+    unexecuted: list[str] = Field(default_factory=list)
+
+
 class RunResult(Record):
     """runs/{runId}/result.json: the tester's structured verdict."""
 
@@ -193,6 +211,8 @@ class RunResult(Record):
     code_digest: str | None = None
     # A green run's tests against a hollow build of code/ (devloop/roles/adequacy.py).
     adequacy: Adequacy | None = None
+    # Line and branch coverage of code/ (None: not measured, or its report was unreadable).
+    coverage: CodeCoverage | None = None
 
 
 # --- bugs.ndjson ----------------------------------------------------------------------
@@ -355,3 +375,4 @@ class TesterOutput(Payload):
     tokens_used: int
     sandbox_violations: list[str] = Field(default_factory=list)
     starved: bool = False  # the last run got too little CPU to judge the code
+    coverage: CodeCoverage | None = None  # the last run's coverage of code/, when measured

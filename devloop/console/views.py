@@ -158,6 +158,7 @@ def unit_view(store: RedisStore, pid: str, unit: str) -> UnitView:
     if tester is not None:
         view.coverage = {k: tester.get(k) for k in
                          ("acceptance_coverage", "contract_coverage", "summary", "run_id")}
+        view.coverage["code"] = tester.get("coverage")  # line and branch coverage of code/
     if state.status == "review":
         view.review = review_diff(store, pid, unit)
     return view

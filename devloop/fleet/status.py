@@ -14,6 +14,7 @@ from devloop.fleet.control import read_control
 from devloop.fleet.records import StepRecord, environment_error, steps_of
 from devloop.fleet.why import next_steps, reason
 from devloop.loop import awaited_tester_try
+from devloop.models import CodeCoverage
 from devloop.store import RedisStore, UnitState
 
 DONE = ("passed", "blocked", "blocked_upstream")
@@ -58,6 +59,7 @@ class UnitRow(BaseModel):
     step: str | None = None  # the running session's current step (role, step/total, turn, tool)
     next_steps: list[str] = []  # blocked: the commands that move it on
     note: str | None = None  # why the unit waits that is not its code's fault (a busy machine)
+    coverage: CodeCoverage | None = None  # line and branch coverage by its last tester run
 
 
 class ProjectStatus(BaseModel):
@@ -89,6 +91,16 @@ def load_note(state: UnitState) -> str | None:
     if starved and state.status == "testing":
         return f"test run starved of CPU {starved}x: re-run after a backoff"
     return None
+
+
+def last_coverage(steps: list[StepRecord]) -> CodeCoverage | None:
+    """The coverage of code/ by the unit's last tester step (None: it measured none)."""
+    testers = [s for s in steps if s.role == "tester"]
+    raw = testers[-1].output.get("coverage") if testers else None
+    try:
+        return CodeCoverage.model_validate(raw) if raw else None
+    except ValueError:
+        return None
 
 
 def progress_key(store: RedisStore, pid: str) -> str:
@@ -187,6 +199,7 @@ def project_status(
                 step=current.describe() if current else None,
                 next_steps=next_steps(state, unit, folder, pid) if shown == "blocked" else [],
                 note=load_note(state),
+                coverage=last_coverage(steps),
             )
         )
     return ProjectStatus(

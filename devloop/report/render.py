@@ -16,6 +16,7 @@ from devloop.report.data import ReportData, gather
 from devloop.report.gantt import BAR_H, LABEL_W, PLOT_W, gantt_layout
 from devloop.report.layout import dag_layout
 from devloop.report.views import attempts, cost_table, wall_time
+from devloop.runners.coverage import describe as describe_coverage
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -41,7 +42,8 @@ def _environment() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters.update(
-        thousands=_thousands, usd=_usd, secs=_secs, show=_show, short=_short, hms=_hms, utc=_utc
+        thousands=_thousands, usd=_usd, secs=_secs, show=_show, short=_short, hms=_hms, utc=_utc,
+        coverage=describe_coverage,
     )
     env.globals.update(status_colours=_status_colours, role_colours=ROLE_COLOURS,
                        dag_legend=DAG_LEGEND, unit_href=lambda unit: f"#unit-{unit}")

@@ -17,6 +17,7 @@ from devloop.roles.coder_tools import read_contract
 from devloop.roles.services import RoleServices
 from devloop.runners import tamper
 from devloop.runners.base import code_sources
+from devloop.runners.coverage import unexecuted_problems
 from devloop.runners.hints import is_useful_hint
 from devloop.safedir import Dir
 from devloop.safetree import Limits, TooMany, walk
@@ -254,12 +255,13 @@ def tester_checks(
 ) -> list[str]:
     """The tester's checks: a test exercising each criterion, a case per status code, no
     mock of the code, a real run with useful hints and bridged bugs, tests that fail on a
-    hollow build of the code, no write outside its write set, its timeline events, and a
-    finished todolist."""
+    hollow build of the code, every exported function executed by a test, no write
+    outside its write set, its timeline events, and a finished todolist."""
     role: RoleServices = ctx.services["role"]
     failures = static_test_problems(ctx.unit_dir, stack, criteria, codes)
     failures += _run_problems(ctx, role)
     failures += adequacy.problems(last_adequacy(role))
+    failures += unexecuted_problems((role.last_run or {}).get("result"))
     failures += violation_problems(ws)
     failures += timeline_problems(role, [("unit_tested",), ("test_passed", "test_failed")])
     failures += _todo_problems(role)

@@ -206,6 +206,7 @@ def _output(
         contract_coverage=round(contract_cov, 3),
         crashed=bool(result.crashed) if result else True,
         starved=bool(result and result.starved),
+        coverage=result.coverage if result else None,
         duration_ms=(session.duration_ms if session else 0) + (result.duration_ms if result else 0),
         tokens_used=tokens,
     )

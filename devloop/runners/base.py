@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from devloop.config import load_settings
-from devloop.models import Failure, RunResult, RunSummary
+from devloop.models import CodeCoverage, Failure, RunResult, RunSummary
 from devloop.runners import tamper, timing
 from devloop.runners.verdict import DISAGREE
 from devloop.safedir import Dir
@@ -231,12 +231,18 @@ def tampered(records: list[dict[str, Any]]) -> str | None:
 
 
 def finish(
-    spec: RunSpec, parsed: Parsed, obs: Observation, tool: str, code_fault: str | None = None
+    spec: RunSpec,
+    parsed: Parsed,
+    obs: Observation,
+    tool: str,
+    code_fault: str | None = None,
+    coverage: CodeCoverage | None = None,
 ) -> RunOutcome:
     """Turn a parsed report and the observation into the verdict, and write the run files.
 
     `code_fault` (the code tampered with the framework) overrides everything: the run
-    proves nothing, and it is the coder's to fix."""
+    proves nothing, and it is the coder's to fix. `coverage` is recorded beside the
+    verdict, never part of it (dropped for a run that did not really run)."""
     reason, starved = parsed.crash_reason, None
     if code_fault:
         reason = code_fault
@@ -280,6 +286,7 @@ def finish(
         starved=starved is not None,
         starved_reason=starved,
         code_digest=code_digest(spec.view, spec.unit_rel),
+        coverage=None if crashed or starved else coverage,
     )
     write_run_file(spec.view, spec.run_file("stdout.txt"), obs.stdout)
     write_run_file(spec.view, spec.run_file("stderr.txt"), obs.stderr)

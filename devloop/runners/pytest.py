@@ -11,9 +11,10 @@ The default `prepend` import mode lets tests import helpers that sit next to the
 tests/. In the sandbox, with the test venv bound read-only at its own path:
 
     PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 VERDICT_FD=<fd>
-        PYTHONPATH=<plugins> <venv>/bin/python -m pytest -q --capture=tee-sys
-        -p verdict_channel -p no:cacheprovider --rootdir=.
-        -o pythonpath=code -o junit_family=xunit1 --junitxml=runs/{run}/junit.xml tests
+        PYTHONPATH=<plugins> <venv>/bin/python -m coverage run --branch --source=code ...
+        -m pytest -q --capture=tee-sys -p verdict_channel -p no:cacheprovider --rootdir=.
+        -o pythonpath=code -o junit_family=xunit1 --junitxml=runs/{run}/junit.xml tests;
+        <coverage json into runs/{run}/coverage.json> (devloop.runners.coverage)
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from devloop.models import Failure
+from devloop.runners import coverage as cov
 from devloop.runners.base import (
     SLOT_WAIT_S,
     TIMEOUT_S,
@@ -90,9 +92,10 @@ class PytestRunner:
             command = (
                 f"PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 "
                 f"VERDICT_FD={channel.fd} PYTHONPATH={shlex.quote(str(self.plugins))} "
-                f"{python} -m pytest -q --capture=tee-sys "
+                f"{cov.python_run(python)} -m pytest -q --capture=tee-sys "
                 f"-p {PYTEST_PLUGIN} -p no:cacheprovider --rootdir=. -o pythonpath=code "
                 f"-o junit_family=xunit1 --junitxml={spec.run_rel}/junit.xml tests"
+                + cov.python_report(python, spec.run_rel)
             )
             obs = self.sandbox.run(
                 command,
@@ -121,7 +124,8 @@ class PytestRunner:
                 parsed.crash_reason = f"pytest {CRASH_EXITS[obs.exit_code]}: {found or '?'}"
             elif parsed.crash_reason is None:
                 parsed.crash_reason = check(parsed, stream, obs.exit_code)
-        return finish(spec, parsed, obs, "pytest", tampered(stream.records))
+        coverage = None if obs.timed_out else cov.python_coverage(spec)
+        return finish(spec, parsed, obs, "pytest", tampered(stream.records), coverage)
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:
         """Hollow code/**/*.py of a scratch view (host side: parsing runs nothing)."""

@@ -12,7 +12,7 @@ framework), and a `devloop-syntax.cjs` esbuild check, run only after a load fail
 vite's import analysis hides the real SyntaxError. Then, in the sandbox: `VERDICT_FD=<fd>
 node ../../node_modules/vitest/vitest.mjs run --config runs/{run}/vitest.config.mjs
 --reporter=default --reporter=json --outputFile.json=runs/{run}/report.json
---reporter=<plugins>/vitest_reporter.mjs`.
+--reporter=<plugins>/vitest_reporter.mjs` and coverage-v8's flags (devloop.runners.coverage).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from devloop.models import Failure, RunSummary
+from devloop.runners import coverage as cov
 from devloop.runners.base import (
     SLOT_WAIT_S,
     TIMEOUT_S,
@@ -181,6 +182,7 @@ class VitestRunner:
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S):
             with Channel() as channel:
                 command = COMMAND.format(run=spec.run_rel, fd=channel.fd, reporter=reporter)
+                command += cov.vitest_flags(spec.run_rel)
                 obs = self._run(spec, command, timeout_s, channel.fd, on_output)
                 stream = channel.close()
             parsed = Parsed()
@@ -191,7 +193,8 @@ class VitestRunner:
                     parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
                 if parsed.crash_reason is None:
                     parsed.crash_reason = check(parsed, stream, obs.exit_code, spec)
-        return finish(spec, parsed, obs, "vitest", tampered(stream.records))
+        coverage = None if obs.timed_out else cov.node_coverage(spec)
+        return finish(spec, parsed, obs, "vitest", tampered(stream.records), coverage)
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:
         """Hollow code/'s scripts and .vue files of a scratch view, in the sandbox."""

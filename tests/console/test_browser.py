@@ -127,6 +127,8 @@ def test_a_review_unit_waits_and_its_approval_in_the_page_releases_its_dependent
     diff = page.text_content("#diff") or ""
     assert "code/unit.py" in diff and "+    return 42" in diff and "tests/test_unit.py" in diff
     assert "acceptance criteria 100%" in (page.text_content("[data-coverage]") or "")
+    code_coverage = page.text_content("[data-code-coverage]") or ""
+    assert "coverage of code/: lines 100%" in code_coverage
     assert project.get_attribute('g[data-unit="slow"]', "data-status") == "pending"
     page.click('form[data-form="approve"] button')
     page.wait_for_selector(".done", timeout=30_000)

@@ -32,6 +32,8 @@ def test_the_report_names_what_the_run_did(todo_run: Path) -> None:
     # Each green run's tests were run against a hollow build, and proved every criterion.
     proofs = re.findall(r"data-adequacy>proves (\d+) of (\d+) criteria", html)
     assert len(proofs) == 2 and all(a == b for a, b in proofs), proofs
+    # Every run that ran shows the coverage of code/ its tests measured.
+    assert re.search(r"data-coverage>coverage of code/: lines \d+%, branches \d+%", html)
 
 
 def test_the_page_is_self_contained(todo_run: Path) -> None:

@@ -372,6 +372,21 @@ def test_the_tester_workflow_alone_passes_its_self_check(drive: Drive, coded_pri
     assert ended.failures == [] and ended.handbacks == [] and ended.output.ok
 
 
+def test_an_exported_function_no_test_executes_fails_the_tester(
+    drive: Drive, coded_pricing: Path
+) -> None:
+    code = coded_pricing / "units/pricing/code/pricing.py"
+    code.write_text(code.read_text() + "\n\ndef unit_price(total_cents, qty):\n    return 0\n")
+    ended = drive(coded_pricing, "tester", "pricing", scripted_tester())
+    ended.assert_failed_on(
+        "no test executes code/pricing.py: unit_price(); write a test that calls it"
+    )
+    assert len(ended.failures) == 1
+    assert isinstance(ended.output, TesterOutput) and ended.output.coverage is not None
+    assert ended.output.coverage.unexecuted == ["code/pricing.py: unit_price"]
+    assert ended.output.coverage.branches == 1.0
+
+
 def test_a_red_run_with_hinted_bridged_failures_passes_the_self_check(
     drive: Drive, coded_pricing: Path
 ) -> None:
@@ -393,7 +408,9 @@ def test_a_criterion_no_test_is_named_after_fails_the_tester_however_many_tests(
     tests = "from pricing import line_total\n" + ten
     ended = drive(coded_pricing, "tester", "pricing", scripted_tester(tests))
     ended.assert_failed_on("no test exercises these acceptance criteria")
-    [failure] = ended.failures
+    # ...and apply_discount is never called at all (measured by coverage).
+    failure, unexecuted = ended.failures
+    assert unexecuted.startswith("no test executes code/pricing.py: apply_discount()")
     assert "apply_discount(total_cents" in failure and "An unknown discount code" in failure
     assert "line_total(price_cents, qty)" not in failure
     assert isinstance(ended.output, TesterOutput)

@@ -72,6 +72,10 @@ def test_enqueue_a_worker_status_and_pull(
             rows = wait_all_passed(project, env)
         assert proc.returncode == 128 + signal.SIGTERM  # a warm stop, as on Ctrl-C
         assert [(u["unit_id"], u["attempt"]) for u in rows["units"]] == [("a", 1), ("b", 1)]
+        # Each row carries its last tester run's coverage of code/ (the test calls value()).
+        assert [(u["coverage"]["lines"], u["coverage"]["unexecuted"]) for u in rows["units"]] == [
+            (1.0, []), (1.0, [])
+        ]
         pulled = run_bounded([DEVLOOP, "pull", str(project), str(tmp_path / "out")],
                              timeout=120, env=env)
         assert pulled.returncode == 0, pulled.stderr
@@ -81,6 +85,7 @@ def test_enqueue_a_worker_status_and_pull(
         result = json.loads((tmp_path / "out/units" / unit / "runs/run-1-1/result.json")
                             .read_text())
         assert result["ok"] is True
+        assert result["coverage"]["files"] == {"code/unit.py": {"lines": 1.0}}
     assert (tmp_path / "out/agent-state/fleet-steps.ndjson").is_file()
 
 
