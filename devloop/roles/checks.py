@@ -111,7 +111,7 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
         )
         if obs.exit_code != 0:
             failures.append("syntax check failed: " + (obs.stderr or obs.stdout).strip()[-1500:])
-    failures += _decision_problems(ctx, role.attempt)
+    failures += _decision_problems(ctx, role.attempt, retry=role.mode != "implement")
     violations = ws.collect().violations
     if violations:
         failures.append("writes outside your write set: " + "; ".join(map(str, violations)))
@@ -169,7 +169,7 @@ def timeline_problems(role: RoleServices, wanted: list[tuple[str, ...]]) -> list
     ]
 
 
-def _decision_problems(ctx: ToolContext, attempt: int) -> list[str]:
+def _decision_problems(ctx: ToolContext, attempt: int, retry: bool = True) -> list[str]:
     try:
         text = ctx.files.read_text(f"{ctx.unit_rel}/coder.log")
     except FileNotFoundError:
@@ -180,7 +180,7 @@ def _decision_problems(ctx: ToolContext, attempt: int) -> list[str]:
     if not mine:
         return [f"coder.log has no entry for attempt {attempt}: call append_coder_log"]
     last = mine[-1]
-    if attempt > 1 and not (last.last_failure and last.last_cause and last.this_fix):
+    if retry and attempt > 1 and not (last.last_failure and last.last_cause and last.this_fix):
         return ["the retry entry in coder.log needs last_failure, last_cause and this_fix"]
     return []
 

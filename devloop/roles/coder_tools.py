@@ -146,7 +146,10 @@ class AppendCoderLogTool(Tool):
         role = services(ctx)
         decision = args.decision.model_dump(exclude_none=True)
         decision.setdefault("attempt", role.attempt)
-        if decision["attempt"] > 1:
+        # An attempt started from implement again (a scripted pass built by a real model)
+        # has no failure behind it to reflect on.
+        retry = decision["attempt"] > 1 and role.mode != "implement"
+        if retry:
             vague = reflection_problems(args.decision, role.failing_tests)
             if vague:
                 return ToolResult(
@@ -154,7 +157,8 @@ class AppendCoderLogTool(Tool):
                     is_error=True,
                 )
         try:
-            written = append_decision(DirSink(ctx.files, f"{ctx.unit_rel}/coder.log"), decision)
+            written = append_decision(DirSink(ctx.files, f"{ctx.unit_rel}/coder.log"), decision,
+                                      retry=retry)
         except DecisionInvalid as exc:
             return ToolResult(str(exc), is_error=True)
         except OSError as exc:  # coder.log is a link, a fifo ...: the host does not follow it
