@@ -263,3 +263,32 @@ def review_required(project_review: str | None, unit_review: str | None) -> bool
     """Whether a unit waits for a person after green tests: its own `review` field wins,
     else the project's (`"required"` or `"none"`)."""
     return (unit_review or project_review) == "required"
+
+
+IMPLEMENT_ATTEMPT = "implement_attempt"  # extra: this attempt starts from implement, not a retry
+
+
+def waiting_again(state: UnitState) -> UnitState:
+    """A passed unit to be built again from implement: pending, its attempts counted on
+    (its next one follows the last), nothing of the passed attempt's loop state kept."""
+    return state.model_copy(update={
+        "status": "pending", "failure_signature": None, "signature_repeats": 0,
+        "last_hint": None, "last_error": None, "blocked_reason": None, "scripted": False,
+        "extra": {},
+    })
+
+
+def started_again(state: UnitState, now: float) -> UnitState:
+    """A pending unit that ran before starts its next attempt, from implement."""
+    attempt = state.attempt + 1
+    return state.model_copy(update={
+        "status": "coding", "attempt": attempt, "started_at": now, "updated_at": now,
+        "extra": {**state.extra, IMPLEMENT_ATTEMPT: attempt},
+    })
+
+
+def coder_mode(state: UnitState) -> str:
+    """The coder's mode for the unit's current attempt: implement for its first attempt and
+    for one started again from implement, else retry."""
+    fresh = state.attempt == 1 or state.extra.get(IMPLEMENT_ATTEMPT) == state.attempt
+    return "implement" if fresh else "retry"

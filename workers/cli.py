@@ -19,6 +19,7 @@ from devloop.config import load_settings
 from devloop.embedded import RedisEndpoint, redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
+from devloop.fleet.marks import forget_llm
 from devloop.fleet.records import export_steps
 from devloop.fleet.respec import apply_changes
 from devloop.fleet.status import project_status
@@ -143,6 +144,7 @@ def enqueue(project_dir: Annotated[Path, typer.Argument(help="The project folder
         report, dispatches = enqueue_project(store, project_dir)
     except ProjectInvalid as exc:
         fail(exc.problems)
+    forget_llm(store, report.pid)  # the workers' model is theirs: no decision is marked scripted
     reruns, lines = apply_changes(store, load_project(project_dir), str(project_dir))
     for line in lines:
         out.print(line, markup=False, highlight=False)

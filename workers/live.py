@@ -54,7 +54,7 @@ def status_table(state: ProjectStatus, width: int = 100) -> Table:
     cost = f"{SCRIPTED} $" if state.scripted else "cost $"
     cells = {
         "unit": [u.unit_id for u in state.units],
-        "status": [u.status for u in state.units],
+        "status": [u.label for u in state.units],
         "attempt": [str(u.attempt) for u in state.units],
         "tokens": [f"{u.tokens:,}" for u in state.units],
         cost: [f"{u.cost_usd:.4f}" for u in state.units],
@@ -74,7 +74,8 @@ def status_table(state: ProjectStatus, width: int = 100) -> Table:
         line: list[RenderableType] = []
         for name in shown:
             text = cells[name][i]
-            style = COLORS.get(text, "") if name == "status" else "dim" if name == "step" else ""
+            style = (COLORS.get(row.status, "") if name == "status"
+                     else "dim" if name == "step" else "")
             line.append(Text(text, style=style))
         line.append(Text(_why(row), overflow="fold"))
         table.add_row(*line)
@@ -122,16 +123,27 @@ def live_view(state: ProjectStatus, footer: str | None = None) -> Group:
         + (f", {state.count('interrupted')} interrupted" if state.count("interrupted") else "")
         + ("; costs scripted (stub)" if state.scripted else "")
     )
+    marked = sum(u.scripted for u in state.units)
     # A grid row keeps the bar and its caption on one line (a bare bar ends no line).
     progress = Table.grid(padding=(0, 1))
     progress.add_row(ProgressBar(total=total, completed=done, width=30), caption)
     parts: list[RenderableType] = [StatusTable(state), progress]
+    if marked:
+        parts.append(Text(scripted_legend(marked), style="dim"))
     parts += people_lines(state)
     if footer:
         parts.append(Text(footer, style="dim"))
     if state.environment_error:
         parts.append(Text(f"environment: {state.environment_error}", style="red"))
     return Group(*parts)
+
+
+def scripted_legend(marked: int) -> str:
+    """What `passed (scripted)` means, under the table."""
+    units, them = ("1 unit", "it") if marked == 1 else (f"{marked} units", "them")
+    return (f"passed (scripted): {units} passed under the stub's scripted turns, which prove "
+            f"the script, not the code; a run with a real model builds {them} again from "
+            "implement")
 
 
 def print_status(console: Console, state: ProjectStatus) -> None:

@@ -24,10 +24,12 @@ from devloop.errors import DevLoopError, Problem, ProjectInvalid
 from devloop.fleet.control import steps_running
 from devloop.fleet.dispatch import enqueue_project, reconcile, resume_blocked
 from devloop.fleet.failures import one_line
+from devloop.fleet.marks import STUB, export_marks
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.records import export_steps
 from devloop.fleet.respec import apply_changes
-from devloop.fleet.status import ProjectStatus, mark_run, project_status
+from devloop.fleet.scripted import Rebuilt, run_scripted_again
+from devloop.fleet.status import ProjectStatus, mark_run, project_status, scripted
 from devloop.fleet.webhook import console_link
 from devloop.project import Project, load_project
 from devloop.redis_server import RedisServerError, connect
@@ -277,9 +279,18 @@ def _start_notes(
 ) -> list[Dispatch]:
     """Note the model in use, run again what --rerun names and what changed since it passed,
     and say so (and that the run resumes); the chains that starts."""
+    every_run_scripted = scripted(store, project.pid)  # before this run counts
     mark_run(store, project.pid, options.llm)
     folder = str(options.project_dir)
-    dispatches, lines = apply_changes(store, project, folder, options.reruns)
+    again = Rebuilt()
+    if options.llm == STUB:
+        export_marks(store, project.pid, every_run_scripted)  # a stub run resumes them
+    else:
+        # A scripted green proves the script, not the code: a real model builds it again.
+        again = run_scripted_again(store, project, every_run_scripted)
+    asked = tuple(u for u in options.reruns if u not in again.units)  # they run again anyway
+    dispatches, lines = apply_changes(store, project, folder, asked)
+    dispatches, lines = again.sent + dispatches, again.lines + lines
     if earlier:
         state = project_status(store, project.pid)
         passed = state.count("passed")
@@ -347,6 +358,7 @@ def _watch(
                 raise GaveUp(f"timed out after {options.timeout_s:.0f} s; run again to resume")
             time.sleep(options.poll_s)
     console.print()
+    export_marks(store, pid, state.scripted)  # exact at the end (decisions race to write it)
     store.export(pid, project_dir, as_source=True)
     export_steps(store, pid, project_dir)
     return state

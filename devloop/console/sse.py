@@ -105,10 +105,12 @@ def state_event(fields: dict[bytes, bytes]) -> dict[str, Any]:
     status = fields.get(b"status", b"pending").decode()
     attempt = int(fields.get(b"attempt", b"0"))
     fill, stroke = colours(status)
-    label = status.replace("_", " ") + (
-        f" · {attempt} attempt{'' if attempt == 1 else 's'}" if attempt else "")
+    # A pass under the stub's scripted turns says so wherever the status is shown.
+    chip = status.replace("_", " ") + (
+        " (scripted)" if status == "passed" and fields.get(b"scripted") == b"1" else "")
+    label = chip + (f" · {attempt} attempt{'' if attempt == 1 else 's'}" if attempt else "")
     return {"unit": fields.get(b"unit", b"").decode(), "status": status, "attempt": attempt,
-            "fill": fill, "stroke": stroke, "label": label}
+            "fill": fill, "stroke": stroke, "label": label, "chip": chip}
 
 
 def feed_event(fields: dict[bytes, bytes]) -> dict[str, Any] | None:

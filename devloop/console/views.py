@@ -36,6 +36,7 @@ class Node:
     kind: str
     status: str
     attempts: int
+    scripted: bool = False  # passed under the stub's scripted turns
 
 
 @dataclass
@@ -70,7 +71,7 @@ def project_view(store: RedisStore, pid: str) -> ProjectView:
     levels = dag.levels(graph) if not dag.check_graph(graph) else dict.fromkeys(graph, 1)
     nodes = {
         row.unit_id: Node(row.unit_id, _kind(record.units.unit(row.unit_id)), row.status,
-                          row.attempt)
+                          row.attempt, row.scripted)
         for row in status.units
     }
     return ProjectView(

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from devloop import dag
 from devloop.fleet.control import current_epoch, mark_unit_cancelled
+from devloop.fleet.marks import export_marks, scripted_now
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.records import (
     StepRecord,
@@ -23,9 +24,11 @@ from devloop.loop import (
     TESTER_RETRIES,
     AttemptOutcome,
     awaited_tester_try,
+    coder_mode,
     decide,
     recovered,
     review_required,
+    started_again,
     unblock,
 )
 from devloop.project import load_project
@@ -53,16 +56,33 @@ def _start_all(store: RedisStore, pid: str, units: list[str], epoch: int) -> lis
     """Start each released unit still pending (coding, attempt 1) and return its first chain.
 
     A compare-and-set from pending, so a release and a reconcile racing for one unit start
-    it once (one `loop_release` event)."""
+    it once (one `loop_release` event). A pending unit that ran before (a scripted pass a
+    real model builds again) starts its next attempt instead, from implement too."""
     now = time.time()
+    states = store.get_states(pid, units)
+    first = [u for u in units if states[u].attempt == 0]
     state = UnitState(status="coding", attempt=1, started_at=now, updated_at=now)
-    won = store.start_units(pid, units, state)
+    won = dict.fromkeys(store.start_units(pid, first, state), 1)
+    for unit in units:
+        old = states[unit]
+        if old.attempt and old.status == "pending":
+            again = started_again(old, now)
+            if store.cas_state(pid, unit, "pending", old.attempt, again):
+                won[unit] = again.attempt
     timeline = Timeline(store.sink(pid, "timeline"))
-    for unit in won:
+    for unit in (u for u in units if u in won):
         timeline.append("loop_release", unit_id=unit, agent="loop",
                         summary="released: every unit it depends on passed")
-    return [Dispatch(msg=StepMsg(pid=pid, unit_id=u, attempt=1, mode="implement", epoch=epoch))
-            for u in won]
+    return [Dispatch(msg=StepMsg(pid=pid, unit_id=u, attempt=won[u], mode="implement",
+                                 epoch=epoch))
+            for u in units if u in won]
+
+
+def start_units_again(store: RedisStore, pid: str, units: list[str], epoch: int) -> list[Dispatch]:
+    """Start pending units now (their dependencies passed) and return their chains."""
+    for unit in units:
+        store.client.set(dispatched_key(store, pid, unit), "again")
+    return _start_all(store, pid, units, epoch)
 
 
 def enqueue_project(store: RedisStore, project_dir: Path) -> tuple[ImportReport, list[Dispatch]]:
@@ -126,7 +146,9 @@ def decide_after(
     decision = decide(state, outcome, budget=budget)
     if decision.action == "pass" and needs_review(store, pid, unit):
         decision = decide(state, outcome, budget=budget, review=True)
-    new = decision.state.model_copy(update={"updated_at": started})
+    # A decision under the stub's scripted turns marks the unit: its pass proves the script.
+    new = decision.state.model_copy(update={"updated_at": started,
+                                            "scripted": scripted_now(store, pid)})
     if not store.cas_state(pid, unit, state.status, state.attempt, new):
         return []
     save_step(
@@ -156,6 +178,8 @@ def decide_after(
     )
     if decision.action == "pass":
         promote_memory(store, pid, unit)
+        if new.scripted or state.scripted:
+            export_marks(store, pid)
         return release_dependents(store, pid, unit, msg.epoch)
     if decision.action == "review":
         return []  # a person approves (review.approve_unit releases the dependents) or not
@@ -327,8 +351,8 @@ def _resend(
                 update={"tester_try": tester_try, "skip_coder": tester_try > 1, "epoch": epoch}
             )
         )
-    mode = "implement" if state.attempt == 1 else "retry"
-    return Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=state.attempt, mode=mode,
+    return Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=state.attempt,
+                                mode=coder_mode(state),
                                 epoch=epoch))
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from devloop.fleet.control import current_epoch
 from devloop.fleet.dispatch import release_dependents, start_fixing
+from devloop.fleet.marks import export_marks
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.ids import check_id
 from devloop.ledgers import Timeline
@@ -79,6 +80,8 @@ def approve_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[Dispat
         summary=f"tests green and approved in review by {by}",
     )
     promote_memory(store, pid, unit)
+    if new.scripted:
+        export_marks(store, pid)  # approved over scripted turns: still a scripted pass
     return release_dependents(store, pid, unit, current_epoch(store, pid))
 
 

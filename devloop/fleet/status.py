@@ -11,6 +11,7 @@ import time
 from pydantic import BaseModel
 
 from devloop.fleet.control import read_control
+from devloop.fleet.marks import is_scripted, note_llm
 from devloop.fleet.records import StepRecord, environment_error, steps_of
 from devloop.fleet.why import next_steps, reason
 from devloop.loop import awaited_tester_try
@@ -60,6 +61,12 @@ class UnitRow(BaseModel):
     next_steps: list[str] = []  # blocked: the commands that move it on
     note: str | None = None  # why the unit waits that is not its code's fault (a busy machine)
     coverage: CodeCoverage | None = None  # line and branch coverage by its last tester run
+    scripted: bool = False  # passed under the stub's scripted turns: a real model runs it again
+
+    @property
+    def label(self) -> str:
+        """The status as a person reads it: `passed (scripted)` for a scripted pass."""
+        return f"{self.status} (scripted)" if self.scripted else self.status
 
 
 class ProjectStatus(BaseModel):
@@ -113,7 +120,9 @@ def record_progress(store: RedisStore, pid: str, unit: str, progress: StepProgre
 
 
 def mark_run(store: RedisStore, pid: str, llm: str) -> None:
-    """Note which model this run uses (agent-state/run.json): stub costs are labelled."""
+    """Note which model this run uses (agent-state/run.json): stub costs are labelled, and
+    the decisions it makes are marked scripted or not."""
+    note_llm(store, pid, llm)
     raw = store.agent_state_file(pid, RUN_FILE)
     seen = json.loads(raw).get("llms", []) if raw else []
     llms = sorted({*seen, llm})
@@ -177,6 +186,7 @@ def project_status(
     units = [entry.id for entry in store.project_record(pid).units.units]
     states, steps_by_unit = store.get_states(pid, units), steps_of(store, pid, units)
     live, progress = _live_units(store, pid, states), _progress(store, pid)
+    every_run_scripted = scripted(store, pid)
     for unit in units:
         state, steps = states[unit], steps_by_unit[unit]
         shown: str = state.status
@@ -200,10 +210,11 @@ def project_status(
                 next_steps=next_steps(state, unit, folder, pid) if shown == "blocked" else [],
                 note=load_note(state),
                 coverage=last_coverage(steps),
+                scripted=is_scripted(state, every_run_scripted),
             )
         )
     return ProjectStatus(
         pid=pid, units=rows, environment_error=environment_error(store, pid),
-        scripted=scripted(store, pid), paused=control.paused,
+        scripted=every_run_scripted, paused=control.paused,
         spent_usd=round(control.spent_usd, 6), max_usd=control.max_usd,
     )

@@ -260,7 +260,9 @@ def _run(
         # Nothing to test: the coder did not finish; decide will send it back.
         outcome, output, tokens, session, timings = StepOutcome(), {}, 0, None, {}
     else:
-        mode = "test" if msg.attempt == 1 and msg.tester_try == 1 else "retry"
+        # A fresh attempt (the first, or one started again from implement) is tested anew.
+        fresh = msg.attempt == 1 or msg.mode == "implement"
+        mode = "test" if fresh and msg.tester_try == 1 else "retry"
         why = state.extra.get("tester_retry_reason") if msg.tester_try > 1 else None
         request = RoleRequest(
             msg.pid, msg.unit_id, "tester", mode, msg.attempt, run_id=msg.run_id,

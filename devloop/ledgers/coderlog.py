@@ -82,20 +82,28 @@ def append_decision(
     decision: Mapping[str, Any] | CoderDecision,
     *,
     now: Clock = utc_now,
+    retry: bool | None = None,
 ) -> CoderDecision:
     """Validate a decision like the seed's appendCoderLog, stamp `ts` if absent, append it."""
     data = decision.to_json_dict() if isinstance(decision, CoderDecision) else dict(decision)
-    model = validate_decision(data, now=now)
+    model = validate_decision(data, now=now, retry=retry)
     sink = FileSink(target) if isinstance(target, str | os.PathLike) else target
     sink.append(format_decision(model))  # the whole block in one locked append
     return model
 
 
-def validate_decision(data: Mapping[str, Any], *, now: Clock = utc_now) -> CoderDecision:
-    """The decision as a model, or DecisionInvalid naming every missing field."""
+def validate_decision(
+    data: Mapping[str, Any], *, now: Clock = utc_now, retry: bool | None = None
+) -> CoderDecision:
+    """The decision as a model, or DecisionInvalid naming every missing field.
+
+    A retry must say what went wrong; `retry` None: every attempt after the first is one
+    (False: an attempt that starts from implement again, with no failure behind it)."""
     missing = [k for k in REQUIRED if _blank(data.get(k))]
     attempt = _attempt(data.get("attempt"))
-    if attempt is not None and attempt > 1:
+    if retry is None:
+        retry = attempt is not None and attempt > 1
+    if retry and attempt is not None and attempt > 1:
         missing += [k for k in RETRY_REQUIRED if _blank(data.get(k))]
     if missing:
         raise DecisionInvalid(missing)

@@ -39,6 +39,7 @@ _RUN_ID = re.compile(r"^run-(\d+)-(\d+)$")
 FILE_CAP = 64 * 1024 * 1024  # one JSON file or coder.log
 MAX_RUNS = 10_000  # run dirs read per unit
 RUN_STATE = "agent-state/run.json"  # which models the runs used (devloop run writes it)
+MARKS = "agent-state/scripted.json"  # the units that passed under scripted turns
 LOOP_KINDS = ("loop_release", "loop_pass", "loop_retry_coder", "loop_retry_tester",
               "loop_resume", "loop_block", "loop_review")
 
@@ -53,6 +54,7 @@ class UnitReport:
     level: int
     status: str = "pending"
     block_reason: str = ""
+    scripted: bool = False  # passed under the stub's scripted turns (proves the script)
     runs: list[RunResult] = field(default_factory=list)
     decisions: list[CoderDecision] = field(default_factory=list)
     loop_events: list[TimelineEvent] = field(default_factory=list)
@@ -127,6 +129,10 @@ def _gather(root: Dir) -> ReportData:
     for unit in units:
         found = mutation.get(unit.id) if isinstance(mutation, dict) else None
         unit.mutation = found if isinstance(found, dict) else None
+    every_run_scripted = _scripted(root)
+    marked = _marked(root, notes)
+    for unit in units:
+        unit.scripted = unit.status == "passed" and (every_run_scripted or unit.id in marked)
     return ReportData(
         project_id=units_file.project_id,
         company_id=units_file.company_id,
@@ -136,7 +142,7 @@ def _gather(root: Dir) -> ReportData:
         bugs=_bugs(root, notes),
         timeline=timeline,
         notes=notes,
-        scripted=_scripted(root),
+        scripted=every_run_scripted,
     )
 
 
@@ -144,6 +150,18 @@ def _scripted(root: Dir) -> bool:
     """Whether agent-state/run.json says every run used the stub's scripted turns."""
     data, _ = _json(root, RUN_STATE)
     return isinstance(data, dict) and data.get("llms") == ["stub"]
+
+
+def _marked(root: Dir, notes: list[str]) -> set[str]:
+    """The units agent-state/scripted.json names as passed under scripted turns."""
+    data, _ = _json(root, MARKS)
+    if data is None:
+        return set()
+    units = data.get("units") if isinstance(data, dict) else None
+    if not isinstance(units, list) or not all(isinstance(u, str) for u in units):
+        notes.append(f'{MARKS} is not {{"units": [unit ids]}}: no unit is shown as scripted')
+        return set()
+    return set(units)
 
 
 def _trusted(event: TimelineEvent) -> bool:

@@ -24,6 +24,7 @@ class CostRow:
     tester_tokens: int
     cost_usd: float
     busy_s: float
+    scripted: bool = False  # passed under the stub's scripted turns
 
     @property
     def tokens(self) -> int:
@@ -53,6 +54,7 @@ def cost_row(unit: UnitReport) -> CostRow:
         tester_tokens=_tokens(unit.steps, "tester"),
         cost_usd=sum(s.cost_usd for s in unit.steps),
         busy_s=sum(max(s.ended_at - s.started_at, 0.0) for s in unit.steps),
+        scripted=unit.scripted,
     )
 
 

@@ -118,7 +118,7 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
         )
         if obs.exit_code != 0:
             failures.append("syntax check failed: " + (obs.stderr or obs.stdout).strip()[-1500:])
-    failures += _decision_problems(ctx, role.attempt)
+    failures += _decision_problems(ctx, role.attempt, retry=role.mode != "implement")
     failures += violation_problems(ws)
     wanted = {"implement": ("unit_coded",), "retry": ("code_patched",)}
     failures += timeline_problems(role, [wanted.get(role.mode, ("unit_coded", "code_patched"))])
@@ -186,7 +186,7 @@ def timeline_problems(role: RoleServices, wanted: list[tuple[str, ...]]) -> list
     ]
 
 
-def _decision_problems(ctx: ToolContext, attempt: int) -> list[str]:
+def _decision_problems(ctx: ToolContext, attempt: int, retry: bool = True) -> list[str]:
     record = ctx.owned_files.get("coder.log")
     if record is not None:
         # What append_coder_log wrote, never the view's file (the session may edit that).
@@ -202,7 +202,7 @@ def _decision_problems(ctx: ToolContext, attempt: int) -> list[str]:
     if not mine:
         return [f"coder.log has no entry for attempt {attempt}: call append_coder_log"]
     last = mine[-1]
-    if attempt > 1 and not (last.last_failure and last.last_cause and last.this_fix):
+    if retry and attempt > 1 and not (last.last_failure and last.last_cause and last.this_fix):
         return ["the retry entry in coder.log needs last_failure, last_cause and this_fix"]
     return []
 

@@ -28,8 +28,8 @@ def coder_task(request: RoleRequest, history: list[HistoryEntry]) -> str:
     puts the failures, hints and decisions before them, wrapped as untrusted data)."""
     if request.mode == "implement":
         return (
-            f"Implement unit {request.unit_id} (attempt 1). Follow the workflow in your "
-            "instructions and finish when the self-check holds."
+            f"Implement unit {request.unit_id} (attempt {request.attempt}). Follow the "
+            "workflow in your instructions and finish when the self-check holds."
         )
     if request.mode == "resume":
         return "Your session was interrupted. Check what is already written, then finish."

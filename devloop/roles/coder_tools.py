@@ -154,7 +154,10 @@ class AppendCoderLogTool(Tool):
         role = services(ctx)
         decision = args.decision.model_dump(exclude_none=True)
         decision.setdefault("attempt", role.attempt)
-        if decision["attempt"] > 1:
+        # An attempt started from implement again (a scripted pass built by a real model)
+        # has no failure behind it to reflect on.
+        retry = decision["attempt"] > 1 and role.mode != "implement"
+        if retry:
             vague = reflection_problems(args.decision, role.failing_tests)
             if vague:
                 return ToolResult(
@@ -166,10 +169,10 @@ class AppendCoderLogTool(Tool):
         note = ""
         try:
             if record is None:  # a context without a workspace: a plain append
-                written = append_decision(DirSink(ctx.files, path), decision)
+                written = append_decision(DirSink(ctx.files, path), decision, retry=retry)
             else:
                 note = _restored_note(ctx, record, path)
-                written = _append_owned(ctx, record, path, decision)
+                written = _append_owned(ctx, record, path, decision, retry)
         except DecisionInvalid as exc:
             return ToolResult(str(exc), is_error=True)
         except OSError as exc:  # coder.log is a link, a fifo ...: the host does not follow it
@@ -181,11 +184,11 @@ class AppendCoderLogTool(Tool):
 
 
 def _append_owned(
-    ctx: ToolContext, record: OwnedFile, path: str, decision: dict[str, Any]
+    ctx: ToolContext, record: OwnedFile, path: str, decision: dict[str, Any], retry: bool
 ) -> CoderDecision:
     """Append the block to the log as this tool last wrote it (never to what the view
     holds, which the session may have changed), write that, and record it."""
-    model = validate_decision(decision)
+    model = validate_decision(decision, retry=retry)
     base = record.data or b""
     if base and not base.endswith(b"\n"):
         base += b"\n"  # a torn last line must not swallow this block

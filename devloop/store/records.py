@@ -41,6 +41,9 @@ class UnitState(BaseModel):
     last_hint: str | None = None
     last_error: str | None = None  # a step's exception or the model's error, one line
     blocked_reason: str | None = None
+    # Its last decision was made in a run of the stub's scripted turns (`--llm stub`): a
+    # pass then proves the script, not the code, and a run with a real model runs it again.
+    scripted: bool = False
     extra: dict[str, Any] = Field(default_factory=dict)
 
 

@@ -66,8 +66,12 @@ if status ~= ARGV[1] or attempt ~= tonumber(ARGV[2]) then
   return 0
 end
 redis.call('SET', KEYS[1], ARGV[3])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', 'kind', 'state', 'unit', ARGV[4],
-           'status', ARGV[5], 'attempt', ARGV[6])
+local event = {'kind', 'state', 'unit', ARGV[4], 'status', ARGV[5], 'attempt', ARGV[6]}
+if cjson.decode(ARGV[3])['scripted'] == true then
+  table.insert(event, 'scripted')  -- as state_event has it: the console labels the unit
+  table.insert(event, '1')
+end
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', unpack(event))
 return 1
 """
 

@@ -83,5 +83,7 @@ class StateMixin(StoreBase):
 
 
 def state_event(unit: str, state: UnitState) -> dict[Any, Any]:
-    """The live event of a state write: which unit, its status and attempt."""
-    return {"kind": "state", "unit": unit, "status": state.status, "attempt": state.attempt}
+    """The live event of a state write: which unit, its status and attempt (and whether it
+    was decided under scripted turns)."""
+    event = {"kind": "state", "unit": unit, "status": state.status, "attempt": state.attempt}
+    return {**event, "scripted": 1} if state.scripted else event

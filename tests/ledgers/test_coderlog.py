@@ -205,6 +205,12 @@ def test_incomplete_decisions_are_refused_and_nothing_is_written(
     assert not path.exists()
 
 
+def test_an_attempt_started_from_implement_again_needs_no_reflection(tmp_path: Path) -> None:
+    # A scripted pass built again by a real model: attempt 2, but no failure behind it.
+    written = append_decision(tmp_path / "coder.log", IMPLEMENT | {"attempt": 2}, retry=False)
+    assert written.attempt == 2 and written.last_failure is None
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [
