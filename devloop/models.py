@@ -154,6 +154,9 @@ class Adequacy(Record):
 
     measured: bool
     reason: str | None = None  # why it was not measured
+    # Not measured because of what the tests did (they crashed on the hollow build): the
+    # unit waits until they run there. Otherwise an unmeasured run holds nothing back.
+    tests_fault: bool = False
     tests: int = 0
     # Tests that passed on the code and still pass on the hollow build.
     cannot_fail: list[str] = Field(default_factory=list)

@@ -84,8 +84,16 @@ def judge(
 def problems(adequacy: Adequacy | None) -> list[str]:
     """The self-check's items: each criterion and status code whose tests cannot fail,
     with those tests and what to assert instead."""
-    if adequacy is None or not adequacy.measured:
+    if adequacy is None:
         return []
+    if not adequacy.measured:
+        if not adequacy.tests_fault:
+            return []
+        return [
+            f"{adequacy.reason}; a test on hollow code must fail like any test (an assertion "
+            "that does not hold), not stop the run: do not exit, hang or break collection "
+            "when the code gives nothing back"
+        ]
     out = []
     for p in adequacy.criteria:
         if p.proving or not (p.hollow or p.unmatched):

@@ -297,6 +297,8 @@ def static_test_problems(
     if mocked:
         failures.append(f"{', '.join(mocked)} mock the module under test: test the real code")
     return failures
+
+
 def code_names(ctx: ToolContext) -> set[str]:
     """The names code/ exports (files, functions, classes, methods): what hints name."""
     found: set[str] = set()

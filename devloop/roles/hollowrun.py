@@ -17,6 +17,7 @@ from devloop.roles import coverage as cov
 from devloop.roles.adequacy import Claims
 from devloop.runners.base import TIMEOUT_S, RunOutcome, TestRunner
 from devloop.runners.hollow import copy_unit
+from devloop.safetree import TooMany
 from devloop.views import make_view, remove_view
 
 
@@ -35,9 +36,14 @@ def hollow_check(
     started = time.monotonic()
     root = make_view(settings, prefix=f"hollow-{result.unit_id}-")
     try:
-        copy_unit(view, root, result.unit_id)
+        try:
+            copy_unit(view, root, result.unit_id)
+        except (TooMany, OSError) as exc:
+            # What the tests left in the unit cannot be copied: theirs to mend.
+            return Adequacy(measured=False, tests_fault=True,
+                            reason=f"the unit could not be copied for a hollow build: {exc}")
         why = runner.hollow_code(root, result.unit_id)
-        if why is not None:
+        if why is not None:  # our parser's limit, not the tests': the unit is not held
             return Adequacy(measured=False, reason=f"no hollow build of code/: {why}")
         hollow = runner.run(
             view=root,
@@ -51,10 +57,15 @@ def hollow_check(
     finally:
         remove_view(root)
     wall = round(time.monotonic() - started, 3)
-    if hollow.result.crashed or hollow.result.starved:
-        why = hollow.result.crash_reason or hollow.result.starved_reason or "?"
-        return Adequacy(measured=False, reason=f"the hollow run did not run: {why[:300]}",
+    if hollow.result.starved:  # a busy machine says nothing about the tests
+        why = hollow.result.starved_reason or "?"
+        return Adequacy(measured=False, reason=f"the hollow run was starved: {why[:300]}",
                         hollow_wall_s=wall)
+    if hollow.result.crashed:
+        # Tests that crash rather than fail on hollow code would slip past the check.
+        why = hollow.result.crash_reason or "?"
+        return Adequacy(measured=False, tests_fault=True, hollow_wall_s=wall,
+                        reason=f"the tests crashed on the hollow build: {why[:300]}")
     tests = cov.blocks(checks.test_sources(view / f"units/{result.unit_id}"), claims.stack)
     judged = adequacy.judge(
         tests,

@@ -268,3 +268,23 @@ def test_a_mutation_score_counts_the_small_changes_the_tests_notice(
     # `return 42` -> 43 is caught by the real test; double()'s two survive its empty one.
     assert (score.sites, score.run, score.killed) == (3, 3, 1) and score.score == 0.333
     assert score.survived == ["code/calc.py:11 Mult -> FloorDiv", "code/calc.py:11 2 -> 3"]
+
+
+def test_tests_that_stop_the_run_on_hollow_code_instead_of_failing_are_held_back(
+    runner: PytestRunner, settings: Settings
+) -> None:
+    """A hostile tester cannot slip past by crashing where a test should fail."""
+    tests = '''
+import os
+from calc import double, value
+
+def test_value_returns_42():
+    assert value() == 42
+
+def test_double_4_returns_8():
+    if not isinstance(double(4), int):
+        os._exit(0)  # on hollow code: end the run rather than fail
+'''
+    ok, proof, problems = prove(runner, settings, python_files(tests), Claims("python", CRITERIA))
+    assert ok and proof is not None and not proof.measured and proof.tests_fault
+    assert any(p.startswith("the tests crashed on the hollow build: ") for p in problems)
