@@ -46,5 +46,9 @@ class FileTooLarge(DevLoopError):
     """A unit's files exceed the size cap."""
 
 
+class CheckInterrupted(DevLoopError):
+    """A self-check's command was killed from outside (a shutdown): no verdict on the work."""
+
+
 class SandboxUnavailable(DevLoopError):
     """Bubblewrap cannot run here; the message says why and how to fix it."""

@@ -8,6 +8,7 @@ from pathlib import Path, PurePosixPath
 
 from devloop.agent.tools import ToolContext
 from devloop.contracts import contract_bridge
+from devloop.errors import CheckInterrupted
 from devloop.ledgers import parse_coder_log
 from devloop.ledgers.timeline import LOOP_AGENT
 from devloop.models import Adequacy, RunResult
@@ -21,6 +22,7 @@ from devloop.runners.coverage import unexecuted_problems
 from devloop.runners.hints import is_useful_hint
 from devloop.safedir import Dir
 from devloop.safetree import Limits, TooMany, walk
+from devloop.sandbox import Observation
 from devloop.workspace import Workspace
 
 JS = (".js", ".cjs", ".mjs")
@@ -116,8 +118,7 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
             ro_binds=ctx.ro_binds,
             tmpfs=ctx.tmpfs,
         )
-        if obs.exit_code != 0:
-            failures.append("syntax check failed: " + (obs.stderr or obs.stdout).strip()[-1500:])
+        failures += syntax_problems(obs)
     failures += _decision_problems(ctx, role.attempt, retry=role.mode != "implement")
     failures += violation_problems(ws)
     wanted = {"implement": ("unit_coded",), "retry": ("code_patched",)}
@@ -132,6 +133,17 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
             )
         failures += regression_problems(ctx, role)
     return failures
+
+
+def syntax_problems(obs: Observation) -> list[str]:
+    """The syntax check's verdict. A check killed by a signal (the worker shutting down)
+    says nothing about the code: handing it back would cost the model a round trip over
+    nothing, so it raises, and the step runs again from its checkpoint."""
+    if obs.exit_code == 0:
+        return []
+    if obs.exit_code > 128 and not obs.timed_out:
+        raise CheckInterrupted(f"the syntax check was killed by signal {obs.exit_code - 128}")
+    return ["syntax check failed: " + (obs.stderr or obs.stdout).strip()[-1500:]]
 
 
 def regression_problems(ctx: ToolContext, role: RoleServices) -> list[str]:

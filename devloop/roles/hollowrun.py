@@ -52,7 +52,7 @@ def hollow_check(
             attempt=result.attempt,
             retry_budget_left=result.retry_budget_left,
             timeout_s=timeout_s,
-            static_check=False,
+            derived=True,
         )
     finally:
         remove_view(root)

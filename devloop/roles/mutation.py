@@ -79,7 +79,7 @@ def mutation_score(
                 copy.write_atomic(f"{unit}/{rel}", m.source, 0o644, replace=True)
                 result = runner.run(
                     view=scratch, unit_id=unit_id, run_id=f"mutant-{k}", attempt=0,
-                    retry_budget_left=0, timeout_s=timeout_s, static_check=False,
+                    retry_budget_left=0, timeout_s=timeout_s, derived=True,
                 ).result
                 copy.write_atomic(f"{unit}/{rel}", files[rel], 0o644, replace=True)
                 out.run += 1

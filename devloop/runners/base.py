@@ -88,13 +88,13 @@ class TestRunner(Protocol):
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
         on_output: OutputSink | None = None,
-        static_check: bool = True,
+        derived: bool = False,
     ) -> RunOutcome:
         """Run the tests of `units/{unit_id}` in `view`; results land in runs/{run_id}.
 
-        `on_output` sees the run's stdout and stderr chunk by chunk while it runs; without
-        `static_check` the code is not checked for tampering first (a hollow or mutant
-        build of code that was)."""
+        `on_output` sees the run's stdout and stderr chunk by chunk while it runs. A
+        `derived` build (hollow, mutant) of code that was checked is not checked for
+        tampering again, and its coverage is not measured (only its verdict is wanted)."""
         ...
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:

@@ -77,13 +77,13 @@ class PytestRunner:
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
         on_output: OutputSink | None = None,
-        static_check: bool = True,
+        derived: bool = False,
     ) -> RunOutcome:
         """Run `units/{unit_id}/tests` under pytest; see the module docstring."""
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         spec.prepare()
         # A build derived from checked code (hollow, mutant) need not be checked again.
-        if static_check and (refused := refuse_tampering(spec)):
+        if not derived and (refused := refuse_tampering(spec)):
             return refused
         python = shlex.quote(str(self.venv / "bin" / "python"))
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel() as channel:
@@ -92,10 +92,10 @@ class PytestRunner:
             command = (
                 f"PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 "
                 f"VERDICT_FD={channel.fd} PYTHONPATH={shlex.quote(str(self.plugins))} "
-                f"{cov.python_run(python)} -m pytest -q --capture=tee-sys "
+                f"{python if derived else cov.python_run(python)} -m pytest -q --capture=tee-sys "
                 f"-p {PYTEST_PLUGIN} -p no:cacheprovider --rootdir=. -o pythonpath=code "
                 f"-o junit_family=xunit1 --junitxml={spec.run_rel}/junit.xml tests"
-                + cov.python_report(python, spec.run_rel)
+                + ("" if derived else cov.python_report(python, spec.run_rel))
             )
             obs = self.sandbox.run(
                 command,
@@ -124,7 +124,7 @@ class PytestRunner:
                 parsed.crash_reason = f"pytest {CRASH_EXITS[obs.exit_code]}: {found or '?'}"
             elif parsed.crash_reason is None:
                 parsed.crash_reason = check(parsed, stream, obs.exit_code)
-        coverage = None if obs.timed_out else cov.python_coverage(spec)
+        coverage = None if obs.timed_out or derived else cov.python_coverage(spec)
         return finish(spec, parsed, obs, "pytest", tampered(stream.records), coverage)
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:

@@ -163,13 +163,13 @@ class VitestRunner:
         retry_budget_left: int,
         timeout_s: float = TIMEOUT_S,
         on_output: OutputSink | None = None,
-        static_check: bool = True,
+        derived: bool = False,
     ) -> RunOutcome:
         """Run `units/{unit_id}/tests/**` under vitest; see the module docstring."""
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         spec.prepare()
         # A build derived from checked code (hollow, mutant) need not be checked again.
-        if static_check and (refused := refuse_tampering(spec)):
+        if not derived and (refused := refuse_tampering(spec)):
             return refused
         # Into a dir the tests can write: whatever they planted there is replaced, never
         # followed (a link at vitest.config.mjs must not make the worker write elsewhere).
@@ -182,7 +182,7 @@ class VitestRunner:
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S):
             with Channel() as channel:
                 command = COMMAND.format(run=spec.run_rel, fd=channel.fd, reporter=reporter)
-                command += cov.vitest_flags(spec.run_rel)
+                command += "" if derived else cov.vitest_flags(spec.run_rel)
                 obs = self._run(spec, command, timeout_s, channel.fd, on_output)
                 stream = channel.close()
             parsed = Parsed()
@@ -193,7 +193,7 @@ class VitestRunner:
                     parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
                 if parsed.crash_reason is None:
                     parsed.crash_reason = check(parsed, stream, obs.exit_code, spec)
-        coverage = None if obs.timed_out else cov.node_coverage(spec)
+        coverage = None if obs.timed_out or derived else cov.node_coverage(spec)
         return finish(spec, parsed, obs, "vitest", tampered(stream.records), coverage)
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:

@@ -91,9 +91,14 @@ def _plan(pipe: Any, keys: Keys, snap: Snapshot) -> _Plan:
         gone = sorted(set(have) - set(wanted))
         if gone:
             plan.hdel[key] = gone
-    # Memory notes and agent state may have grown in Redis: the folder adds, never removes.
-    for key, wanted in [(keys.memory, snap.memory), (keys.agent_state, snap.agent_state)]:
-        _merge(plan, key, decode_hash(pipe.hgetall(key)), wanted)
+    # Memory notes may have grown in Redis: the folder adds, never removes.
+    _merge(plan, keys.memory, decode_hash(pipe.hgetall(keys.memory)), snap.memory)
+    # Agent state is the runtime's, and Redis's copy is the newer: a folder exported
+    # before a session's last writes (a run stopped between two exports) would put an
+    # older todolist back over the one the session resumes with. It only adds.
+    have = decode_hash(pipe.hgetall(keys.agent_state))
+    _merge(plan, keys.agent_state, have, {k: v for k, v in snap.agent_state.items()
+                                          if k not in have})
     for unit, files in snap.unit_files.items():
         _plan_unit(pipe, plan, keys, unit, files)
     for name, lines in snap.ledgers.items():

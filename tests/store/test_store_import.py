@@ -134,3 +134,20 @@ def test_delete_project_removes_every_key(redis_store: RedisStore, todo_project:
     assert redis_store.delete_project(PID) > 0
     assert not redis_store.has_project(PID)
     assert redis_store.client.keys("*") == [b"devloop:other:project"]
+
+
+def test_a_folder_behind_redis_never_puts_an_older_agent_state_back(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    """A run stopped between two exports left the folder's todolist older than Redis's;
+    the next run's import must not hand the resumed session the old plan."""
+    seed(todo_project)
+    redis_store.import_project(load_project(todo_project))
+    newer = b'{"todo": ["BASELINE: 0/1 passed"]}\n'
+    redis_store.put_agent_state(PID, "coder/todo-be.json", newer)
+    (todo_project / "agent-state/coder/new.json").write_text("{}\n")
+    redis_store.import_project(load_project(todo_project))
+    assert redis_store.agent_state(PID) == {
+        "coder/todo-be.json": newer,  # Redis's, not the folder's older copy
+        "coder/new.json": b"{}\n",  # what only the folder had is added
+    }
