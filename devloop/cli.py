@@ -17,7 +17,7 @@ from devloop.contracts import ContractMissingExports, hash_contract
 from devloop.errors import Problem, ProjectInvalid
 from devloop.jsonfile import read_json
 from devloop.models import Stack
-from devloop.project import load_project, summarize
+from devloop.project import Project, load_project, summarize
 from devloop.toolchain import ToolchainError, node_toolchain, python_toolchain
 
 app = typer.Typer(
@@ -98,15 +98,20 @@ def project_argument(positional: str | None, option: Path | None, words: list[st
     return Path(positional)
 
 
-@app.command()
-def validate(project_dir: Annotated[Path, typer.Argument(help="The project folder.")]) -> None:
-    """Check a project folder; print a summary, or one line per problem (exit 2)."""
+def load_folder(project_dir: Path) -> Project:
+    """The project in a folder, or exit 2 with one line per problem."""
     if (missing := missing_folder(project_dir)) is not None:
         fail([missing])
     try:
-        project = load_project(project_dir)
+        return load_project(project_dir)
     except ProjectInvalid as exc:
         fail(exc.problems)
+
+
+@app.command()
+def validate(project_dir: Annotated[Path, typer.Argument(help="The project folder.")]) -> None:
+    """Check a project folder; print a summary, or one line per problem (exit 2)."""
+    project = load_folder(project_dir)
     info = summarize(project)
     table = Table(title=f"{info['project']}: valid", show_header=False, title_justify="left")
     table.add_row("units", str(info["units"]))
@@ -339,16 +344,12 @@ def mutants(
 ) -> None:
     """Measure each python unit's mutation score: the share of small changes of its code
     that its tests notice (written to agent-state/mutation.json; the report shows it)."""
+    from devloop.errors import SandboxUnavailable
     from devloop.roles.mutation import measure_folder
     from devloop.runners import PytestRunner
     from devloop.sandbox import BwrapSandbox
 
-    if (missing := missing_folder(project_dir)) is not None:
-        fail([missing])
-    try:
-        project = load_project(project_dir)
-    except ProjectInvalid as exc:
-        fail(exc.problems)
+    project = load_folder(project_dir)
     python = [
         u.id for u in project.units.units
         if (u.stack or project.units.stack) == "python"
@@ -359,8 +360,12 @@ def mutants(
         fail([Problem("--unit", "option", f"{unknown[0]!r} is not a python unit with tests",
                       f"use one of: {', '.join(python) or '(none yet: run the project first)'}")])
     settings = load_settings()
-    runner = PytestRunner(BwrapSandbox(settings), python_toolchain(settings.cache_dir))
-    scores = measure_folder(project_dir, wanted, runner, settings, n=sample)
+    try:
+        runner = PytestRunner(BwrapSandbox(settings), python_toolchain(settings.cache_dir))
+        scores = measure_folder(project_dir, wanted, runner, settings, n=sample)
+    except (SandboxUnavailable, ToolchainError) as exc:
+        err.print(str(exc), markup=False)
+        raise typer.Exit(1) from exc
     table = Table("unit", "score", "killed", "survived", title="mutation score")
     for unit_id, score in scores.items():
         shown = "-" if score.score is None else f"{score.score:.2f}"
