@@ -110,6 +110,18 @@ def downstream(graph: Graph, unit: str) -> list[str]:
     return sorted(seen)
 
 
+def upstream(graph: Graph, unit: str) -> list[str]:
+    """Every unit that unit depends on, directly or through others, sorted."""
+    seen: set[str] = set()
+    stack = list(graph.get(unit, ()))
+    while stack:
+        dep = stack.pop()
+        if dep not in seen and dep != unit:
+            seen.add(dep)
+            stack.extend(graph.get(dep, ()))
+    return sorted(seen)
+
+
 def ready_units(graph: Graph, passed: Iterable[str], started: Iterable[str]) -> list[str]:
     """Units not yet started whose prerequisites have all passed."""
     done, begun = set(passed), set(started)

@@ -243,6 +243,17 @@ def unblock(state: UnitState, hint: str) -> UnitState:
     })
 
 
+def retest(state: UnitState, why: str) -> UnitState:
+    """A passed unit whose dependency passed again with other code: a fresh attempt of its
+    tester alone over its unchanged code (red sends it to the coder as any red run)."""
+    return state.model_copy(update={
+        "status": "testing", "attempt": state.attempt + 1, "failure_signature": None,
+        "signature_repeats": 0, "last_hint": None, "last_error": None, "blocked_reason": None,
+        "extra": {**_cleared(state), "retest": why, "retest_attempt": state.attempt + 1,
+                  "tester_retries": 0, "starved_reruns": 0},
+    })
+
+
 def approve(state: UnitState) -> UnitState:
     """A person approved a unit waiting in `review`: it passes."""
     return state.model_copy(update={"status": "passed", "last_error": None})

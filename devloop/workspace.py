@@ -13,6 +13,7 @@ import hashlib
 import logging
 import posixpath
 import stat
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -103,6 +104,8 @@ class Workspace:
         self._base: dict[str, bytes] = {}  # the unit's files as materialized (revert_to)
         # What each tool-owned file holds as its tool last wrote it (the tools record here).
         self.owned = OwnedFiles(owned_files(role, run_id))
+        # What else the session laid out on the host (its upstream tree), removed with it.
+        self._also: list[Callable[[], None]] = []
 
     @property
     def unit_rel(self) -> str:
@@ -364,8 +367,17 @@ class Workspace:
             reason=result.reason,
         )
 
+    def remove_with_view(self, remove: Callable[[], None]) -> None:
+        """Have `cleanup` call `remove` too (something the session laid out beside it)."""
+        self._also.append(remove)
+
     def cleanup(self) -> None:
         """Remove the view, whatever the session left in it (deep trees, unwritable dirs)."""
+        while self._also:
+            try:
+                self._also.pop()()
+            except OSError:
+                log.exception("could not remove what the session laid out beside its view")
         if self._dir is not None:
             self._dir.close()
             self._dir = None

@@ -19,6 +19,7 @@ from devloop.fleet.records import (
     load_step,
     save_step,
 )
+from devloop.fleet.retest import passed_again
 from devloop.ledgers import BugLedger, Timeline
 from devloop.loop import (
     TESTER_RETRIES,
@@ -149,8 +150,11 @@ def decide_after(
     # A decision under the stub's scripted turns marks the unit: its pass proves the script.
     new = decision.state.model_copy(update={"updated_at": started,
                                             "scripted": scripted_now(store, pid)})
+    # Before the pass is visible: a run never sees every unit done between the pass and
+    # the re-tests it starts (passed_again starts them once, whichever decide gets here).
+    again = passed_again(store, pid, unit, msg.epoch) if decision.action == "pass" else []
     if not store.cas_state(pid, unit, state.status, state.attempt, new):
-        return []
+        return again
     save_step(
         store,
         pid,
@@ -180,7 +184,7 @@ def decide_after(
         promote_memory(store, pid, unit)
         if new.scripted or state.scripted:
             export_marks(store, pid)
-        return release_dependents(store, pid, unit, msg.epoch)
+        return release_dependents(store, pid, unit, msg.epoch) + again
     if decision.action == "review":
         return []  # a person approves (review.approve_unit releases the dependents) or not
     if decision.action == "retry_coder":

@@ -18,6 +18,7 @@ from devloop.fleet.control import current_epoch
 from devloop.fleet.dispatch import release_dependents, start_fixing
 from devloop.fleet.marks import export_marks
 from devloop.fleet.messages import Dispatch, StepMsg
+from devloop.fleet.retest import passed_again
 from devloop.ids import check_id
 from devloop.ledgers import Timeline
 from devloop.loop import approve, request_changes
@@ -82,7 +83,8 @@ def approve_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[Dispat
     promote_memory(store, pid, unit)
     if new.scripted:
         export_marks(store, pid)  # approved over scripted turns: still a scripted pass
-    return release_dependents(store, pid, unit, current_epoch(store, pid))
+    epoch = current_epoch(store, pid)
+    return release_dependents(store, pid, unit, epoch) + passed_again(store, pid, unit, epoch)
 
 
 def request_changes_unit(

@@ -47,6 +47,8 @@ def reason(
         return f"waits for {state.extra.get('blocked_by', 'a blocked unit')}, which is blocked"
     if shown_status == "waiting_model":
         return f"waiting for the model: {state.last_error or '?'}"
+    if shown_status == "testing" and state.extra.get("retest_attempt") == state.attempt:
+        return f"re-test: {state.extra['retest']}"
     if shown_status != "blocked":
         return None
     said = state.blocked_reason or "blocked"

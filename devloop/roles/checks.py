@@ -101,10 +101,16 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
             f"contract_bridge: {bridge.reason} (expected {bridge.expected}, "
             f"actual {bridge.actual}); {bridge.hint or ''}".rstrip("; ")
         )
+    sources = code_sources(ctx.view, ctx.unit_rel)
     failures += [
         f"{finding} (the runtime will not run tests over such code)"
-        for finding in tamper.findings(code_sources(ctx.view, ctx.unit_rel))
+        for finding in tamper.findings(sources)
     ][:5]
+    if role.upstream is not None:
+        failures += [
+            f"{problem} (the runtime will not run tests over such code)"
+            for problem in role.upstream.problems(sources)
+        ][:5]
     command = syntax_command(ctx.unit_dir, stack, kind)
     if command is None:
         failures.append("code/ has no source files to check")

@@ -31,6 +31,8 @@ from devloop.runners.pytest import PytestRunner
 from devloop.runners.vitest import VitestRunner
 from devloop.stacks import StackMounts, stack_sandbox
 from devloop.store import Fence, ProjectRecord, RedisStore, UnitSource
+from devloop.upstream.mount import mount_upstream
+from devloop.upstream.names import import_examples
 from devloop.workspace import CommitOutcome, Workspace
 
 Role = Literal["coder", "tester"]
@@ -146,10 +148,17 @@ def _build(
     assert entry is not None  # unit_source raised KeyError otherwise
     stack = (spec and spec.stack) or entry.stack or record.stack
     sandbox, mounts = stack_sandbox(stack, settings)
+    pid, unit, role = request.pid, request.unit_id, request.role
+    # What the unit's runs import of the units it depends on: their passed code.
+    upstream = mount_upstream(store, settings, pid, record.units, unit, stack)
+    ws.remove_with_view(upstream.close)
     # The tester's runs are the verdict; the coder's (verify_tests) are its own checks.
     ro = mounts.ro_binds[0][0]
-    runner: TestRunner = VitestRunner(sandbox, ro) if stack == "node" else PytestRunner(sandbox, ro)
-    pid, unit, role = request.pid, request.unit_id, request.role
+    runner: TestRunner = (
+        VitestRunner(sandbox, ro, upstream=upstream)
+        if stack == "node"
+        else PytestRunner(sandbox, ro, upstream=upstream)
+    )
     fence = request.fence
     services = RoleServices(
         pid=pid,
@@ -178,6 +187,7 @@ def _build(
             context.status_codes(source.sdd_contract),
         ),
         settings=settings,
+        upstream=upstream,
     )
     checkpoint = source.checkpoint
     resuming = bool(
@@ -234,11 +244,20 @@ def prompt_context(p: Prepared) -> dict[str, object]:
         "sdd_section": p.source.sdd_section or "",
         "acceptance": list(spec.acceptance_criteria) if spec else [],
         "upstream": list(entry.depends_on),
+        "imports": _import_examples(p, list(entry.depends_on)),
         "conventions": p.record.conventions,
         "contract_hash": entry.contract_hash,
         "status_codes": context.status_codes(contract),
         "syntax_check": _syntax_words(p.stack, p.kind),
     }
+
+
+def _import_examples(p: Prepared, deps: list[str]) -> dict[str, list[str]]:
+    """dependency -> how code imports each module its SDD contract lists (none: http)."""
+    upstream = p.services.upstream
+    contracts = upstream.scope.project if upstream else {}
+    found = {d: import_examples(p.stack, d, contracts.get(d)) for d in deps}
+    return {d: lines for d, lines in found.items() if lines}
 
 
 def first_turn_context(

@@ -15,6 +15,7 @@ from devloop.owned import OwnedFiles
 from devloop.roles.adequacy import Claims
 from devloop.runners.base import TestRunner
 from devloop.sandbox.process import OutputSink
+from devloop.upstream.mount import Upstream
 
 
 @dataclass
@@ -55,6 +56,8 @@ class RoleServices:
     settings: Settings | None = None
     # The view's tool-owned files (the workspace's): what run_tests and set_hint wrote.
     owned: OwnedFiles = field(default_factory=OwnedFiles)
+    # The units this one depends on, as its runs import them (devloop.upstream).
+    upstream: Upstream | None = None
 
     def record(self, rel: str, data: bytes) -> None:
         """A tool of this session wrote a file it owns (kept when the view has no record)."""

@@ -32,6 +32,9 @@ from devloop.sandbox.base import in_view
 from devloop.sandbox.process import OutputSink
 from devloop.store.filesets import files_digest
 
+if TYPE_CHECKING:
+    from devloop.upstream.mount import Upstream
+
 TIMEOUT_S = 60.0  # the seed's limit for one test run (tester rule 9)
 # A test run waits at most this long for a host-wide CPU slot, then runs without one.
 SLOT_WAIT_S = 600.0
@@ -222,6 +225,45 @@ def refuse_tampering(spec: RunSpec) -> RunOutcome | None:
         return None
     obs = Observation(exit_code=2, stdout="", stderr="", duration_ms=0, refused="tamper check")
     return finish(spec, Parsed(), obs, "the tamper check", tamper.crash_reason(found))
+
+
+# A run refused because tests/ import of other units what is not there: the tester's.
+TESTS_UPSTREAM = "the tests import what the unit's dependencies do not provide"
+
+
+def refuse_imports(spec: RunSpec, upstream: Upstream | None) -> RunOutcome | None:
+    """A run whose code/ or tests/ import of another unit what is not there (a unit that
+    is no dependency or has not passed, a module or name its contract does not export)
+    is not run: a crash naming each import and its fix, for the coder (code/) or the
+    tester (tests/). None when every import holds."""
+    if upstream is None:
+        return None
+    sources = {**code_sources(spec.view, spec.unit_rel), **test_sources(spec.view, spec.unit_rel)}
+    found = upstream.problems(sources)
+    if not found:
+        return None
+    in_code = [p for p in found if p.startswith("code/")]
+    head = tamper.UPSTREAM if in_code else TESTS_UPSTREAM
+    more = f" (and {len(found) - 3} more)" if len(found) > 3 else ""
+    obs = Observation(exit_code=2, stdout="", stderr="", duration_ms=0, refused="import check")
+    reason = f"{head}: " + " | ".join((in_code or found)[:3]) + more
+    return finish(spec, Parsed(), obs, "the import check", reason)
+
+
+def test_sources(view: Path, unit_rel: str) -> dict[str, str]:
+    """The unit's tests/ source files (unit-relative path -> text), as code_sources."""
+    out: dict[str, str] = {}
+    try:
+        with Dir.open(view) as root:
+            if not root.is_dir(f"{unit_rel}/tests"):
+                return out
+            for e in walk(root, f"{unit_rel}/tests"):
+                if e.kind == "file" and e.problem is None:
+                    raw = root.read_bytes(f"{unit_rel}/tests/{e.rel}", SOURCE_CAP)
+                    out[f"tests/{e.rel}"] = raw.decode("utf-8", "replace")
+    except (TooMany, OSError):
+        pass
+    return out
 
 
 def tampered(records: list[dict[str, Any]]) -> str | None:

@@ -7,11 +7,14 @@ failure's message and traceback, and must name the same tests failed and passed.
 Tests import the unit's code by module name: `code/` is put on sys.path (`-o
 pythonpath=code`, relative to the rootdir, which is the unit dir), so `code/todo.py` is
 `import todo`. (`code` itself cannot be the package name: it shadows the stdlib module.)
+The passed code of the units it depends on is on PYTHONPATH after the plugins, as
+packages: `units.money` (devloop.upstream).
 The default `prepend` import mode lets tests import helpers that sit next to them in
 tests/. In the sandbox, with the test venv bound read-only at its own path:
 
     PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 VERDICT_FD=<fd>
-        PYTHONPATH=<plugins> <venv>/bin/python -m coverage run --branch --source=code ...
+        PYTHONPATH=<plugins>[:/upstream/python]
+        <venv>/bin/python -m coverage run --branch --source=code ...
         -m pytest -q --capture=tee-sys -p verdict_channel -p no:cacheprovider --rootdir=.
         -o pythonpath=code -o junit_family=xunit1 --junitxml=runs/{run}/junit.xml tests;
         <coverage json into runs/{run}/coverage.json> (devloop.runners.coverage)
@@ -38,6 +41,7 @@ from devloop.runners.base import (
     decisive_lines,
     finish,
     read_report,
+    refuse_imports,
     refuse_tampering,
     tampered,
     with_source,
@@ -50,6 +54,7 @@ from devloop.runners.verdict import Exit, FileReport, disagreement, tally_pytest
 from devloop.sandbox import Sandbox
 from devloop.sandbox.process import OutputSink
 from devloop.sandbox.slots import run_slot
+from devloop.upstream.mount import PYTHON_PATH, Upstream
 
 # pytest's exit codes that mean the tests did not run as written.
 CRASH_EXITS = {2: "was interrupted", 3: "hit an internal error", 4: "could not start (usage error)"}
@@ -61,11 +66,19 @@ _FRAME = re.compile(r"^((?:code|tests)/\S+\.py):(\d+): in ", re.M)
 class PytestRunner:
     """Runs a python unit's pytest suite in the sandbox with a read-only test venv."""
 
-    def __init__(self, sandbox: Sandbox, venv: Path, plugins: Path | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        venv: Path,
+        plugins: Path | None = None,
+        upstream: Upstream | None = None,
+    ) -> None:
         self.sandbox = sandbox
         self.venv = venv
         self.cache_dir = cache_dir_of(venv)
         self.plugins = plugins or plugin_dir(self.cache_dir)
+        # The passed code of the units this one depends on, importable as `units.<name>`.
+        self.upstream = upstream
 
     def run(
         self,
@@ -83,15 +96,18 @@ class PytestRunner:
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         spec.prepare()
         # A build derived from checked code (hollow, mutant) need not be checked again.
-        if not derived and (refused := refuse_tampering(spec)):
+        if not derived and (
+            refused := refuse_tampering(spec) or refuse_imports(spec, self.upstream)
+        ):
             return refused
         python = shlex.quote(str(self.venv / "bin" / "python"))
+        path = [str(self.plugins)] + ([PYTHON_PATH] if self.upstream and self.upstream.root else [])
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel() as channel:
             # tee-sys and an unbuffered stdout: what the tests print reaches the live view
             # while they run, and junit.xml still captures it per test.
             command = (
                 f"PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 "
-                f"VERDICT_FD={channel.fd} PYTHONPATH={shlex.quote(str(self.plugins))} "
+                f"VERDICT_FD={channel.fd} PYTHONPATH={shlex.quote(':'.join(path))} "
                 f"{python if derived else cov.python_run(python)} -m pytest -q --capture=tee-sys "
                 f"-p {PYTEST_PLUGIN} -p no:cacheprovider --rootdir=. -o pythonpath=code "
                 f"-o junit_family=xunit1 --junitxml={spec.run_rel}/junit.xml tests"
@@ -105,7 +121,11 @@ class PytestRunner:
                 timeout_s=timeout_s,
                 # The venv's pyvenv.cfg and scripts name their own path: bind it at the
                 # same one; the plugin dir likewise, read-only.
-                ro_binds=[(self.venv, str(self.venv)), (self.plugins, str(self.plugins))],
+                ro_binds=[
+                    (self.venv, str(self.venv)),
+                    (self.plugins, str(self.plugins)),
+                    *(self.upstream.binds() if self.upstream else []),
+                ],
                 pass_fds=[channel.fd],
                 on_output=on_output,
             )

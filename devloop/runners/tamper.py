@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 REFUSED = "the code under test reaches into the test framework"
 TAMPERED = "the code under test changed the test framework"
+# A run refused because code/ imports of other units what is not there (devloop.upstream).
+UPSTREAM = "the code imports what its dependencies do not provide"
 PY_SUFFIXES = (".py",)
 NODE_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx", ".vue")
 
@@ -37,9 +39,9 @@ class Finding:
 
 
 def is_code_fault(reason: str | None) -> bool:
-    """Whether a crash is the code's doing (a static refusal or a runtime catch): the
-    coder's to fix, never the tester's."""
-    return bool(reason) and str(reason).startswith((REFUSED, TAMPERED))
+    """Whether a crash is the code's doing (a static refusal, a runtime catch, an import
+    of another unit that is not there): the coder's to fix, never the tester's."""
+    return bool(reason) and str(reason).startswith((REFUSED, TAMPERED, UPSTREAM))
 
 
 def crash_reason(found: list[Finding], limit: int = 3) -> str:

@@ -37,6 +37,7 @@ from devloop.runners.base import (
     decisive_lines,
     finish,
     read_report,
+    refuse_imports,
     refuse_tampering,
     tampered,
     with_source,
@@ -50,6 +51,8 @@ from devloop.safetree import TooMany, walk
 from devloop.sandbox import Observation, Sandbox
 from devloop.sandbox.process import OutputSink
 from devloop.sandbox.slots import run_slot
+from devloop.upstream.mount import NODE_PATH, ROOT, Upstream
+from devloop.upstream.names import NODE_SCOPE
 
 COMMAND = (
     "NO_COLOR=1 VERDICT_FD={fd} node ../../node_modules/vitest/vitest.mjs run"
@@ -70,11 +73,11 @@ _RULE = re.compile(r"^[ \t]*⎯{2,}[ \t]*(.*?)[ \t]*⎯*[ \t]*$", re.M)
 CONFIG = """\
 {imports}export default {{
   cacheDir: '/tmp/devloop-vite',
-  plugins: [{plugins}],
+  plugins: [{plugins}],{upstream}
   test: {{
     root: process.cwd(), include: [{include}], environment: {environment}, globals: true,
     // forks survive native addons and process.exit; two workers keep threads under RLIMIT_NPROC
-    pool: 'forks', maxWorkers: 2, minWorkers: 1, setupFiles: [{setup}],
+    pool: 'forks', maxWorkers: 2, minWorkers: 1, setupFiles: [{setup}],{inline}
   }},
 }};
 """
@@ -147,11 +150,19 @@ for (const file of process.argv.slice(2)) {
 class VitestRunner:
     """Runs a node unit's vitest suite in the sandbox, node_modules bound read-only."""
 
-    def __init__(self, sandbox: Sandbox, node_modules: Path, plugins: Path | None = None) -> None:
+    def __init__(
+        self,
+        sandbox: Sandbox,
+        node_modules: Path,
+        plugins: Path | None = None,
+        upstream: Upstream | None = None,
+    ) -> None:
         self.sandbox = sandbox
         self.node_modules = node_modules
         self.cache_dir = cache_dir_of(node_modules)
         self.plugins = plugins or plugin_dir(self.cache_dir)
+        # The passed code of the units this one depends on, as `@units/<id>`.
+        self.upstream = upstream
 
     def run(
         self,
@@ -169,12 +180,15 @@ class VitestRunner:
         spec = RunSpec(view, unit_id, run_id, attempt, retry_budget_left, timeout_s)
         spec.prepare()
         # A build derived from checked code (hollow, mutant) need not be checked again.
-        if not derived and (refused := refuse_tampering(spec)):
+        if not derived and (
+            refused := refuse_tampering(spec) or refuse_imports(spec, self.upstream)
+        ):
             return refused
         # Into a dir the tests can write: whatever they planted there is replaced, never
         # followed (a link at vitest.config.mjs must not make the worker write elsewhere).
         with Dir.open(view) as root:
-            config = config_text(spec, f"./{spec.run_rel}/{GUARD_DIR}/{VITEST_GUARD}")
+            guard = f"./{spec.run_rel}/{GUARD_DIR}/{VITEST_GUARD}"
+            config = config_text(spec, guard, self.upstream)
             root.write_atomic(spec.run_file("vitest.config.mjs"), config, replace=True)
             root.write_atomic(spec.run_file("devloop-setup.mjs"), SETUP, replace=True)
             root.write_atomic(spec.run_file("devloop-syntax.cjs"), SYNTAX_CHECK, replace=True)
@@ -182,6 +196,10 @@ class VitestRunner:
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S):
             with Channel() as channel:
                 command = COMMAND.format(run=spec.run_rel, fd=channel.fd, reporter=reporter)
+                if self.upstream is not None and self.upstream.root is not None:
+                    # code/ is CommonJS: its require() finds `@units/<id>` on NODE_PATH, and
+                    # the dependency's own require('express') the toolchain after it.
+                    command = f"NODE_PATH={NODE_PATH}:/project/node_modules " + command
                 command += "" if derived else cov.vitest_flags(spec.run_rel)
                 obs = self._run(spec, command, timeout_s, channel.fd, on_output)
                 stream = channel.close()
@@ -221,6 +239,7 @@ class VitestRunner:
                 (self.node_modules, "node_modules"),
                 (self.plugins, str(self.plugins)),
                 (self.plugins, f"{spec.writable}/{GUARD_DIR}"),
+                *(self.upstream.binds() if self.upstream else []),
             ],
             # vite writes both at start-up; the toolchain is read-only.
             tmpfs=["node_modules/.vite-temp", "node_modules/.vite"],
@@ -264,17 +283,30 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and value > 0 else 0
 
 
-def config_text(spec: RunSpec, guard: str) -> str:
+def config_text(spec: RunSpec, guard: str, upstream: Upstream | None = None) -> str:
     """The vitest config for this unit: jsdom and the vue plugin only for vue units; the
-    read-only tamper guard is the first setup file of every worker."""
-    vue = uses_vue(spec)
+    read-only tamper guard is the first setup file of every worker. With dependencies,
+    `@units/<id>` resolves to their passed code, which vite transforms like code/."""
+    bound = upstream is not None and upstream.root is not None
+    vue = uses_vue(spec) or (bound and upstream_has_vue(upstream))
+    scope = json.dumps(f"{NODE_PATH}/{NODE_SCOPE}")
     return CONFIG.format(
         imports="import vue from '@vitejs/plugin-vue';\n" if vue else "",
         plugins="vue()" if vue else "",
+        upstream=f"\n  resolve: {{ alias: {{ '{NODE_SCOPE}': {scope} }} }}," if bound else "",
+        inline=f"\n    server: {{ deps: {{ inline: [new RegExp({json.dumps(f'^{ROOT}/')})] }} }},"
+        if bound
+        else "",
         include=json.dumps(INCLUDE),
         environment=json.dumps("jsdom" if vue else "node"),
         setup=f"{json.dumps(guard)}, {json.dumps(f'./{spec.run_rel}/devloop-setup.mjs')}",
     )
+
+
+def upstream_has_vue(upstream: Upstream | None) -> bool:
+    """Whether a dependency's code has .vue files (a component this unit mounts)."""
+    present = upstream.scope.present.values() if upstream else ()
+    return any(rel.endswith(".vue") for code in present for rel in code.files)
 
 
 def uses_vue(spec: RunSpec) -> bool:

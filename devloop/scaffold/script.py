@@ -68,10 +68,12 @@ def unit_files(project: Project, unit_id: str) -> TrivialUnit:
     """The trivial code and tests for one unit of the project, by its stack and kind."""
     contract = project.sdd_contracts[unit_id]
     acceptance = list(project.specs[unit_id].acceptance_criteria)
-    if project.stack_of(unit_id) == "python":
-        return python_unit(unit_id, contract, acceptance)
     entry = project.units.unit(unit_id)
     assert entry is not None
+    if project.stack_of(unit_id) == "python":
+        upstream = {d: project.sdd_contracts[d] for d in entry.depends_on
+                    if project.stack_of(d) == "python"}
+        return python_unit(unit_id, contract, acceptance, upstream)
     return node_unit(unit_id, entry.kind, contract, acceptance)
 
 

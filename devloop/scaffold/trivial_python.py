@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from devloop.scaffold.trivial_common import TrivialUnit, declared_statuses, slug
+from devloop.upstream.names import python_package
 
 # Names tests cannot import code/ as: the stdlib, and what pytest itself imports.
 TAKEN = frozenset(sys.stdlib_module_names) | {
@@ -27,6 +28,7 @@ TAKEN = frozenset(sys.stdlib_module_names) | {
     "py",
     "conftest",
 }
+_LEADING = re.compile(r"^\s*([A-Za-z_]\w*)")
 _SIGNATURE = re.compile(r"^\s*([A-Za-z_]\w*)\s*\((.*)\)\s*(?:->\s*(.+?))?\s*$", re.S)
 # Return type word -> (annotation, the constant returned, the test's comparison).
 _VALUES = {
@@ -130,8 +132,35 @@ def _default_module(unit_id: str) -> str:
     return f"{name}_unit" if clash else name
 
 
-def python_unit(unit_id: str, contract: dict[str, Any], acceptance: list[str]) -> TrivialUnit:
-    """The trivial code and tests of a python unit."""
+def upstream_imports(contract: dict[str, Any], upstream: dict[str, dict[str, Any]]) -> list[str]:
+    """`from units.money import add` for each name the contract consumes that the
+    dependency's trivial code defines: the stand-in imports what it would use."""
+    lines = []
+    for entry in contract.get("consumes") or []:
+        dep = entry.get("unit") if isinstance(entry, dict) else None
+        if dep not in upstream:
+            continue
+        wanted = [*_as_list(entry.get("uses")), *_as_list(entry.get("module"))]
+        defined = {f.name for f in functions(dep, upstream[dep])}
+        names = sorted({m.group(1) for w in wanted if (m := _LEADING.match(w))} & defined)
+        if names:
+            lines.append(f"from {python_package(dep)} import {', '.join(names)}  # noqa: F401")
+    return lines
+
+
+def _as_list(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    return [str(v) for v in value] if isinstance(value, list) else []
+
+
+def python_unit(
+    unit_id: str,
+    contract: dict[str, Any],
+    acceptance: list[str],
+    upstream: dict[str, dict[str, Any]] | None = None,
+) -> TrivialUnit:
+    """The trivial code and tests of a python unit (`upstream`: its dependencies' contracts)."""
     value = repr(unit_id)
     ready = PyFunction(_default_module(unit_id), "ready", "", "str", value, f"== {value}", "")
     funcs = functions(unit_id, contract) or [ready]
@@ -151,8 +180,10 @@ def python_unit(unit_id: str, contract: dict[str, Any], acceptance: list[str]) -
             '    """The status when the contract declares it, else 500."""\n'
             "    return status if status in STATUSES else 500\n"
         )
+    imports = upstream_imports(contract, upstream or {})
     code = {
         "code/" + m.replace(".", "/") + ".py": _doc(f"{unit_id}: a trivial implementation.")
+        + ("\n\n" + "\n".join(imports) if imports and m == first else "")
         + "\n\n\n"
         + "\n\n".join(body)
         for m, body in defs.items()

@@ -16,6 +16,8 @@ Every key of a project starts with ``devloop:{pid}:``::
     devloop:{pid}:unit:{unit}:files         hash    path under units/{unit}/ -> bytes
     devloop:{pid}:unit:{unit}:meta          hash    version, imported (digest at last import)
     devloop:{pid}:unit:{unit}:commits       hash    "{role}:{attempt}" -> version it produced
+    devloop:{pid}:unit:{unit}:passed        hash    code/** and contract.json as it last passed
+                                                    (what its dependents' runs import)
     devloop:{pid}:unit:{unit}:state         string  UnitState (JSON)
     devloop:{pid}:session:{role}:{unit}     string  transcript checkpoint (JSON)
     devloop:{pid}:lease:{unit}:{attempt}:{role}  string with TTL: the owner

@@ -85,6 +85,10 @@ class Keys:
         """Hash: `{role}:{attempt}` -> the version that commit produced."""
         return f"{self.prefix}unit:{check_id(unit, 'unit id')}:commits"
 
+    def passed(self, unit: str) -> str:
+        """Hash: code/** and contract.json as they were when the unit last passed."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:passed"
+
     def state(self, unit: str) -> str:
         """String: the unit's UnitState (JSON)."""
         return f"{self.prefix}unit:{check_id(unit, 'unit id')}:state"

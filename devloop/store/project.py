@@ -83,6 +83,11 @@ class ProjectMixin(StoreBase):
         raw = self.client.hget(self.keys(pid).contracts, unit)
         return json.loads(raw) if raw else None
 
+    def sdd_contracts(self, pid: str) -> dict[str, dict[str, Any]]:
+        """Every unit's contract as the SDD declares it (units without one left out)."""
+        raw = self.client.hgetall(self.keys(pid).contracts)
+        return {k.decode(): json.loads(v) for k, v in raw.items()}
+
     def memory_notes(self, pid: str, role: str) -> dict[str, str]:
         """A role's notes for every unit (memory/devloop/{role}/*): file name -> text.
 

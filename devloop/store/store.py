@@ -10,6 +10,7 @@ from devloop.store.files import FilesMixin
 from devloop.store.importer import ImportMixin
 from devloop.store.keys import Ledger
 from devloop.store.leases import LeasesMixin
+from devloop.store.passed import PassedMixin
 from devloop.store.sessions import SessionsMixin
 from devloop.store.source import SourceMixin
 from devloop.store.state import StateMixin
@@ -21,6 +22,7 @@ class RedisStore(
     ExportMixin,
     SourceMixin,
     FilesMixin,
+    PassedMixin,
     StateMixin,
     SessionsMixin,
     LeasesMixin,

@@ -37,7 +37,7 @@ class UnitPlan:
     deps: list[str] = field(default_factory=list)
     bad: bool = False  # shorthand for coder=["bad"]
     coder_latency_ms: dict[int, int] = field(default_factory=dict)  # turn -> latency
-    coder: list[str] = field(default_factory=list)  # per attempt: good | bad | unlogged
+    coder: list[str] = field(default_factory=list)  # per attempt: good | good2 | bad | unlogged
     tester: list[str] = field(default_factory=list)  # per session: proper | mock
     coder_faults: dict[int, dict[str, Any]] = field(default_factory=dict)  # turn -> stub fault
     seeded_tests: str | None = None  # tests/test_unit.py in the folder before the run
@@ -67,7 +67,8 @@ def _coder_session(plan: UnitPlan, attempt: int, kind: str) -> list[dict[str, An
     """write, log, finish; an unlogged attempt finishes three times without a log entry."""
     version = hash_contract(CONTRACT)
     contract = json.dumps({"unit_id": plan.id, "version": version, **CONTRACT}, indent=2)
-    code = f"def value():\n    return {41 if kind == 'bad' else 42}\n"
+    value = {"bad": "41", "good2": "40 + 2"}.get(kind, "42")  # good2: 42 by other code
+    code = f"def value():\n    return {value}\n"
     decision: dict[str, Any] = {"this_fix": f"value() returns the constant (try {attempt})",
                                 "rationale": "the contract asks for 42",
                                 "changed_files": ["code/unit.py"]}

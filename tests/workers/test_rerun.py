@@ -58,3 +58,31 @@ def test_edited_definitions_run_passed_units_again_as_retries(
     typo = devloop("run", str(p), "--llm", "stub", "--rerun", "aa")
     assert typo.returncode == 2
     assert typo.stderr.splitlines() == ['--rerun: aa: no unit "aa"; did you mean "a"?']
+
+
+def test_a_dependency_passing_again_with_other_code_re_tests_every_passed_unit_downstream(
+    tmp_path: Path, python_toolchain_dir: Path
+) -> None:
+    """a's second attempt passes with other code (40 + 2): b and c, which ran against the
+    first, are tested again against it by their tester alone, and say why."""
+    plans = [UnitPlan("a", coder=["good", "good2"]), UnitPlan("b", ["a"]), UnitPlan("c", ["b"])]
+    p = build(tmp_path / "p", plans)
+    (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    assert devloop("run", str(p), "--llm", "stub").returncode == 0
+    again = devloop("run", str(p), "--llm", "stub", "--rerun", "a")
+    assert again.returncode == 0, again.stdout + again.stderr
+    steps = [json.loads(line) for line in (p / "agent-state/fleet-steps.ndjson").open()]
+    for unit in ("b", "c"):
+        mine = [(s["role"], s["attempt"], s["worker"]) for s in steps
+                if s["msg"]["unit_id"] == unit and s["role"] in ("coder", "tester")]
+        # attempt 2 ran no coder: the loop recorded the step it skipped
+        assert ("coder", 2, "loop") in mine and ("tester", 2) in [(r, a) for r, a, _ in mine]
+        decided = [s["status"] for s in steps if s["msg"]["unit_id"] == unit
+                   and s["role"] == "decide"]
+        assert decided == ["pass", "pass"]
+    events = [json.loads(line) for line in (p / "timeline.ndjson").open()]
+    retests = [e for e in events if e["kind"] == "loop_retest"]
+    assert sorted(e["unit_id"] for e in retests) == ["b", "c"]
+    assert retests[0]["summary"] == (
+        "re-test: a passed again with changed code or contract; re-testing against it")
+    assert (p / "units/b/runs/run-2-1/result.json").is_file()
