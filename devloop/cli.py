@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import shlex
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Annotated, Literal, NoReturn
 
@@ -348,6 +350,7 @@ def mutants(
     from devloop.roles.mutation import measure_folder
     from devloop.runners import PytestRunner
     from devloop.sandbox import BwrapSandbox
+    from devloop.upstream.folder import folder_upstream
 
     project = load_folder(project_dir)
     python = [
@@ -360,9 +363,18 @@ def mutants(
         fail([Problem("--unit", "option", f"{unknown[0]!r} is not a python unit with tests",
                       f"use one of: {', '.join(python) or '(none yet: run the project first)'}")])
     settings = load_settings()
+
+    @contextmanager
+    def runner_for(unit_id: str) -> Iterator[PytestRunner]:
+        upstream = folder_upstream(project, unit_id, settings)  # its dependencies' code
+        try:
+            yield PytestRunner(sandbox, venv, upstream=upstream)
+        finally:
+            upstream.close()
+
     try:
-        runner = PytestRunner(BwrapSandbox(settings), python_toolchain(settings.cache_dir))
-        scores = measure_folder(project_dir, wanted, runner, settings, n=sample)
+        sandbox, venv = BwrapSandbox(settings), python_toolchain(settings.cache_dir)
+        scores = measure_folder(project_dir, wanted, runner_for, settings, n=sample)
     except (SandboxUnavailable, ToolchainError) as exc:
         err.print(str(exc), markup=False)
         raise typer.Exit(1) from exc
@@ -372,6 +384,55 @@ def mutants(
         table.add_row(unit_id, shown, f"{score.killed}/{score.run} of {score.sites}",
                       "; ".join(score.survived[:3]))
     out.print(table)
+
+
+@app.command()
+def assemble(
+    project_dir: Annotated[Path, typer.Argument(help="The project folder (after `devloop run`).")],
+    out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="Where to write the program "
+                                            "(a new or empty directory).")],
+) -> None:
+    """Write the passed units as one program per stack (a python package tree, a node app
+    whose be units share one Express server) and smoke-check it in the sandbox."""
+    from devloop.errors import SandboxUnavailable
+    from devloop.sandbox import BwrapSandbox
+    from devloop.upstream.assemble import assemble as build
+    from devloop.upstream.assemble import smoke_check
+
+    project = load_folder(project_dir)
+    if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
+        fail([Problem(str(out_dir), "OUT", "exists and is not an empty directory",
+                      "name a new directory (or empty this one)")])
+    stacks = {project.stack_of(u.id) for u in project.units.units}
+    settings = load_settings()
+    try:
+        node_modules = (node_toolchain(settings.cache_dir) / "node_modules"
+                        if "node" in stacks else None)
+        venv = python_toolchain(settings.cache_dir) if "python" in stacks else None
+        assembly = build(project, out_dir, node_modules)
+        smoke_check(assembly, BwrapSandbox(settings), settings, venv, node_modules)
+    except (SandboxUnavailable, ToolchainError) as exc:
+        err.print(str(exc), markup=False)
+        raise typer.Exit(1) from exc
+    made = "; ".join(f"{stack} ({', '.join(units)})" for stack, units in assembly.units.items())
+    typer.echo(f"assembled into {out_dir}: {made or 'nothing (no unit has passed)'}")
+    for unit, why in assembly.left_out.items():
+        typer.echo(f"left out: {unit}: {why}")
+    for stack, obs in assembly.smoke.items():
+        lines = [ln for ln in obs.stdout.splitlines() if ln.strip()]
+        if obs.exit_code == 0:
+            typer.echo(f"smoke check ({stack}): {lines[-1] if lines else 'passed'}")
+        else:
+            tail = (obs.stdout + obs.stderr).strip()[-2000:]
+            typer.echo(f"smoke check ({stack}) failed (exit {obs.exit_code}):\n{tail}", err=True)
+    where = shlex.quote(str(out_dir))
+    if "python" in assembly.units:
+        typer.echo(f"check it: cd {where}/python && python3 smoke.py")
+    if "node" in assembly.units:
+        typer.echo(f"run it:   cd {where}/node && npm install && npm start")
+    typer.echo(f"how to run it: {out_dir / 'README.md'}")
+    if not assembly.ok:
+        raise typer.Exit(1)
 
 
 @app.command()

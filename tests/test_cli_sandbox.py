@@ -57,7 +57,7 @@ def test_unknown_unit_is_an_input_error(todo_project: Path) -> None:
     )
     assert done.returncode == 2
     assert done.stderr.strip() == (
-        'units.json: units: no unit "nope"; fix: pick one of todo-be, todo-fe'
+        'units.json: units: no unit "nope"; fix: pick one of todo-be, todo-fe, todo-app'
     )
     near = sandbox_exec_at(todo_project, "todo-fee", "true")
     assert near.returncode == 2

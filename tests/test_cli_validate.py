@@ -29,8 +29,8 @@ def edit_units(project: Path, change) -> None:  # type: ignore[no-untyped-def]
 def test_example_is_valid_and_summarized(todo_project: Path) -> None:
     code, out, err = validate(todo_project)
     assert code == 0, err
-    assert "units" in out and "2" in out
-    assert "todo-be -> todo-fe" in out
+    assert "units" in out and "3" in out
+    assert "todo-be -> todo-app" in out
     assert err == ""
 
 
@@ -72,7 +72,7 @@ def test_duplicate_unit_id(todo_project: Path) -> None:
     code, _, err = validate(todo_project)
     assert code == 2
     assert err.splitlines() == [
-        'units.json: units[2].id: duplicate unit id "todo-be" (also units[0]); '
+        'units.json: units[3].id: duplicate unit id "todo-be" (also units[0]); '
         "fix: give every unit its own id"
     ]
 

@@ -219,7 +219,8 @@ def test_devloop_status_reuses_the_server_of_a_running_command(todo_project: Pat
         done = run_bounded([DEVLOOP, "status", str(todo_project), "--json"], env=env,
                            timeout=120)
         assert done.returncode == 0, done.stderr
-        assert {u["unit_id"] for u in json.loads(done.stdout)["units"]} == {"todo-be", "todo-fe"}
+        assert {u["unit_id"] for u in json.loads(done.stdout)["units"]} == {
+            "todo-be", "todo-fe", "todo-app"}
         password = endpoint.url.split("@")[0].rpartition(":")[2]
         assert password not in done.stdout + done.stderr
         assert connect(endpoint.url).ping()  # still up: status did not stop it

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -107,16 +109,22 @@ def to_json(score: MutationScore) -> dict[str, object]:
 
 
 def measure_folder(
-    project: Path, unit_ids: list[str], runner: TestRunner, settings: Settings, n: int = 8
+    project: Path,
+    unit_ids: list[str],
+    runner_for: Callable[[str], AbstractContextManager[TestRunner]],
+    settings: Settings,
+    n: int = 8,
 ) -> dict[str, MutationScore]:
     """The mutation score of each named unit of a project folder (its code and tests as
-    they are there), written to agent-state/mutation.json beside earlier ones."""
+    they are there), written to agent-state/mutation.json beside earlier ones.
+    `runner_for(unit)` gives the runner for one unit (with its dependencies' code)."""
     scores: dict[str, MutationScore] = {}
     for unit_id in unit_ids:
         view = make_view(settings, prefix=f"mutants-src-{unit_id}-")
         try:
             copy_unit(project, view, unit_id)
-            scores[unit_id] = mutation_score(runner, settings, view, unit_id, n=n)
+            with runner_for(unit_id) as runner:
+                scores[unit_id] = mutation_score(runner, settings, view, unit_id, n=n)
         finally:
             remove_view(view)
     with Dir.open(project) as root:

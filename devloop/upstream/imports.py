@@ -49,7 +49,8 @@ class Scope:
     unit: str
     stack: str
     present: Mapping[str, UnitCode]  # dependencies (transitive) whose passed code is there
-    absent: Mapping[str, str] = field(default_factory=dict)  # dependency -> why its code is not
+    # dependency -> why its code is not there ("it has not passed (it is coding)")
+    absent: Mapping[str, str] = field(default_factory=dict)
     # Every unit of the project -> its contract as the SDD declares it (names bare imports).
     project: Mapping[str, Mapping[str, Any] | None] = field(default_factory=dict)
     depends_on: tuple[str, ...] = ()
@@ -63,7 +64,7 @@ class Scope:
         if unit in self.present:
             return None
         if unit in self.absent:
-            return f"unit {unit} has not passed ({self.absent[unit]}), so its code is not there"
+            return f"unit {unit}'s code is not there: {self.absent[unit]}"
         if unit not in self.project:
             return f"the project has no unit {unit}"
         if unit == self.unit:

@@ -70,18 +70,22 @@ def scope_for(
     unit: str,
     stack: str,
     passed: Mapping[str, Mapping[str, bytes]],
-    statuses: Mapping[str, str],
+    not_passed: Mapping[str, str],
     contracts: Mapping[str, Mapping[str, Any] | None],
 ) -> Scope:
-    """The import scope of `unit`: which dependencies' code is there and why not the rest."""
+    """The import scope of `unit`: which dependencies' code is there and why not the rest
+    (`not_passed`: dependency -> why it has not, in words)."""
     graph = {u.id: list(u.depends_on) for u in units.units}
-    kinds = {u.id: u.kind for u in units.units}
+    entries = {u.id: u for u in units.units}
     present, absent = {}, {}
     for dep in dag.upstream(graph, unit):
-        if dep in passed:
-            present[dep] = unit_code(dep, passed[dep], stack, kinds.get(dep, "lib"))
+        other = entries[dep].stack or units.stack
+        if other != stack:  # another stack's code cannot be imported, only called over http
+            absent[dep] = f"it is a {other} unit and this one is {stack}"
+        elif dep in passed:
+            present[dep] = unit_code(dep, passed[dep], stack, entries[dep].kind)
         else:
-            absent[dep] = f"it is {statuses.get(dep, 'pending')}"
+            absent[dep] = not_passed.get(dep, "it has not passed")
     entry = units.unit(unit)
     return Scope(
         unit=unit,
@@ -101,14 +105,21 @@ def mount_upstream(
     graph = {u.id: list(u.depends_on) for u in units.units}
     deps = dag.upstream(graph, unit)
     passed = store.passed_code(pid, deps) if deps else {}
-    statuses = {u: s.status for u, s in store.get_states(pid, deps).items()} if deps else {}
-    scope = scope_for(units, unit, stack, passed, statuses, store.sdd_contracts(pid))
+    states = store.get_states(pid, deps) if deps else {}
+    why = {u: f"it has not passed (it is {s.status})" for u, s in states.items()}
+    scope = scope_for(units, unit, stack, passed, why, store.sdd_contracts(pid))
+    return lay_out(settings, scope)
+
+
+def lay_out(settings: Settings, scope: Scope) -> Upstream:
+    """The tree of the scope's present units in a fresh host dir the sandbox uid can read
+    (none when nothing is present)."""
     if not scope.present:
         return Upstream(scope)
-    root = make_view(settings, prefix=f"upstream-{unit}-")
+    root = make_view(settings, prefix=f"upstream-{scope.unit}-")
     try:
         with Dir.open(root) as tree:
-            for rel, data in tree_for(stack, scope.present).files.items():
+            for rel, data in tree_for(scope.stack, scope.present).files.items():
                 tree.write_atomic(rel, data, 0o644)
     except BaseException:
         remove_view(root)

@@ -25,14 +25,15 @@ def test_chromium_draws_every_unit_node_and_step_bar(
     assert [(n["data-unit"], n["data-status"]) for n in nodes] == [
         ("todo-be", "passed"),
         ("todo-fe", "passed"),
+        ("todo-app", "passed"),
     ]
     bars = dom.having("data-step")
     roles = sorted(str(b["data-step"]) for b in bars)
-    assert roles == ["coder"] * 3 + ["decide"] * 3 + ["tester"] * 3
+    assert roles == ["coder"] * 4 + ["decide"] * 4 + ["tester"] * 4
     assert [(e["data-from"], e["data-to"]) for e in dom.having("data-edge")] == [
-        ("todo-be", "todo-fe")
+        ("todo-be", "todo-fe"), ("todo-be", "todo-app")
     ]
-    assert len(dom.having("data-cost-unit")) == 2
+    assert len(dom.having("data-cost-unit")) == 3
 
 
 def test_the_by_unit_link_regroups_the_bars_into_unit_lanes(

@@ -18,12 +18,13 @@ from devloop.report.views import attempts, cost_table
 from tests.conftest import EXAMPLES
 
 
-def test_a_real_run_reads_as_both_units_passed_with_todo_be_retried(todo_run: Path) -> None:
+def test_a_real_run_reads_as_every_unit_passed_with_todo_be_retried(todo_run: Path) -> None:
     data = gather(todo_run)
     assert (data.project_id, data.company_id, data.stack) == ("p-todo", "c-demo", "node")
     assert [(u.id, u.level, u.status, u.attempts) for u in data.units] == [
         ("todo-be", 1, "passed", 2),
         ("todo-fe", 2, "passed", 1),
+        ("todo-app", 2, "passed", 1),
     ]
     assert data.ran and data.notes == []
 
@@ -73,9 +74,9 @@ def test_costs_add_up_to_the_step_records(todo_run: Path) -> None:
     rows, total = cost_table(gather(todo_run))
     assert total.tokens == sum(x["tokens"] for x in lines) > 0
     assert total.cost_usd == pytest.approx(sum(x["cost_usd"] for x in lines))
-    assert [r.unit for r in rows] == ["todo-be", "todo-fe"]
+    assert [r.unit for r in rows] == ["todo-be", "todo-fe", "todo-app"]
     assert sum(r.tokens for r in rows) == total.tokens
-    assert total.attempts == 3
+    assert total.attempts == 4
 
 
 def test_each_attempt_pairs_the_reflection_with_its_runs_and_the_loop_decision(
@@ -98,6 +99,7 @@ def test_a_project_that_never_ran_is_the_graph_alone(tmp_path: Path) -> None:
     assert [(u.id, u.status, u.attempts) for u in data.units] == [
         ("todo-be", "pending", 0),
         ("todo-fe", "pending", 0),
+        ("todo-app", "pending", 0),
     ]
 
 
@@ -105,11 +107,11 @@ def test_missing_ledgers_and_step_records_leave_runs_to_decide(run_copy: Path) -
     for name in ("timeline.ndjson", "bugs.ndjson", STEPS_FILE):
         (run_copy / name).unlink()
     data = gather(run_copy)
-    assert [u.status for u in data.units] == ["passed", "passed"]  # latest result.json is ok
+    assert [u.status for u in data.units] == ["passed"] * 3  # latest result.json is ok
     assert data.steps == [] and data.bugs == [] and data.timeline == []
     shutil.rmtree(run_copy / "units" / "todo-fe" / "runs")
     (run_copy / "units" / "todo-be" / "runs" / "run-2-1" / "result.json").unlink()
-    assert [u.status for u in gather(run_copy).units] == ["failed", "in_progress"]
+    assert [u.status for u in gather(run_copy).units] == ["failed", "in_progress", "passed"]
 
 
 def test_broken_lines_and_files_become_notes_not_errors(run_copy: Path) -> None:
@@ -117,7 +119,7 @@ def test_broken_lines_and_files_become_notes_not_errors(run_copy: Path) -> None:
         f.write('{"role": "coder"}\nnot json at all\n')
     (run_copy / "units" / "todo-fe" / "runs" / "run-1-1" / "result.json").write_text("{oops")
     data = gather(run_copy)
-    assert len(data.steps) == 9
+    assert len(data.steps) == 12
     assert any("fleet-steps.ndjson: 1 invalid line" in n for n in data.notes)
     assert any("units/todo-fe/runs/run-1-1/result.json" in n for n in data.notes)
 
@@ -134,7 +136,7 @@ def test_a_cyclic_graph_is_drawn_flat_with_a_note(tmp_path: Path) -> None:
     units["units"][0]["depends_on"] = ["todo-fe"]
     path.write_text(json.dumps(units))
     data = gather(tmp_path / "todo")
-    assert [u.level for u in data.units] == [1, 1]
+    assert [u.level for u in data.units] == [1, 1, 1]
     assert any("not a DAG" in n for n in data.notes)
 
 

@@ -12,11 +12,11 @@ from tests.report.folders import Folder, blocked_story
 def test_one_lane_per_worker_process_and_one_bar_per_step(todo_run: Path) -> None:
     data = gather(todo_run)
     gantt = gantt_layout(data.steps, [u.id for u in data.units])
-    assert len(gantt.bars) == len(data.steps) == 9
+    assert len(gantt.bars) == len(data.steps) == 12
     workers = {worker_of(s) for s in data.steps}
     assert {lane.key for lane in gantt.worker_lanes} == workers
     assert all(w.count(":") == 1 for w in workers)  # host:pid, the task id cut off
-    assert [lane.key for lane in gantt.unit_lanes] == ["todo-be", "todo-fe"]
+    assert [lane.key for lane in gantt.unit_lanes] == ["todo-be", "todo-fe", "todo-app"]
 
 
 def test_bars_of_one_worker_never_overlap(todo_run: Path) -> None:

@@ -27,11 +27,11 @@ def test_the_report_names_what_the_run_did(todo_run: Path) -> None:
         "total",
     ):
         assert text in html, text
-    assert html.count('data-unit="') == 2
-    assert html.count('data-step="') == 9
+    assert html.count('data-unit="') == 3
+    assert html.count('data-step="') == 12
     # Each green run's tests were run against a hollow build, and proved every criterion.
     proofs = re.findall(r"data-adequacy>proves (\d+) of (\d+) criteria", html)
-    assert len(proofs) == 2 and all(a == b for a, b in proofs), proofs
+    assert len(proofs) == 3 and all(a == b for a, b in proofs), proofs
     # Every run that ran shows the coverage of code/ its tests measured.
     assert re.search(r"data-coverage>coverage of code/: lines \d+%, branches \d+%", html)
 
@@ -40,7 +40,8 @@ def test_the_page_is_self_contained(todo_run: Path) -> None:
     html = build_report(todo_run)
     assert not re.search(r"<(link|img|iframe|object|embed)\b", html)
     assert not re.search(r"\bsrc=", html)
-    assert re.findall(r'href="([^"]*)"', html) == [f"#unit-{u}" for u in ("todo-be", "todo-fe")] * 2
+    assert re.findall(r'href="([^"]*)"', html) == [
+        f"#unit-{u}" for u in ("todo-be", "todo-fe", "todo-app")] * 2
     assert "http://" not in html and "https://" not in html
     assert html.count("<script") == 1 and html.count("<style") == 1
 
@@ -59,7 +60,7 @@ def test_a_project_that_never_ran_shows_the_graph_and_says_so(tmp_path: Path) ->
     shutil.copytree(EXAMPLES / "todo", tmp_path / "todo")
     html = build_report(tmp_path / "todo")
     assert "This project has not run yet" in html
-    assert html.count('data-unit="') == 2 and 'data-status="pending"' in html
+    assert html.count('data-unit="') == 3 and 'data-status="pending"' in html
     assert 'id="timeline-section"' not in html and 'data-step="' not in html
 
 

@@ -111,7 +111,7 @@ def test_a_note_and_a_contract_reach_another_unit_only_fenced_and_the_note_only_
                                                                            tests_ok=True))):
         save_step(store, PID, A, StepRecord(role=role, attempt=1, msg=passed, worker="test",
                                             started_at=0, ended_at=0, outcome=outcome))
-    assert [d.msg.unit_id for d in decide_after(store, passed, budget=5)] == [B]
+    assert [d.msg.unit_id for d in decide_after(store, passed, budget=5)] == ["todo-app", B]
     assert list(store.memory_notes(PID, "coder")) == [f"{A}--maintenance.md"]
 
     # B's attempt 2: the note is in the attempt's first user turn, fenced, and nowhere else.

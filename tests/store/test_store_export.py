@@ -77,6 +77,7 @@ def test_export_to_a_new_dir_gives_the_seed_layout(
         "agent-state/todo.json",
         "memory/devloop/tester/vitest.md",
         "timeline.ndjson",
+        "units/todo-app/spec.json",
         "units/todo-be/code/keep.js",
         "units/todo-be/code/server.js",
         "units/todo-be/spec.json",

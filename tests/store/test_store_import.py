@@ -37,10 +37,10 @@ def versions(store: RedisStore) -> dict[str, int]:
 def test_import_stores_the_whole_project(redis_store: RedisStore, todo_project: Path) -> None:
     seed(todo_project)
     report = redis_store.import_project(load_project(todo_project))
-    assert (report.pid, report.units, report.files, report.changed) == (PID, 2, 5, True)
+    assert (report.pid, report.units, report.files, report.changed) == (PID, 3, 6, True)
 
     record = redis_store.project_record(PID)
-    assert [u.id for u in record.units.units] == ["todo-be", "todo-fe"]
+    assert [u.id for u in record.units.units] == ["todo-be", "todo-fe", "todo-app"]
     assert (record.company_id, record.stack) == ("c-demo", "node")
     assert record.conventions == "Two-space indents.\n"
     doc = redis_store.sdd_document(PID, "todo-be")

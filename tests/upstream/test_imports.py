@@ -48,8 +48,8 @@ def test_a_unit_that_is_no_dependency_is_named_and_so_is_the_fix() -> None:
 
 def test_a_dependency_that_has_not_passed_is_named() -> None:
     [problem] = problems("from units.money import add\n", present={},
-                         absent={"money": "it is coding"})
-    assert "unit money has not passed (it is coding)" in problem
+                         absent={"money": "it has not passed (it is coding)"})
+    assert "unit money's code is not there: it has not passed (it is coding)" in problem
     assert "fix: wait for money to pass" in problem
 
 

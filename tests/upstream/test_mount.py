@@ -137,7 +137,8 @@ def test_a_dependency_that_has_not_passed_is_not_there_and_is_named(
     finally:
         p.ws.cleanup()
     assert result["next_action"] == "retry_coder"
-    assert "unit money has not passed (it is coding)" in str(result["crash_reason"])
+    assert "unit money's code is not there: it has not passed (it is coding)" in str(
+        result["crash_reason"])
 
 
 def test_a_dependency_running_again_lends_the_code_that_passed(

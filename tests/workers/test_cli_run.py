@@ -38,6 +38,23 @@ def test_demo_shows_the_red_green_retry_and_both_units_passing(tmp_path: Path) -
     assert (run_dir / "report.html").is_file()
     result = json.loads((run_dir / "units/todo-be/runs/run-2-1/result.json").read_text())
     assert result["ok"] is True
+    # todo-app served todo-be's real app from its passed code, and the three are one app.
+    assert "todo-app: passed after 1 attempt(s)" in out
+    made = devloop("assemble", str(run_dir), str(tmp_path / "app"))
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert "smoke check (node): smoke check passed: 3 modules, 1 components" in made.stdout
+
+
+def test_the_inventory_demo_passes_and_assembles_into_one_package_tree(tmp_path: Path) -> None:
+    done = devloop("demo", "--example", "inventory", "--out-dir", str(tmp_path / "out"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    [run_dir] = (tmp_path / "out").iterdir()
+    made = devloop("assemble", str(run_dir), str(tmp_path / "app"))
+    assert made.returncode == 0, made.stdout + made.stderr
+    assert made.stdout.splitlines()[:2] == [
+        f"assembled into {tmp_path / 'app'}: python (orders, pricing, reports, stock-db)",
+        "smoke check (python): smoke check passed: 4 modules",
+    ]
 
 
 def test_a_blocked_unit_exits_1_and_a_second_run_resumes(tmp_path: Path) -> None:
