@@ -89,10 +89,10 @@ def syntax_command(unit_dir: Path, stack: str, kind: str) -> str | None:
 
 
 def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list[str]:
-    """The coder's checks (contract, code that reaches into the test framework, syntax,
-    coder.log, sandbox, timeline, todolist, and in
-    a retry the workflow lines and no regression against the baseline); each failure is a
-    sentence the model can act on."""
+    """The coder's checks (contract, code that reaches into the test framework, imports
+    of other units that are not there, syntax, coder.log, sandbox, timeline, todolist,
+    and in a retry the workflow lines and no regression against the baseline); each
+    failure is a sentence the model can act on."""
     role: RoleServices = ctx.services["role"]
     failures = []
     bridge = contract_bridge(role.units, role.unit_id, read_contract(ctx))

@@ -13,6 +13,8 @@ vite's import analysis hides the real SyntaxError. Then, in the sandbox: `VERDIC
 node ../../node_modules/vitest/vitest.mjs run --config runs/{run}/vitest.config.mjs
 --reporter=default --reporter=json --outputFile.json=runs/{run}/report.json
 --reporter=<plugins>/vitest_reporter.mjs` and coverage-v8's flags (devloop.runners.coverage).
+With dependencies, their passed code is bound at /upstream: `NODE_PATH` finds `@units/<id>`
+for code/'s require() and a vite alias for the tests' imports (devloop.upstream).
 """
 
 from __future__ import annotations

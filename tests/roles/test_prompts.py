@@ -214,6 +214,9 @@ def test_the_coder_prompt_in_implement_mode(
     assert "- `code/**`\n- `contract.json`\n- `coder.log`\n" in system
     assert "`../stock-db/contract.json`, `../pricing/contract.json` (upstream contracts" in system
     assert "it must say ok (expected `sha256:8bc64074f1c325cd`)" in system
+    # How to import what it uses of upstream, from the SDD contracts (no model text).
+    assert "   - stock-db: `from units.stock_db.stock_db import StockRepo`\n" in system
+    assert "   - pricing: `from units.pricing.pricing import DISCOUNTS, apply_discount, " in system
     assert "PYTHONPYCACHEPREFIX=/tmp/pycache python -m py_compile code/*.py" in system
     assert "`timeline_append` (`unit_coded`)" in system
     assert "Retry history" not in first and "this_fix" not in first
@@ -274,6 +277,9 @@ def test_the_tester_prompt(
     assert "6. The timeline has `unit_tested` and `test_passed` or `test_failed`" in system
     assert "writes `runs/run-2-2/result.json`" in system
     assert "its docstring" in system and "60 s, and so is each `Bash` command" in system
+    assert ("your tests run against the real, passed code of the units this one depends on: "
+            "`code/` imports it (`from units.stock_db.stock_db import StockRepo`; ") in system
+    assert "do not mock it, and expect what it really returns" in system
     assert "Retry history" not in first and "## Baseline" not in first  # the coder's
     # The code's exports and contract.json, fenced: the coder wrote both.
     exports = "code/orders.py: class OrderRejected, place(request, discount)"
