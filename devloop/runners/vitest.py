@@ -2,7 +2,8 @@
 
 The verdict comes from `vitest_reporter.mjs` (devloop.runners.channel), run in vitest's
 main process and checked against the exit status and the collected count; the JSON
-report only supplies failure messages, and must name the same tests failed and passed.
+report must name the same tests failed and passed. Failure detail comes from the errors
+the reporter sends (devloop.runners.vitest_detail), the JSON report's messages failing that.
 
 It writes into runs/{run}/ a `vitest.config.mjs` (root = the unit dir; jsdom and
 @vitejs/plugin-vue only for vue units), a `devloop-setup.mjs` that records 5xx bodies and
