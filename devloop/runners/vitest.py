@@ -81,6 +81,10 @@ _ASSERT = re.compile(
     r"be type of|have length|contain|include|have property|match|be an instance of) "
     r"(.+?)(?: // Object\.is equality)?$"
 )
+# vitest 3 gives a timeout's error the stack of an Error("STACK_TRACE_ERROR") made when the
+# test or hook was defined (only timeouts use it); report.json keeps that stack, not the message.
+_PLACEHOLDER = "Error: STACK_TRACE_ERROR"
+TIMED_OUT_UNKNOWN = "Error: Test timed out (its time limit; vitest's report gives no limit)"
 _RULE = re.compile(r"^[ \t]*⎯{2,}[ \t]*(.*?)[ \t]*⎯*[ \t]*$", re.M)
 
 CONFIG = """\
@@ -426,6 +430,7 @@ def _failure(test: dict[str, Any], spec: RunSpec, file: str, detail: Details) ->
     full = " > ".join([*titles, str(test.get("title") or test.get("fullName") or "?")])
     errors = detail.take(file, full)
     message = "\n".join(str(m) for m in test.get("failureMessages") or [])
+    message = message.replace(_PLACEHOLDER, TIMED_OUT_UNKNOWN)  # when no error record came
     if errors:
         message = error_text(errors)
     expected, got = extract_expected_got(message)

@@ -157,10 +157,12 @@ def test_vitest3s_own_timeout_output_is_a_timeout_and_can_be_starved(
     (view / "units/todo-be/tests/todo-be.spec.js").write_text(
         "import { it } from 'vitest';\n"
         "it('waits forever', async () => { await new Promise(() => {}); }, 200);\n"
-    )
+        "it('fails', () => { throw new Error('no'); });\n"  # so that a busy machine cannot
+    )  # make the run starved (and its failures not reported)
     vitest = VitestRunner(sandbox, node_toolchain_dir / "node_modules")
     out = vitest.run(view=view, unit_id="todo-be", run_id="run-1", attempt=1, retry_budget_left=3)
-    [timed_out] = out.result.failures
+    [timed_out, failed] = out.result.failures
+    assert not is_timeout(failed)
     assert is_timeout(timed_out) and "200ms" in timed_out.stack
     assert starved_timeouts(obs(20, 12), [timed_out]) is not None
     assert starved_timeouts(obs(20, 1), [timed_out]) is None  # a real slow test

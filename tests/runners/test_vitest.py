@@ -13,8 +13,9 @@ import pytest
 
 from devloop.models import RunResult
 from devloop.runners import RunOutcome, VitestRunner, is_useful_hint
+from devloop.runners.base import RunSpec
 from devloop.runners.timing import is_timeout
-from devloop.runners.vitest import extract_expected_got
+from devloop.runners.vitest import TIMED_OUT_UNKNOWN, extract_expected_got, parse_report
 from devloop.runners.vitest_detail import VALUE_CAP
 from devloop.sandbox import BwrapSandbox
 
@@ -185,20 +186,30 @@ def test_vitest3s_own_test_timeout_says_it_timed_out_after_its_limit(
 ) -> None:
     # vitest 3's JSON report gives this test's error as "Error: STACK_TRACE_ERROR" (the stack
     # of the error made when the test was defined); its error object says the truth.
-    result, _ = spec_run(runner, make_view, (
+    result, view = spec_run(runner, make_view, (
         "import { it, expect } from 'vitest';\n"
         "it('passes', () => expect(1).toBe(1));\n"
         "it('waits forever', async () => { await new Promise(() => {}); }, 200);\n"
+        # A real failure too: a run red only on timeouts on a busy machine is starved.
+        "it('fails', () => expect(1).toBe(2));\n"
     ))
     assert not result.crashed and result.next_action == "retry_coder"
-    assert result.summary.model_dump() == {"total": 2, "passed": 1, "failed": 1, "skipped": 0}
-    [failure] = result.failures
+    assert result.summary.model_dump() == {"total": 3, "passed": 1, "failed": 2, "skipped": 0}
+    [failure, _] = result.failures
     assert failure.test == "tests/todo-be.spec.js::waits forever"
     assert failure.stack.startswith("Error: Test timed out in 200ms.")
     assert "tests/todo-be.spec.js:3" in failure.stack  # where the test is defined
     assert "STACK_TRACE_ERROR" not in failure.stack + failure.hint
     assert "timed out after 200 ms (its own time limit)" in failure.hint
     assert is_useful_hint(failure.hint) and is_timeout(failure)
+    # Without the reporter's error record (its detail budget spent), the same run's own
+    # report.json still reads as a timeout, never as STACK_TRACE_ERROR.
+    spec = RunSpec(view, "todo-be", RUN, 1, 4)
+    report = (view / "units/todo-be/runs/run-1/report.json").read_text()
+    [fallback, _] = parse_report(report, "", spec).failures
+    assert fallback.stack.startswith(TIMED_OUT_UNKNOWN)
+    assert "STACK_TRACE_ERROR" not in fallback.stack
+    assert "timed out" in fallback.hint and "STACK_TRACE_ERROR" not in fallback.hint
 
 
 def test_failed_before_all_and_after_all_hooks_are_failures_beside_failed_tests(
