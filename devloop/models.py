@@ -184,6 +184,13 @@ class CodeCoverage(Record):
     unexecuted: list[str] = Field(default_factory=list)
 
 
+class NotRun(Record):
+    """Tests the unit has that its run left out, and why (so a green run does not hide them)."""
+
+    files: list[str]
+    reason: str
+
+
 class RunResult(Record):
     """runs/{runId}/result.json: the tester's structured verdict."""
 
@@ -201,6 +208,8 @@ class RunResult(Record):
     retry_budget_left: int = 0
     duration_ms: int = 0
     stdout_tail: str | None = None
+    # Test files found and not run (vitest type tests without a type checker), and why.
+    not_run: NotRun | None = None
     # Where the time went: wall clock, CPU of every process of the run, and time the run
     # had runnable processes but none on a CPU (a busy machine, not slow code).
     wall_s: float | None = None

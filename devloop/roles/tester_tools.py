@@ -50,6 +50,8 @@ class RunTestsTool(Tool):
         }
         if result.crashed:
             report["crash_reason"] = result.crash_reason
+        if result.not_run:  # test files the run left out: the tester must know
+            report["not_run"] = result.not_run.to_json_dict()
         if result.starved:
             report["starved"] = True
             report["starved_reason"] = result.starved_reason

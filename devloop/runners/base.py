@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from pydantic import BaseModel, ConfigDict
 
 from devloop.config import load_settings
-from devloop.models import CodeCoverage, Failure, RunResult, RunSummary
+from devloop.models import CodeCoverage, Failure, NotRun, RunResult, RunSummary
 from devloop.runners import tamper, timing
 from devloop.runners.verdict import DISAGREE
 from devloop.safedir import Dir
@@ -176,6 +176,7 @@ class Parsed:
     # the channel (the file is the tests' to rewrite: detail, never the verdict).
     passed: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
+    not_run: NotRun | None = None  # test files the run left out, and why
 
 
 def code_digest(view: Path, unit_rel: str) -> str | None:
@@ -322,6 +323,7 @@ def finish(
         retry_budget_left=spec.retry_budget_left,
         duration_ms=obs.duration_ms,
         stdout_tail=output_tail(obs) if crashed or starved else None,
+        not_run=parsed.not_run,
         wall_s=round(obs.duration_ms / 1000, 3),
         cpu_s=obs.cpu_s,
         wait_s=obs.wait_s,

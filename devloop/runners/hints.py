@@ -241,8 +241,14 @@ def _timeout_hint(c: Ctx) -> str | None:
     m = _TIMEOUT.search(c.stack)
     if m is None or c.status is not None:
         return None
+    # vitest: "Test timed out in 200ms." (a hook's: "Hook timed out in ...").
+    limit = re.match(r"(Test|Hook) timed out in (\d+) ?ms", m.group(0), re.I)
+    what = f"did not finish ({m.group(0)})"
+    if limit:
+        whose = "a hook's" if limit.group(1).lower() == "hook" else "its own"
+        what = f"timed out after {limit.group(2)} ms ({whose} time limit)"
     return (
-        f"`{c.test}` did not finish ({m.group(0)}): look for a missing `await`, a promise or "
+        f"`{c.test}` {what}: look for a missing `await`, a promise or "
         "callback that never resolves (a route that never sends a response), or an external "
         "call that has to be mocked."
     )

@@ -2,7 +2,8 @@
 
 The verdict comes from `vitest_reporter.mjs` (devloop.runners.channel), run in vitest's
 main process and checked against the exit status and the collected count; the JSON
-report only supplies failure messages, and must name the same tests failed and passed.
+report must name the same tests failed and passed. Failure detail comes from the errors
+the reporter sends (devloop.runners.vitest_detail), the JSON report's messages failing that.
 
 It writes into runs/{run}/ a `vitest.config.mjs` (root = the unit dir; jsdom and
 @vitejs/plugin-vue only for vue units), a `devloop-setup.mjs` that records 5xx bodies and
@@ -26,7 +27,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from devloop.models import Failure, RunSummary
+from devloop.models import Failure, NotRun, RunSummary
 from devloop.runners import coverage as cov
 from devloop.runners.base import (
     SLOT_WAIT_S,
@@ -48,6 +49,16 @@ from devloop.runners.channel import VITEST_GUARD, VITEST_REPORTER, Channel, Reco
 from devloop.runners.hints import build_hint
 from devloop.runners.hollow import hollow_node_code
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_vitest
+from devloop.runners.vitest_detail import (
+    Details,
+    details,
+    elided,
+    error_text,
+    hook_lead,
+    hook_name,
+    type_test_files,
+    whole_value,
+)
 from devloop.safedir import Dir
 from devloop.safetree import TooMany, walk
 from devloop.sandbox import Observation, Sandbox
@@ -70,6 +81,10 @@ _ASSERT = re.compile(
     r"be type of|have length|contain|include|have property|match|be an instance of) "
     r"(.+?)(?: // Object\.is equality)?$"
 )
+# vitest 3 gives a timeout's error the stack of an Error("STACK_TRACE_ERROR") made when the
+# test or hook was defined (only timeouts use it); report.json keeps that stack, not the message.
+_PLACEHOLDER = "Error: STACK_TRACE_ERROR"
+TIMED_OUT_UNKNOWN = "Error: Test timed out (its time limit; vitest's report gives no limit)"
 _RULE = re.compile(r"^[ \t]*⎯{2,}[ \t]*(.*?)[ \t]*⎯*[ \t]*$", re.M)
 
 CONFIG = """\
@@ -208,12 +223,18 @@ class VitestRunner:
             parsed = Parsed()
             if not obs.timed_out:
                 report = read_report(view, spec.run_file("report.json"))
-                parsed = parse_report(report, obs.stderr, spec)
+                parsed = parse_report(report, obs.stderr, spec, stream.records)
                 if parsed.crash_reason and _SYNTAXISH.search(parsed.crash_reason):
                     parsed.crash_reason = self._syntax_reason(spec) or parsed.crash_reason
                 if parsed.crash_reason is None:
                     parsed.crash_reason = check(parsed, stream, obs.exit_code, spec)
         coverage = None if obs.timed_out or derived else cov.node_coverage(spec)
+        if left := type_tests_not_run(spec):
+            parsed.not_run = left
+            if not obs.timed_out:  # a killed run's last output must stay the tool's own
+                # Said in the run's own output too, where a person reading stdout.txt looks.
+                note = f"\nDevLoop: not run: {', '.join(left.files)}: {left.reason}\n"
+                obs = obs.model_copy(update={"stdout": obs.stdout + note})
         return finish(spec, parsed, obs, "vitest", tampered(stream.records), coverage)
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:
@@ -305,6 +326,20 @@ def config_text(spec: RunSpec, guard: str, upstream: Upstream | None = None) -> 
     )
 
 
+# Why a unit's type tests are not run: `vitest --typecheck` runs tsc, which the toolchain lacks.
+TYPECHECK_MISSING = (
+    "type tests need `vitest --typecheck`, which runs the TypeScript compiler (tsc), and the "
+    "node toolchain has none; their type assertions are not part of this verdict (runtime "
+    "checks belong in *.test.ts / *.spec.js files)"
+)
+
+
+def type_tests_not_run(spec: RunSpec) -> NotRun | None:
+    """The unit's type tests (`*.test-d.ts`), which this run leaves out, and why; None if none."""
+    files = type_test_files([rel for rel, kind in unit_entries(spec) if kind == "file"])
+    return NotRun(files=files[:20], reason=TYPECHECK_MISSING) if files else None
+
+
 def upstream_has_vue(upstream: Upstream | None) -> bool:
     """Whether a dependency's code has .vue files (a component this unit mounts)."""
     present = upstream.scope.present.values() if upstream else ()
@@ -334,8 +369,12 @@ def unit_entries(spec: RunSpec) -> list[tuple[str, str]]:
     return sorted(found)
 
 
-def parse_report(raw: str | None, stderr: str, spec: RunSpec) -> Parsed:
-    """vitest's JSON report -> summary, failures with hints, or a crash reason."""
+def parse_report(
+    raw: str | None, stderr: str, spec: RunSpec, records: list[dict[str, Any]] | None = None
+) -> Parsed:
+    """vitest's JSON report -> summary, failures with hints, or a crash reason; the
+    reporter's error records (`records`) give the failures their whole errors and add
+    the hooks that failed."""
     if raw is None:
         found = decisive_lines(stderr)
         return Parsed(crash_reason="vitest wrote no report" + (f": {found}" if found else ""))
@@ -347,6 +386,7 @@ def parse_report(raw: str | None, stderr: str, spec: RunSpec) -> Parsed:
     if not files:
         return Parsed(crash_reason=f"vitest found no test files matching {INCLUDE}")
     sections = stderr_sections(stderr)
+    detail = details(records or [], spec.relative)
     statuses, failures, load_errors = [], [], []
     passed_names: set[str] = set()
     failed_names: set[str] = set()
@@ -356,7 +396,9 @@ def parse_report(raw: str | None, stderr: str, spec: RunSpec) -> Parsed:
         if not tests and file.get("status") == "failed":
             load_errors.append(_load_error(name, str(file.get("message") or ""), sections))
         statuses += [test.get("status") for test in tests]
-        failures += [_failure(test, spec) for test in tests if test.get("status") == "failed"]
+        failures += [
+            _failure(test, spec, name, detail) for test in tests if test.get("status") == "failed"
+        ]
         for test in tests:
             label = f"{name}::{test.get('fullName')}"
             if test.get("status") in ("passed", "failed"):
@@ -369,21 +411,44 @@ def parse_report(raw: str | None, stderr: str, spec: RunSpec) -> Parsed:
     if load_errors:
         out.crash_reason = "; ".join(load_errors[:3])
         return out
-    if not failures and data.get("success") is False and summary.total:
-        failures.append(_outside_failure(sections, spec))
+    red = data.get("success") is False
+    # Only a run vitest itself calls red has failed hooks (a test could forge the records).
+    hooks = [_hook_failure(hook, spec) for hook in detail.hooks if hook["errors"]] if red else []
+    if not failures and red and summary.total:
+        failures += hooks or [_outside_failure(sections, spec)]
         summary.failed += 1  # counted so the run is red (no assertion failed)
         summary.total += 1
+    else:
+        failures += hooks  # beside the failed tests, uncounted: no test's status changed
     return out
 
 
-def _failure(test: dict[str, Any], spec: RunSpec) -> Failure:
-    """One failed assertion with its expected/got, server errors and hint."""
-    name = str(test.get("fullName") or test.get("title") or "?")
+def _failure(test: dict[str, Any], spec: RunSpec, file: str, detail: Details) -> Failure:
+    """One failed test (`tests/x.test.js::suite > name`) with its expected/got, server
+    errors and hint; its errors as the reporter sent them when it did, else the report's."""
+    titles = [str(t) for t in test.get("ancestorTitles") or []]
+    full = " > ".join([*titles, str(test.get("title") or test.get("fullName") or "?")])
+    errors = detail.take(file, full)
     message = "\n".join(str(m) for m in test.get("failureMessages") or [])
+    message = message.replace(_PLACEHOLDER, TIMED_OUT_UNKNOWN)  # when no error record came
+    if errors:
+        message = error_text(errors)
     expected, got = extract_expected_got(message)
+    if errors and (elided(expected) or elided(got)):
+        # The message shortened the values: vitest's error object holds them whole.
+        expected, got = whole_value(errors[0], "expected"), whole_value(errors[0], "actual")
     stack = with_source(clean_stack(message + server_errors(test.get("meta") or {})), spec.unit_dir)
+    name = f"{file}::{full}"
     hint = build_hint(name, expected, got, stack)
     return Failure(test=name, expected=expected, got=got, stack=stack, hint=hint)
+
+
+def _hook_failure(hook: dict[str, Any], spec: RunSpec) -> Failure:
+    """A suite's (or file's) beforeAll/afterAll hook that threw, as one failure."""
+    stack = with_source(clean_stack(error_text(hook["errors"])), spec.unit_dir)
+    name = hook_name(hook)
+    hint = hook_lead(hook) + build_hint(name, None, None, stack)
+    return Failure(test=name, stack=stack, hint=hint)
 
 
 def _outside_failure(sections: list[tuple[str, str]], spec: RunSpec) -> Failure:

@@ -117,7 +117,7 @@ CASES = [
         None,
         "Error: Test timed out in 5000ms.\nIf this is a long-running test, pass a timeout value "
         'as the last argument or configure it globally with "testTimeout".',
-        ("did not finish", "Test timed out in 5000ms", "`await`", "mocked"),
+        ("timed out after 5000 ms (its own time limit)", "`await`", "mocked"),
         test="GET /api/todos lists todos",
     ),
     Case(

@@ -18,8 +18,8 @@ import pytest
 
 from devloop.config import Settings
 from devloop.models import Failure, RunResult
-from devloop.runners import PytestRunner
-from devloop.runners.timing import load_note, starved_timeouts
+from devloop.runners import PytestRunner, VitestRunner
+from devloop.runners.timing import is_timeout, load_note, starved_timeouts
 from devloop.sandbox import BwrapSandbox, Observation
 from devloop.sandbox.process import STARVED_FACTOR
 from devloop.sandbox.slots import cpu_count
@@ -146,6 +146,26 @@ def test_tests_that_time_out_while_the_run_waits_for_a_cpu_are_starved() -> None
     assert starved_timeouts(obs(20, 1), [TIMED_OUT]) is None  # a real slow test
     assert starved_timeouts(obs(20, 12), [TIMED_OUT, ASSERTED]) is None  # a real failure too
     assert starved_timeouts(obs(20, 12), []) is None
+
+
+def test_vitest3s_own_timeout_output_is_a_timeout_and_can_be_starved(
+    sandbox: BwrapSandbox, node_toolchain_dir: Path, make_view: MakeView
+) -> None:
+    # Not a hand-written stack: the failure a real vitest 3 run gives a test past its own
+    # 200 ms limit (its JSON report says only "Error: STACK_TRACE_ERROR").
+    view = make_view("node/todo-be")
+    (view / "units/todo-be/tests/todo-be.spec.js").write_text(
+        "import { it } from 'vitest';\n"
+        "it('waits forever', async () => { await new Promise(() => {}); }, 200);\n"
+        "it('fails', () => { throw new Error('no'); });\n"  # so that a busy machine cannot
+    )  # make the run starved (and its failures not reported)
+    vitest = VitestRunner(sandbox, node_toolchain_dir / "node_modules")
+    out = vitest.run(view=view, unit_id="todo-be", run_id="run-1", attempt=1, retry_budget_left=3)
+    [timed_out, failed] = out.result.failures
+    assert not is_timeout(failed)
+    assert is_timeout(timed_out) and "200ms" in timed_out.stack
+    assert starved_timeouts(obs(20, 12), [timed_out]) is not None
+    assert starved_timeouts(obs(20, 1), [timed_out]) is None  # a real slow test
 
 
 def test_the_load_note_says_starved_busy_or_nothing() -> None:

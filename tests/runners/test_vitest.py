@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -12,7 +13,10 @@ import pytest
 
 from devloop.models import RunResult
 from devloop.runners import RunOutcome, VitestRunner, is_useful_hint
-from devloop.runners.vitest import extract_expected_got
+from devloop.runners.base import RunSpec
+from devloop.runners.timing import is_timeout
+from devloop.runners.vitest import TIMED_OUT_UNKNOWN, extract_expected_got, parse_report
+from devloop.runners.vitest_detail import VALUE_CAP
 from devloop.sandbox import BwrapSandbox
 
 RUN = "run-1"
@@ -48,7 +52,10 @@ def test_a_missing_body_field_is_one_failure_with_a_hint_naming_the_property(
     assert (result.ok, result.crashed, result.next_action) == (False, False, "retry_coder")
     assert result.summary.model_dump() == {"total": 3, "passed": 2, "failed": 1, "skipped": 0}
     [failure] = result.failures
-    assert failure.test == "POST /api/todos answers 400 when the body has no title"
+    # Named as Failure.test names are elsewhere: the file, then the suites and the test.
+    assert failure.test == (
+        "tests/todo-be.spec.js::POST /api/todos > answers 400 when the body has no title"
+    )
     assert (failure.expected, failure.got) == (400, 500)
     # The 500's own stack comes from the server side of the request (devloop-setup.mjs).
     assert "Cannot read properties of undefined (reading 'length')" in failure.stack
@@ -161,7 +168,140 @@ def test_errors_outside_any_test_make_the_run_red(
     result = run(runner, view, "todo-be").result
     assert not result.ok and not result.crashed and result.next_action == "retry_coder"
     [failure] = result.failures
+    assert failure.test == "tests/todo-be.spec.js::broken setup > beforeAll hook"
     assert "seed failed" in failure.stack and is_useful_hint(failure.hint)
+
+
+def spec_run(runner: VitestRunner, make_view: MakeView, spec: str) -> tuple[RunResult, Path]:
+    """Run todo-be with `spec` as its only test file; the result and the view."""
+    view = make_view("node/todo-be")
+    (view / "units/todo-be/tests/todo-be.spec.js").write_text(spec)
+    out = run(runner, view, "todo-be")
+    assert written(view, "todo-be") == out.result
+    return out.result, view
+
+
+def test_vitest3s_own_test_timeout_says_it_timed_out_after_its_limit(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    # vitest 3's JSON report gives this test's error as "Error: STACK_TRACE_ERROR" (the stack
+    # of the error made when the test was defined); its error object says the truth.
+    result, view = spec_run(runner, make_view, (
+        "import { it, expect } from 'vitest';\n"
+        "it('passes', () => expect(1).toBe(1));\n"
+        "it('waits forever', async () => { await new Promise(() => {}); }, 200);\n"
+        # A real failure too: a run red only on timeouts on a busy machine is starved.
+        "it('fails', () => expect(1).toBe(2));\n"
+    ))
+    assert not result.crashed and result.next_action == "retry_coder"
+    assert result.summary.model_dump() == {"total": 3, "passed": 1, "failed": 2, "skipped": 0}
+    [failure, _] = result.failures
+    assert failure.test == "tests/todo-be.spec.js::waits forever"
+    assert failure.stack.startswith("Error: Test timed out in 200ms.")
+    assert "tests/todo-be.spec.js:3" in failure.stack  # where the test is defined
+    assert "STACK_TRACE_ERROR" not in failure.stack + failure.hint
+    assert "timed out after 200 ms (its own time limit)" in failure.hint
+    assert is_useful_hint(failure.hint) and is_timeout(failure)
+    # Without the reporter's error record (its detail budget spent), the same run's own
+    # report.json still reads as a timeout, never as STACK_TRACE_ERROR.
+    spec = RunSpec(view, "todo-be", RUN, 1, 4)
+    report = (view / "units/todo-be/runs/run-1/report.json").read_text()
+    [fallback, _] = parse_report(report, "", spec).failures
+    assert fallback.stack.startswith(TIMED_OUT_UNKNOWN)
+    assert "STACK_TRACE_ERROR" not in fallback.stack
+    assert "timed out" in fallback.hint and "STACK_TRACE_ERROR" not in fallback.hint
+
+
+def test_failed_before_all_and_after_all_hooks_are_failures_beside_failed_tests(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    result, _ = spec_run(runner, make_view, (
+        "import { afterAll, beforeAll, describe, it, expect } from 'vitest';\n"
+        "it('fails', () => expect(1).toBe(2));\n"
+        "describe('seeded', () => {\n"
+        "  beforeAll(() => { throw new Error('seed failed'); });\n"
+        "  it('never runs', () => expect(1).toBe(1));\n"
+        "});\n"
+        "describe('cleaned', () => {\n"
+        "  afterAll(() => { throw new Error('clean-up failed'); });\n"
+        "  it('runs', () => expect(1).toBe(1));\n"
+        "});\n"
+        "describe('slow seed', () => {\n"
+        "  beforeAll(() => new Promise(() => {}), 200);\n"
+        "  it('waits', () => expect(1).toBe(1));\n"
+        "});\n"
+        "afterAll(() => { throw new Error('file clean-up failed'); });\n"
+    ))
+    assert not result.crashed and result.next_action == "retry_coder"
+    # The hooks are reported, not counted: each test keeps the status vitest gave it.
+    assert result.summary.model_dump() == {"total": 4, "passed": 1, "failed": 1, "skipped": 2}
+    failures = {f.test: f for f in result.failures}
+    file = "tests/todo-be.spec.js"
+    assert sorted(failures) == sorted([
+        f"{file}::fails",
+        f"{file}::seeded > beforeAll hook",
+        f"{file}::cleaned > afterAll hook",
+        f"{file}::slow seed > beforeAll hook",
+        f"{file}::afterAll hook",
+    ])
+    seeded = failures[f"{file}::seeded > beforeAll hook"]
+    assert seeded.stack.startswith("Error: seed failed") and f"{file}:4" in seeded.stack
+    assert seeded.hint.startswith("The beforeAll hook of suite `seeded` threw, so its tests ")
+    cleaned = failures[f"{file}::cleaned > afterAll hook"]
+    assert "clean-up failed" in cleaned.stack and "afterAll hook of suite `cleaned`" in cleaned.hint
+    slow = failures[f"{file}::slow seed > beforeAll hook"]
+    assert slow.stack.startswith("Error: Hook timed out in 200ms.")
+    assert "timed out after 200 ms (a hook's time limit)" in slow.hint
+    assert "file clean-up failed" in failures[f"{file}::afterAll hook"].stack
+    assert all(is_useful_hint(f.hint) for f in result.failures if f.test.endswith(" hook"))
+
+
+def test_nested_values_are_kept_whole_and_long_ones_capped_saying_so(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    result, _ = spec_run(runner, make_view, (
+        "import { describe, it, expect } from 'vitest';\n"
+        "describe('outer', () => { describe('inner', () => {\n"
+        "  it('nested', () => expect({ items: [{ a: 1, b: [1, 2] }, { c: 'x' }] })"
+        ".toEqual({ items: [{ a: 1, b: [1, 3] }, { c: 'y' }] }));\n"
+        "}); });\n"
+        "it('long', () => expect(Array.from({ length: 3000 }, (_, i) => i))"
+        ".toEqual([-1]));\n"
+    ))
+    failures = {f.test: f for f in result.failures}
+    nested = failures["tests/todo-be.spec.js::outer > inner > nested"]
+    # The message reads `{ items: [ …(2) ] }` for both; vitest's error object has them whole.
+    assert nested.expected == {"items": [{"a": 1, "b": [1, 3]}, {"c": "y"}]}
+    assert nested.got == {"items": [{"a": 1, "b": [1, 2]}, {"c": "x"}]}
+    assert '-       "c": "y",\n+       "c": "x",' in nested.stack  # vitest's own diff
+    long = failures["tests/todo-be.spec.js::long"]
+    assert long.expected == [-1]
+    assert isinstance(long.got, str) and long.got.startswith("Array [\n  0,\n  1,")
+    cut = re.search(r" … \[cut: the first (\d+) of (\d+) characters\]$", long.got)
+    assert cut is not None and int(cut.group(1)) == VALUE_CAP < int(cut.group(2))
+    assert len(long.got) < VALUE_CAP + 60
+
+
+def test_type_tests_are_reported_as_not_run_with_why(
+    runner: VitestRunner, make_view: MakeView, fixtures: Path
+) -> None:
+    view = make_view("node/todo-be")
+    shutil.copy(fixtures / "fixes/server.js", view / "units/todo-be/code/server.js")
+    (view / "units/todo-be/tests/types.test-d.ts").write_text(
+        "import { expectTypeOf, test } from 'vitest';\n"
+        "test('types', () => { expectTypeOf(1).toEqualTypeOf<string>(); });\n"
+    )
+    out = run(runner, view, "todo-be")
+    result = out.result
+    # The runtime tests decide the verdict; the type tests are named as left out, and why.
+    assert result.ok and result.summary.total == 3
+    assert result.not_run is not None and result.not_run.files == ["tests/types.test-d.ts"]
+    assert "TypeScript compiler (tsc)" in result.not_run.reason
+    assert written(view, "todo-be") == result
+    stdout = (view / "units/todo-be/runs/run-1/stdout.txt").read_text()
+    assert "DevLoop: not run: tests/types.test-d.ts: type tests need `vitest --typecheck`" in stdout
+    raw = json.loads((view / "units/todo-be/runs/run-1/result.json").read_text())
+    assert raw["not_run"]["files"] == ["tests/types.test-d.ts"]
 
 
 def test_a_symlink_planted_at_result_json_is_replaced_not_followed(
@@ -284,7 +424,7 @@ def test_lines_a_test_writes_into_the_channel_cannot_turn_a_red_run_green(
         assert result.crash_reason is not None
         assert result.crash_reason.startswith("report and exit status disagree: ")
     else:  # they could not get through: the run is red on its own failure
-        assert [f.test for f in result.failures] == ["fails"]
+        assert [f.test for f in result.failures] == ["tests/todo-be.spec.js::fails"]
 
 
 def test_links_planted_where_the_runner_writes_its_files_are_replaced_not_followed(

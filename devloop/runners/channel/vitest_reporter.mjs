@@ -3,12 +3,18 @@
 // (tests run in forked workers); it is bound read-only, never written by the sandbox.
 // A worker whose guard (vitest_guard.mjs) saw the code change the framework marks the
 // test's meta; any mark, and any change to this reporter, becomes a `tamper` record.
+// Beside the verdict it sends detail (never the verdict): each failed test's errors as
+// vitest holds them (message, stack, expected, actual, diff), and the errors of suites
+// whose beforeAll/afterAll hooks failed, which the JSON report leaves out.
 import { writeSync } from 'node:fs';
 
 const fd = Number(process.env.VERDICT_FD);
 const STATES = { pass: 'passed', fail: 'failed', skip: 'skipped', todo: 'skipped' };
 const MARK = 'devloopTamper';
 const stringify = JSON.stringify;
+const FIELD_CAP = 8000; // characters of one field of an error; its full length is sent too
+const ERRORS_CAP = 3; // errors sent per test or suite
+let budget = 2_000_000; // characters of detail per run: the channel holds 8 MB in all
 
 function send(record) {
   if (!Number.isInteger(fd) || fd < 3) return;
@@ -21,6 +27,37 @@ function fullName(task) {
   const names = [];
   for (let suite = task.suite; suite; suite = suite.suite) names.unshift(suite.name);
   return (task.name ? [...names, task.name] : names).join(' ');
+}
+
+// One error as plain fields, each capped; `<field>Length` is its length before the cap.
+function errorFields(error) {
+  const out = {};
+  for (const key of ['name', 'message', 'stack', 'expected', 'actual', 'diff']) {
+    const value = error?.[key];
+    if (typeof value !== 'string') continue;
+    out[key] = value.slice(0, FIELD_CAP);
+    if (value.length > FIELD_CAP) out[`${key}Length`] = value.length;
+  }
+  return out;
+}
+
+// The first errors of a test or suite, within what is left of the run's detail budget.
+function errorList(errors) {
+  const out = [];
+  for (const error of (errors || []).slice(0, ERRORS_CAP)) {
+    const fields = errorFields(error);
+    const size = stringify(fields).length;
+    if (size > budget) break;
+    budget -= size;
+    out.push(fields);
+  }
+  return out;
+}
+
+// The hooks vitest marked as started and never as passed: the ones that threw.
+function failedHooks(task) {
+  const hooks = task.result?.hooks || {};
+  return Object.keys(hooks).filter((name) => hooks[name] !== 'pass');
 }
 
 const seen = new Set();
@@ -56,12 +93,23 @@ export default class VerdictReporter {
     const task = test.task;
     tamper(task.meta?.[MARK]);
     const outcome = STATES[task.result?.state || task.mode] || 'skipped';
+    if (outcome === 'failed') {
+      const errors = errorList(test.result().errors);
+      send({ e: 'errors', id: task.id, module: test.module.moduleId, name: test.fullName, errors });
+    }
     send({ e: 'test', id: task.id, module: test.module.moduleId, name: fullName(task), outcome });
   }
 
   onTestModuleEnd(module) {
     this.intact();
     tamper(module.task.meta?.[MARK]);
+    // Suites (and the file itself) that failed outside their tests: a hook threw.
+    for (const suite of [module, ...module.children.allSuites()]) {
+      if (!suite.errors().length) continue;
+      const name = suite.type === 'module' ? '' : suite.fullName;
+      const errors = errorList(suite.errors());
+      send({ e: 'hook', module: module.moduleId, suite: name, hooks: failedHooks(suite.task), errors });
+    }
     send({ e: 'module', module: module.moduleId, errors: module.errors().length });
   }
 
