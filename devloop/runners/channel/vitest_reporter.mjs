@@ -6,7 +6,7 @@
 import { writeSync } from 'node:fs';
 
 const fd = Number(process.env.VERDICT_FD);
-const STATES = { pass: 'passed', fail: 'failed', skip: 'skipped', todo: 'skipped' };
+const STATES = { pass: 'passed', fail: 'failed', skip: 'skipped', todo: 'todo' };
 const MARK = 'devloopTamper';
 const stringify = JSON.stringify;
 
@@ -55,7 +55,8 @@ export default class VerdictReporter {
     this.intact();
     const task = test.task;
     tamper(task.meta?.[MARK]);
-    const outcome = STATES[task.result?.state || task.mode] || 'skipped';
+    // test.todo is written down, not run: recorded as todo, whatever state vitest gives it.
+    const outcome = task.mode === 'todo' ? 'todo' : STATES[task.result?.state || task.mode] || 'skipped';
     send({ e: 'test', id: task.id, module: test.module.moduleId, name: fullName(task), outcome });
   }
 
