@@ -11,7 +11,7 @@ import pytest
 
 from devloop.config import Settings
 from devloop.models import Failure, RunResult
-from devloop.runners import PytestRunner
+from devloop.runners import PytestRunner, VitestRunner
 from devloop.runners.pyassert import CUT_NOTE, VALUE_CAP, py_literal
 from devloop.sandbox import BwrapSandbox, new_view_dir
 from tests.runners.conftest import FIXTURES, MakeView
@@ -223,3 +223,23 @@ def test_a_syntax_error_in_code_is_reported_where_it_is_not_where_it_was_importe
     late = run_python(PytestRunner(sandbox, python_toolchain_dir), view)
     found = failure(late, "test_sql")
     assert "code/pkg/utils.py:5" in found.hint and "code/pkg/sql.py:3" not in found.hint
+
+
+def test_vitest_todo_tests_are_recorded_as_todo_not_silently_skipped(
+    sandbox: BwrapSandbox, node_toolchain_dir: Path, make_view: MakeView
+) -> None:
+    view = make_view("node/statuses-js")
+    runner = VitestRunner(sandbox, node_toolchain_dir / "node_modules")
+    result = runner.run(view=view, unit_id="statuses-js", run_id=RUN, attempt=1,
+                        retry_budget_left=3).result
+    # The reporter (the channel) and report.json agree that the two are todo.
+    assert (result.ok, result.crashed) == (True, False), result.crash_reason
+    assert result.summary.model_dump() == {"total": 4, "passed": 1, "failed": 0, "skipped": 3}
+    assert result.statuses is not None
+    assert result.statuses.model_dump() == {"errors": 0, "xfailed": 0, "xpassed": 0, "todo": 2}
+    assert result.outcomes == {
+        "tests/add.test.js::add adds": "passed",
+        "tests/add.test.js::add is skipped": "skipped",
+        "tests/add.test.js::add handles strings": "todo",
+        "tests/add.test.js::add handles NaN": "todo",
+    }
