@@ -113,6 +113,20 @@ class CoderDecision(Record):
 # --- runs/{runId}/result.json ---------------------------------------------------------
 
 
+# One test's outcome in a run. The seed's summary has four counts; the finer outcomes are
+# counted inside them (SEED_COUNT) and again, by themselves, in RunStatuses.
+TestOutcome = Literal["passed", "failed", "error", "skipped", "xfailed", "xpassed", "todo"]
+SEED_COUNT: dict[str, Literal["passed", "failed", "skipped"]] = {
+    "passed": "passed",
+    "xpassed": "passed",  # a non-strict xfail that passed: not a failure
+    "failed": "failed",  # a strict xfail that passed is reported failed
+    "error": "failed",  # a fixture's set-up or teardown raised
+    "skipped": "skipped",
+    "xfailed": "skipped",  # failed as the test said it would
+    "todo": "skipped",  # vitest's test.todo: written down, not run
+}
+
+
 class RunSummary(Record):
     """Counts of one test run."""
 
@@ -120,6 +134,30 @@ class RunSummary(Record):
     passed: int = 0
     failed: int = 0
     skipped: int = 0
+
+    @classmethod
+    def of(cls, outcomes: dict[str, str]) -> RunSummary:
+        """The seed's counts of per-test outcomes (finer ones folded by SEED_COUNT)."""
+        seed = [SEED_COUNT.get(o, "skipped") for o in outcomes.values()]
+        return cls(total=len(seed), passed=seed.count("passed"), failed=seed.count("failed"),
+                   skipped=seed.count("skipped"))
+
+
+class RunStatuses(Record):
+    """The finer counts, each also inside the seed's summary: errors among the failed,
+    xpassed among the passed, xfailed and todo among the skipped."""
+
+    errors: int = 0
+    xfailed: int = 0
+    xpassed: int = 0
+    todo: int = 0
+
+    @classmethod
+    def of(cls, outcomes: dict[str, str]) -> RunStatuses:
+        """The finer counts of per-test outcomes."""
+        found = list(outcomes.values())
+        return cls(errors=found.count("error"), xfailed=found.count("xfailed"),
+                   xpassed=found.count("xpassed"), todo=found.count("todo"))
 
 
 class Failure(Record):
@@ -131,6 +169,9 @@ class Failure(Record):
     stack: str = ""
     hint: str = ""
     bug_id: str | None = None
+    # "tests": the tests' own set-up is at fault (a missing fixture or package, a fixture
+    # that raised, a stale strict xfail), so the tester fixes it, not the coder.
+    fault: Literal["tests"] | None = None
 
 
 # What `devloop mutants` measured per unit: {unit: {score, killed, run, sites, survived}}.
@@ -225,6 +266,10 @@ class RunResult(Record):
     adequacy: Adequacy | None = None
     # Line and branch coverage of code/ (None: not measured, or its report was unreadable).
     coverage: CodeCoverage | None = None
+    # Beside the seed's summary: the finer counts, and each test's outcome (test -> outcome,
+    # names as in Failure.test); None for a run that did not really run.
+    statuses: RunStatuses | None = None
+    outcomes: dict[str, TestOutcome] | None = None
 
 
 # --- bugs.ndjson ----------------------------------------------------------------------

@@ -17,12 +17,22 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict
 
 from devloop.config import load_settings
-from devloop.models import CodeCoverage, Failure, NotRun, RunResult, RunSummary
+from devloop.models import (
+    SEED_COUNT,
+    CodeCoverage,
+    Failure,
+    NextAction,
+    NotRun,
+    RunResult,
+    RunStatuses,
+    RunSummary,
+    TestOutcome,
+)
 from devloop.runners import tamper, timing
 from devloop.runners.verdict import DISAGREE
 from devloop.safedir import Dir
@@ -177,6 +187,9 @@ class Parsed:
     passed: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
     not_run: NotRun | None = None  # test files the run left out, and why
+    # Each test's outcome (devloop.models.TestOutcome), by the same names: result.json's
+    # `outcomes` and `statuses`.
+    outcomes: dict[str, str] = field(default_factory=dict)
 
 
 def code_digest(view: Path, unit_rel: str) -> str | None:
@@ -315,11 +328,7 @@ def finish(
         crash_reason=reason,
         summary=parsed.summary,
         failures=[] if crashed or starved else _excused(parsed.failures, obs),
-        next_action="none"
-        if ok
-        else "retry_coder"
-        if tamper.is_code_fault(reason) or not (crashed or starved)
-        else "retry_tester",
+        next_action=_next_action(ok, crashed or starved is not None, reason, parsed.failures),
         retry_budget_left=spec.retry_budget_left,
         duration_ms=obs.duration_ms,
         stdout_tail=output_tail(obs) if crashed or starved else None,
@@ -331,6 +340,8 @@ def finish(
         starved_reason=starved,
         code_digest=code_digest(spec.view, spec.unit_rel),
         coverage=None if crashed or starved else coverage,
+        statuses=None if crashed or starved else RunStatuses.of(parsed.outcomes),
+        outcomes=None if crashed or starved else _outcomes(parsed.outcomes),
     )
     write_run_file(spec.view, spec.run_file("stdout.txt"), obs.stdout)
     write_run_file(spec.view, spec.run_file("stderr.txt"), obs.stderr)
@@ -345,6 +356,26 @@ def finish(
         passed_tests=frozenset(parsed.passed) if not crashed else frozenset(),
         failed_tests=frozenset(parsed.failed) if not crashed else frozenset(),
     )
+
+
+def _next_action(
+    ok: bool, stopped: bool, reason: str | None, failures: list[Failure]
+) -> NextAction:
+    """Who acts next: nobody on green; the coder on red tests and on code that tampered;
+    the tester on a run that did not really run, and on red tests when the tests' own
+    set-up failed (Failure.fault), since no change to the code can mend that."""
+    if ok:
+        return "none"
+    if tamper.is_code_fault(reason):
+        return "retry_coder"
+    if stopped or any(f.fault == "tests" for f in failures):
+        return "retry_tester"
+    return "retry_coder"
+
+
+def _outcomes(found: dict[str, str]) -> dict[str, TestOutcome]:
+    """The per-test outcomes as result.json's type (an unknown one is a skip)."""
+    return {n: cast(TestOutcome, o if o in SEED_COUNT else "skipped") for n, o in found.items()}
 
 
 def _excused(failures: list[Failure], obs: Observation) -> list[Failure]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
 import re
 from pathlib import Path
 from typing import Any
@@ -31,17 +32,45 @@ _OPS = [
 _FAILED = re.compile(r"^>\s+(\S.*?)\s*$", re.M)  # pytest marks the failing source line
 _TEST_DEF = re.compile(r"^\s*(?:async\s+)?def test\w*\(", re.M)
 CALLS_SHOWN = 3
+# The longest expected or got value kept whole; a longer one is cut there, saying so.
+VALUE_CAP = 4000
+CUT_NOTE = " [... cut at {cap} of {n} characters]"
 CODE_LIMITS = Limits(entries=2000, depth=16, path_bytes=1024)
 SOURCE_CAP = 1_000_000  # bytes read of one code file
 
 
 def py_literal(text: str) -> Any:
-    """A Python literal as a value; anything else (a repr) as pytest printed it."""
+    """A Python literal as a value when JSON keeps it as it is; anything else (a repr, a
+    tuple, `{False: 2}`, whose key JSON would make "false") as pytest printed it, capped
+    at VALUE_CAP characters (saying so)."""
     text = text.strip()
+    if len(text) > VALUE_CAP:
+        return f"{text[:VALUE_CAP]}{CUT_NOTE.format(cap=VALUE_CAP, n=len(text))}"
     try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, MemoryError, RecursionError, TypeError):
         return text
+    return value if _json_keeps(value) else text
+
+
+def _json_keeps(value: Any) -> bool:
+    """Whether a value comes back from JSON the same, types included (True is not 1)."""
+    try:
+        back = json.loads(json.dumps(value))
+    except (TypeError, ValueError, RecursionError):
+        return False
+    return _same(value, back)
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal and of the same JSON types all the way down."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(map(_same, a, b))
+    return bool(a == b)
 
 
 def expected_got(message: str) -> tuple[Any, Any]:

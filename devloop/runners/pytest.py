@@ -16,7 +16,8 @@ tests/. In the sandbox, with the test venv bound read-only at its own path:
         PYTHONPATH=<plugins>[:/upstream/python]
         <venv>/bin/python -m coverage run --branch --source=code ...
         -m pytest -q --capture=tee-sys -p verdict_channel -p no:cacheprovider --rootdir=.
-        -o pythonpath=code -o junit_family=xunit1 --junitxml=runs/{run}/junit.xml tests;
+        -o pythonpath=code -o verbosity_assertions=2 -o junit_family=xunit1
+        --junitxml=runs/{run}/junit.xml tests;
         <coverage json into runs/{run}/coverage.json> (devloop.runners.coverage)
 """
 
@@ -28,7 +29,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from devloop.models import Failure
+from devloop.models import Failure, RunSummary
 from devloop.runners import coverage as cov
 from devloop.runners.base import (
     SLOT_WAIT_S,
@@ -50,6 +51,7 @@ from devloop.runners.channel import PYTEST_PLUGIN, Channel, Records, plugin_dir
 from devloop.runners.hints import build_hint
 from devloop.runners.hollow import hollow_python_code
 from devloop.runners.pyassert import expected_got, with_definitions
+from devloop.runners.setup_fault import at_syntax_error, syntax_frame, tests_fault, unavailable
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_pytest
 from devloop.sandbox import Sandbox
 from devloop.sandbox.process import OutputSink
@@ -60,6 +62,7 @@ from devloop.upstream.mount import PYTHON_PATH, Upstream
 CRASH_EXITS = {2: "was interrupted", 3: "hit an internal error", 4: "could not start (usage error)"}
 NO_TESTS_EXIT = 5
 _EXC_LINE = re.compile(r"^E\s+(\S.*)$", re.M)
+_NO_MODULE = re.compile(r"No module named '([\w.]+)'")
 _FRAME = re.compile(r"^((?:code|tests)/\S+\.py):(\d+): in ", re.M)
 
 
@@ -110,6 +113,9 @@ class PytestRunner:
                 f"VERDICT_FD={channel.fd} PYTHONPATH={shlex.quote(':'.join(path))} "
                 f"{python if derived else cov.python_run(python)} -m pytest -q --capture=tee-sys "
                 f"-p {PYTEST_PLUGIN} -p no:cacheprovider --rootdir=. -o pythonpath=code "
+                # Assertion values in full (pytest shortens them to ~240 chars otherwise);
+                # expected/got are capped at pyassert.VALUE_CAP instead, saying so.
+                "-o verbosity_assertions=2 "
                 f"-o junit_family=xunit1 --junitxml={spec.run_rel}/junit.xml tests"
                 + ("" if derived else cov.python_report(python, spec.run_rel))
             )
@@ -144,6 +150,11 @@ class PytestRunner:
                 parsed.crash_reason = f"pytest {CRASH_EXITS[obs.exit_code]}: {found or '?'}"
             elif parsed.crash_reason is None:
                 parsed.crash_reason = check(parsed, stream, obs.exit_code)
+                if parsed.crash_reason is None:
+                    # The channel agrees with junit.xml and tells xpassed from passed
+                    # (junit.xml alone lists a module skipped whole: pytest counts it).
+                    parsed.outcomes.update(tally_pytest(stream.records).by_name())
+                    parsed.summary = RunSummary.of(parsed.outcomes)
         coverage = None if obs.timed_out or derived else cov.python_coverage(spec)
         return finish(spec, parsed, obs, "pytest", tampered(stream.records), coverage)
 
@@ -157,7 +168,9 @@ def check(parsed: Parsed, stream: Records, exit_code: int) -> str | None:
     tally = tally_pytest(stream.records)
     status = tally.end.get("status") if tally.end else None
     implied = Exit(status if isinstance(status, int) else None)
-    report = FileReport(passed=parsed.passed, failed=parsed.failed)
+    # junit.xml tells errors and xfails apart, not xpasses (those are plain passes there).
+    exact = {o: {t for t, x in parsed.outcomes.items() if x == o} for o in ("error", "xfailed")}
+    report = FileReport(passed=parsed.passed, failed=parsed.failed, exact=exact)
     return disagreement(tally, stream.problems, exit_code, implied, report)
 
 
@@ -172,28 +185,44 @@ def parse_junit(raw: str | None, output: str, spec: RunSpec) -> Parsed:
         return Parsed(crash_reason=f"pytest's junit report is not valid XML ({exc})")
     out = Parsed()
     crashes = []
+    # junit lists a test that failed and whose teardown then raised twice: one test.
+    cases: dict[str, list[ET.Element]] = {}
     for case in root.iter("testcase"):
-        problem = case.find("failure")
-        if problem is None:
-            problem = case.find("error")
+        problem = _problem(case)
         if problem is not None and problem.get("message") == "collection failure":
             crashes.append(_collection_error(case, problem.text or ""))
             continue
-        out.summary.total += 1
-        if problem is not None:
-            out.summary.failed += 1
-            out.failures.append(_failure(case, problem, spec))
-            out.failed.add(node_id(case))
-        elif case.find("skipped") is not None:
-            out.summary.skipped += 1
-        else:
-            out.summary.passed += 1
-            out.passed.add(node_id(case))
+        cases.setdefault(node_id(case), []).append(case)
+    for name, entries in cases.items():
+        outcome, problems = _junit_outcome(entries)
+        out.outcomes[name] = outcome
+        if problems:
+            out.failures.append(_failure(name, problems, spec, outcome))
+            out.failed.add(name)
+        elif outcome == "passed":
+            out.passed.add(name)
+    out.summary = RunSummary.of(out.outcomes)
     if crashes:
         out.crash_reason = "; ".join(crashes[:3])
     return out
 
 
+def _problem(case: ET.Element) -> ET.Element | None:
+    """A testcase's <failure>, else its <error>, else None."""
+    found = case.find("failure")
+    return found if found is not None else case.find("error")
+
+
+def _junit_outcome(entries: list[ET.Element]) -> tuple[str, list[ET.Element]]:
+    """One test's outcome from its junit entries, and its failure/error elements (the
+    test's own first, a teardown error after it)."""
+    problems = [p for p in map(_problem, entries) if p is not None]
+    if problems:
+        return ("failed" if problems[0].tag == "failure" else "error"), problems
+    skipped = entries[0].find("skipped")
+    if skipped is not None:
+        return ("xfailed" if skipped.get("type") == "pytest.xfail" else "skipped"), []
+    return "passed", []
 def node_id(case: ET.Element) -> str:
     """`tests/test_x.py::TestY::test_z` from an xunit1 testcase."""
     file, name = case.get("file"), case.get("name", "?")
@@ -205,22 +234,29 @@ def node_id(case: ET.Element) -> str:
     return "::".join(p for p in (file, *inner.split("."), name) if p)
 
 
-def _failure(case: ET.Element, problem: ET.Element, spec: RunSpec) -> Failure:
+def _failure(name: str, problems: list[ET.Element], spec: RunSpec, outcome: str) -> Failure:
     """One failed (or erroring) test with expected/got, the code its failing line calls,
-    and a hint."""
-    name = node_id(case)
+    and a hint; a teardown error that followed its failure is attached to its stack."""
+    problem = problems[0]
     message = problem.get("message") or ""
     expected, got = extract_expected_got(message)
-    text = problem.text or message
-    if problem.tag == "error":
-        text = f"{message}\n{text}"  # "failed on setup with ..." says which phase broke
-    stack = with_definitions(with_source(clean_stack(text), spec.unit_dir), spec.unit_dir)
+    texts = []
+    for each in problems:
+        text = each.text or each.get("message") or ""
+        if each.tag == "error":  # "failed on setup with ..." says which phase broke
+            text = f"{each.get('message') or ''}\n{text}"
+        texts.append(text)
+    # The hint is about the test's own failure; a teardown error after it is in the stack.
+    raw = clean_stack(at_syntax_error(texts[0]))
+    fault = tests_fault(name, outcome, message, raw, spec.unit_dir)
+    own = with_definitions(with_source(raw, spec.unit_dir), spec.unit_dir)
+    hint = fault or build_hint(name, expected, got, own)
+    if len(texts) > 1:
+        own = clean_stack(own + "\n\n" + "\n\n".join(texts[1:]))
+        hint += " Its fixture's teardown failed too (in the stack, after the failure)."
     return Failure(
-        test=name,
-        expected=expected,
-        got=got,
-        stack=stack,
-        hint=build_hint(name, expected, got, stack),
+        test=name, expected=expected, got=got, stack=own, hint=hint,
+        fault="tests" if fault else None,
     )
 
 
@@ -231,8 +267,13 @@ def _collection_error(case: ET.Element, text: str) -> str:
     detail = errors[-1].strip() if errors else decisive_lines(text) or "collection failed"
     frames = [f"{m.group(1)}:{m.group(2)}" for m in _FRAME.finditer(text)]
     code = [f for f in frames if f.startswith("code/")]
-    where = (code or frames)[-1:]
-    return f"pytest could not import {file}: {detail}" + "".join(f" (at {w})" for w in where)
+    # A SyntaxError is where Python says it is, not at the line that imported its file.
+    where = [syntax] if (syntax := syntax_frame(text)) else (code or frames)[-1:]
+    reason = f"pytest could not import {file}: {detail}" + "".join(f" (at {w})" for w in where)
+    missing = _NO_MODULE.search(detail)
+    if missing and not code and frames and frames[-1].startswith("tests/"):
+        reason += f"; {unavailable(missing.group(1))}"  # the tests' import: what there is
+    return reason
 
 
 def extract_expected_got(message: str) -> tuple[Any, Any]:

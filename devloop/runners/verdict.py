@@ -13,8 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from devloop.models import SEED_COUNT
+
 DISAGREE = "report and exit status disagree"
-# The outcomes a report file may give a test; "skipped" covers todo and xfail.
+# A test's outcome (devloop.models.TestOutcome); SEED_COUNT folds it into the seed's three.
 Outcome = str
 
 
@@ -29,12 +31,26 @@ class Tally:
     problems: list[str] = field(default_factory=list)
 
     def names(self, outcome: Outcome) -> set[str]:
-        """The report names of the tests with this outcome."""
+        """The report names of the tests whose outcome counts as this seed outcome
+        (passed, failed, skipped: an error is among the failed)."""
+        return {self.labels[k] for k, o in self.outcomes.items() if _seed(o) == outcome}
+
+    def exact(self, outcome: Outcome) -> set[str]:
+        """The report names of the tests with exactly this outcome (error, xfailed, ...)."""
         return {self.labels[k] for k, o in self.outcomes.items() if o == outcome}
+
+    def by_name(self) -> dict[str, Outcome]:
+        """Each test's outcome, by its report name."""
+        return {self.labels[k]: o for k, o in self.outcomes.items()}
 
     @property
     def failed(self) -> int:
-        return sum(1 for o in self.outcomes.values() if o == "failed")
+        return sum(1 for o in self.outcomes.values() if _seed(o) == "failed")
+
+
+def _seed(outcome: Outcome) -> str:
+    """The seed's count an outcome falls in (an unknown one: skipped, never passed)."""
+    return SEED_COUNT.get(outcome, "skipped")
 
 
 def tally_pytest(records: list[dict[str, Any]]) -> Tally:
@@ -52,20 +68,33 @@ def tally_pytest(records: list[dict[str, Any]]) -> Tally:
             seen = phases.setdefault(nodeid, {})
             if when in seen:
                 tally.problems.append(f"{nodeid} ({when}) was reported twice")
-            seen[when] = str(rec.get("outcome"))
+            seen[when] = str(rec.get("outcome")) + ("/xfail" if rec.get("xfail") is True else "")
     for nodeid, seen in phases.items():
         if "teardown" not in seen:
             tally.problems.append(f"{nodeid} never finished (no teardown reported)")
             continue
-        tally.outcomes[nodeid] = (
-            "failed"
-            if "failed" in seen.values()
-            else "skipped"
-            if "skipped" in seen.values()
-            else "passed"
-        )
+        tally.outcomes[nodeid] = pytest_outcome(seen)
         tally.labels[nodeid] = nodeid
     return tally
+
+
+def pytest_outcome(phases: dict[str, str]) -> Outcome:
+    """One test's outcome from its phases ("failed", "skipped/xfail", ...): a set-up or
+    teardown that raised is an error, unless the test itself failed (then it is counted
+    once, as failed); a marked xfail that skipped is xfailed, one that passed xpassed (a
+    strict one that passed pytest reports failed)."""
+    setup, call = phases.get("setup", "passed"), phases.get("call")
+    teardown = phases.get("teardown", "passed")
+    if setup.startswith("failed"):
+        return "error"
+    ran = call or setup  # a skip at set-up has no call phase
+    if ran.startswith("failed"):
+        return "failed"
+    if ran.startswith("skipped"):
+        return "xfailed" if ran.endswith("/xfail") else "skipped"
+    if teardown.startswith("failed"):
+        return "error"
+    return "xpassed" if ran.endswith("/xfail") else "passed"
 
 
 def tally_vitest(records: list[dict[str, Any]], relative: Callable[[str], str]) -> Tally:
@@ -120,6 +149,9 @@ class FileReport:
 
     passed: set[str]
     failed: set[str]
+    # The tests with each finer outcome the file tells apart (junit.xml: error, xfailed;
+    # report.json: todo), to agree with the channel's exact outcomes too.
+    exact: dict[str, set[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -164,8 +196,10 @@ def _detail(
     if (tally.failed > 0 or implied.other_errors > 0) != (exit_code != 0):
         return f"{tally.failed} tests failed, yet the runner exited with status {exit_code}"
     if report is not None:
-        for outcome, named in (("failed", report.failed), ("passed", report.passed)):
-            streamed = tally.names(outcome)
+        pairs = [("failed", report.failed, tally.names("failed")),
+                 ("passed", report.passed, tally.names("passed"))]
+        pairs += [(o, named, tally.exact(o)) for o, named in sorted(report.exact.items())]
+        for outcome, named, streamed in pairs:
             if named != streamed:
                 odd = sorted(named ^ streamed)
                 return (

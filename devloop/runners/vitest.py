@@ -74,6 +74,8 @@ COMMAND = (
 )
 GUARD_DIR = ".devloop-verdict"  # in the run dir: where the plugin dir is bound for vite
 INCLUDE = "tests/**/*.{spec,test}.{js,mjs,cjs,ts,mts,cts,jsx,tsx}"
+# report.json's per-test status -> the test's outcome (pending, disabled: not run).
+REPORT_OUTCOMES = {"passed": "passed", "failed": "failed", "todo": "todo"}
 _SCRIPT = re.compile(r"\.[cm]?[jt]sx?$")
 _SYNTAXISH = re.compile(r"SyntaxError|invalid JS syntax|Failed to parse|Transform failed")
 _ASSERT = re.compile(
@@ -297,7 +299,8 @@ def check(parsed: Parsed, stream: Records, exit_code: int, spec: RunSpec) -> str
     )
     # vitest exits 1 for failed tests and for errors outside them; "interrupted" has no status.
     expected = None if reason not in ("passed", "failed") else 1 if errors else 0
-    report = FileReport(passed=parsed.passed, failed=parsed.failed)
+    todo = {t for t, o in parsed.outcomes.items() if o == "todo"}
+    report = FileReport(passed=parsed.passed, failed=parsed.failed, exact={"todo": todo})
     return disagreement(tally, stream.problems, exit_code, Exit(expected, errors), report)
 
 
@@ -388,6 +391,7 @@ def parse_report(
     sections = stderr_sections(stderr)
     detail = details(records or [], spec.relative)
     statuses, failures, load_errors = [], [], []
+    outcomes: dict[str, str] = {}
     passed_names: set[str] = set()
     failed_names: set[str] = set()
     for file in files:
@@ -403,11 +407,12 @@ def parse_report(
             label = f"{name}::{test.get('fullName')}"
             if test.get("status") in ("passed", "failed"):
                 (passed_names if test.get("status") == "passed" else failed_names).add(label)
+            outcomes[label] = REPORT_OUTCOMES.get(str(test.get("status")), "skipped")
     passed, failed = statuses.count("passed"), len(failures)
     summary = RunSummary(
         total=len(statuses), passed=passed, failed=failed, skipped=len(statuses) - passed - failed
     )
-    out = Parsed(summary, failures, passed=passed_names, failed=failed_names)
+    out = Parsed(summary, failures, passed=passed_names, failed=failed_names, outcomes=outcomes)
     if load_errors:
         out.crash_reason = "; ".join(load_errors[:3])
         return out

@@ -204,6 +204,9 @@ def test_a_varied_passing_suite_is_green_on_every_account(
     assert out.result.summary.model_dump() == {
         "total": 13, "passed": 10, "failed": 0, "skipped": 3
     }
+    # Inside those counts: the xpass among the passed, the xfail among the skipped.
+    assert out.result.statuses is not None
+    assert out.result.statuses.model_dump() == {"errors": 0, "xfailed": 1, "xpassed": 1, "todo": 0}
 
 
 # --- the verdict nobody can forge ----------------------------------------------------

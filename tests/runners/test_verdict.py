@@ -11,6 +11,7 @@ from devloop.runners.verdict import (
     Exit,
     FileReport,
     disagreement,
+    pytest_outcome,
     tally_pytest,
     tally_vitest,
 )
@@ -137,3 +138,30 @@ def test_vitest_forgeries_are_disagreements(change: Any, detail: str) -> None:
     change(records)
     found = vitest_verdict(records, 1)
     assert found is not None and detail in found
+
+
+def test_the_finer_outcomes_must_agree_with_the_report_file_too() -> None:
+    # B's set-up raised: the channel says error, and junit.xml must say so as well.
+    setup_error = [
+        {"e": "collected", "n": 2}, *phases(A),
+        {"e": "phase", "id": B, "when": "setup", "outcome": "failed"},
+        {"e": "phase", "id": B, "when": "teardown", "outcome": "passed"},
+        {"e": "end", "status": 1},
+    ]
+    agreed = FileReport(passed={A}, failed={B}, exact={"error": {B}, "xfailed": set()})
+    assert pytest_verdict(setup_error, 1, agreed) is None
+    called_a_failure = FileReport(passed={A}, failed={B}, exact={"error": set()})
+    detail = pytest_verdict(setup_error, 1, called_a_failure)
+    assert detail == ("report and exit status disagree: the report file says 0 error, the "
+                      f"runner reported 1 (first difference: {B})")
+
+
+def test_pytest_phases_fold_into_one_outcome_per_test() -> None:
+    assert pytest_outcome({"setup": "failed", "teardown": "passed"}) == "error"
+    assert pytest_outcome({"setup": "passed", "call": "failed", "teardown": "failed"}) == "failed"
+    assert pytest_outcome({"setup": "passed", "call": "passed", "teardown": "failed"}) == "error"
+    assert pytest_outcome({"setup": "passed", "call": "skipped/xfail", "teardown": "passed"}) \
+        == "xfailed"
+    assert pytest_outcome({"setup": "passed", "call": "passed/xfail", "teardown": "passed"}) \
+        == "xpassed"
+    assert pytest_outcome({"setup": "skipped", "teardown": "passed"}) == "skipped"

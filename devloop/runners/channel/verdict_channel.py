@@ -175,7 +175,10 @@ def pytest_collection_finish(session: Any) -> None:
 
 def pytest_runtest_logreport(report: Any) -> None:
     _guard(fixtures_done=report.when == "teardown")
-    _send({"e": "phase", "id": report.nodeid, "when": report.when, "outcome": report.outcome})
+    record = {"e": "phase", "id": report.nodeid, "when": report.when, "outcome": report.outcome}
+    if hasattr(report, "wasxfail"):  # marked xfail: a skip is an xfail, a pass an xpass
+        record["xfail"] = True
+    _send(record)
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:

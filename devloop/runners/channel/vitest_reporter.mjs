@@ -9,7 +9,7 @@
 import { writeSync } from 'node:fs';
 
 const fd = Number(process.env.VERDICT_FD);
-const STATES = { pass: 'passed', fail: 'failed', skip: 'skipped', todo: 'skipped' };
+const STATES = { pass: 'passed', fail: 'failed', skip: 'skipped', todo: 'todo' };
 const MARK = 'devloopTamper';
 const stringify = JSON.stringify;
 const FIELD_CAP = 8000; // characters of one field of an error; its full length is sent too
@@ -92,7 +92,8 @@ export default class VerdictReporter {
     this.intact();
     const task = test.task;
     tamper(task.meta?.[MARK]);
-    const outcome = STATES[task.result?.state || task.mode] || 'skipped';
+    // test.todo is written down, not run: recorded as todo, whatever state vitest gives it.
+    const outcome = task.mode === 'todo' ? 'todo' : STATES[task.result?.state || task.mode] || 'skipped';
     if (outcome === 'failed') {
       const errors = errorList(test.result().errors);
       send({ e: 'errors', id: task.id, module: test.module.moduleId, name: test.fullName, errors });
