@@ -433,3 +433,5 @@ class TesterOutput(Payload):
     sandbox_violations: list[str] = Field(default_factory=list)
     starved: bool = False  # the last run got too little CPU to judge the code
     coverage: CodeCoverage | None = None  # the last run's coverage of code/, when measured
+    # Nothing ran (the session had already finished): the earlier run this reports.
+    reused_run: str | None = None

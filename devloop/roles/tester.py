@@ -126,6 +126,28 @@ def rerun(p: Prepared) -> RunResult:
     return result
 
 
+def _reuse_last_run(store: RedisStore, p: Prepared) -> str | None:
+    """A session that had already finished ran nothing now (a second `session run` on an
+    unchanged folder): report its attempt's last recorded run instead of no run at all
+    (which reads as a crash). The run id it reuses, or None when there is none."""
+    prefix = f"runs/run-{p.request.attempt}-"
+    tries = []
+    for path in store.unit_files(p.request.pid, p.request.unit_id).files:
+        middle = path.removeprefix(prefix).removesuffix("/result.json")
+        if path.startswith(prefix) and path.endswith("/result.json") and middle.isdigit():
+            tries.append(int(middle))
+    if not tries:
+        return None
+    run_id = f"run-{p.request.attempt}-{max(tries)}"
+    raw = store.unit_file(p.request.pid, p.request.unit_id, f"runs/{run_id}/result.json")
+    if raw is None:
+        return None
+    result = RunResult.model_validate_json(raw)
+    p.services.last_run = {"result": result.to_json_dict(), "bugs_opened": [],
+                           "bugs_transitioned": []}
+    return run_id
+
+
 def run_tester(
     store: RedisStore,
     settings: Settings,
@@ -169,9 +191,14 @@ def run_tester(
             checks.test_sources(p.ctx.unit_dir), p.stack, criteria, codes
         )
         commit = commit_if_final(p, session)
+        reused = _reuse_last_run(store, p) if p.services.last_run is None else None
     finally:
         p.ws.cleanup()
     output = _output(p, session, acc_cov, contract_cov)
+    if reused is not None:
+        output.run_id, output.reused_run = reused, reused
+        output.tokens_used = 0  # the finished session's tokens were spent, and counted, before
+        output.result_ref = f"units/{request.unit_id}/runs/{reused}/result.json"
     output.sandbox_violations = [str(v) for v in commit.violations]
     return RoleRun(p, session, commit), output
 

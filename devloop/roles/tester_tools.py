@@ -19,7 +19,16 @@ from devloop.runners.timing import load_note
 
 
 class RunTestsInput(BaseModel):
-    timeout_s: float = Field(default=60, gt=0, le=60, description="Limit for the whole run.")
+    timeout_s: float = Field(
+        default=60,
+        gt=0,
+        le=60,
+        description=(
+            "Seconds of time the machine gives the run (CPU or running time, whichever "
+            "runs out first); on a busy machine the run is stopped at three times this "
+            "much wall time at the latest."
+        ),
+    )
 
 
 class RunTestsTool(Tool):
@@ -29,7 +38,16 @@ class RunTestsTool(Tool):
     description = (
         "Run every test under tests/ against code/ (vitest or pytest, by stack), write "
         "runs/<run id>/result.json, stdout.txt and stderr.txt, and bridge failures to the "
-        "bug ledger. Returns the summary, each failure with its hint, or why the run crashed."
+        "bug ledger. Returns the summary, each failure with its hint, or why the run crashed. "
+        "A run is killed once it used timeout_s seconds of CPU or of the time the machine "
+        "gave it, and after 3 x timeout_s of wall time at the latest (it may first queue "
+        "up to 10 minutes for a free test slot). A run killed while it kept the CPU busy is "
+        "an endless loop, never `starved`; its crash reason names the test that was "
+        "running. When pytest's stack dump puts the loop in code/ the reason starts 'a test "
+        "never finished because the code under test did not return' and it goes to the "
+        "coder; a loop in tests/, or with no frame (vitest), is yours: fix the test, or, "
+        "when the code loops, make the test fail fast and give the coder a hint. `starved` "
+        "means the machine gave the run too little CPU: it is repeated later."
     )
     Input = RunTestsInput
 

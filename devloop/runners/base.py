@@ -34,6 +34,7 @@ from devloop.models import (
     TestOutcome,
 )
 from devloop.runners import tamper, timing
+from devloop.runners.channel import Records
 from devloop.runners.verdict import DISAGREE
 from devloop.safedir import Dir
 from devloop.safetree import TooMany, walk
@@ -293,19 +294,21 @@ def finish(
     tool: str,
     code_fault: str | None = None,
     coverage: CodeCoverage | None = None,
+    stream: Records | None = None,
 ) -> RunOutcome:
     """Turn a parsed report and the observation into the verdict, and write the run files.
 
     `code_fault` (the code tampered with the framework) overrides everything: the run
     proves nothing, and it is the coder's to fix. `coverage` is recorded beside the
-    verdict, never part of it (dropped for a run that did not really run)."""
+    verdict, never part of it (dropped for a run that did not really run). `stream`, the
+    channel's records, names the test a killed run was in."""
     reason, starved = parsed.crash_reason, None
     if code_fault:
         reason = code_fault
     elif obs.timed_out:
-        tail = [ln.strip() for ln in obs.stdout.splitlines() if ln.strip()][-3:]
-        last = decisive_lines(obs.stderr) or " | ".join(tail)
-        reason, was_starved = timing.killed_reason(obs, tool, spec.timeout_s, last)
+        running = timing.running_test(stream or Records(), obs.stderr, spec.relative)
+        last = last_output(obs, running)
+        reason, was_starved = timing.killed_reason(obs, tool, spec.timeout_s, last, running)
         if was_starved:
             starved, reason = reason, None
     elif reason is None and parsed.summary.total == 0:
@@ -435,6 +438,17 @@ def decisive_lines(text: str, limit: int = 4) -> str:
             found.append(line)
     found.sort(key=lambda ln: not re.search(r"Error|ERROR|Exception", ln))  # stable
     return " | ".join(found[:limit])
+
+
+def last_output(obs: Observation, running: timing.Running | None) -> str:
+    """The error lines (else the last lines) a killed run wrote, only since the running test
+    started when that is known: never what earlier, finished tests printed."""
+    stdout, stderr = obs.stdout, obs.stderr
+    if running is not None:
+        stdout = timing.own_output(timing.since(stdout, running.stdout_at), running)
+        stderr = timing.own_output(timing.since(stderr, running.stderr_at), running)
+    tail = [ln.strip() for ln in stdout.splitlines() if ln.strip()][-3:]
+    return decisive_lines(stderr) or " | ".join(tail)
 
 
 def output_tail(obs: Observation, chars: int = 2000) -> str:

@@ -17,7 +17,15 @@ from typing import Any
 from devloop.runners.base import PY_FRAME, Frame, code_frame, frame_in_tests
 from devloop.vagueness import is_specific
 
-_ERROR = re.compile(r"^\s*(?:E\s+)?((?:[A-Z]\w*)?(?:Error|Exception)\b:?.*)$", re.M)
+# An exception class, known by its last dotted name (pytest prints `edge.EdgeError`,
+# `boltons.urlutils.URLParseError` for classes outside builtins): `…Error`, `…Exception`,
+# `…Warning`, the builtins named otherwise, or any CapWords class with a module prefix.
+_EXC_CLASS = (
+    r"(?:[A-Za-z_]\w*\.)*(?:(?:[A-Z]\w*)?(?:Error|Exception|Warning)|StopIteration"
+    r"|StopAsyncIteration|KeyboardInterrupt|SystemExit|GeneratorExit)"
+    r"|(?:[A-Za-z_]\w*\.)+[A-Z]\w*(?=:)"
+)
+_ERROR = re.compile(rf"^\s*(?:E\s+)?((?:{_EXC_CLASS})\b:?.*)$", re.M)
 _UNDEF_JS = re.compile(
     r"Cannot (?:read|set) propert(?:y|ies) of (undefined|null) \((?:reading|setting) '([^']*)'\)"
     r"|Cannot read property '([^']*)' of (undefined|null)"
@@ -46,14 +54,21 @@ _PY_ASSERT = re.compile(r"^>\s+(assert\b.*?)\s*$", re.M)
 _EVALUATED = re.compile(r"^E\s+(?:AssertionError: )?(assert .*?)\s*$", re.M)
 _DEFINED = re.compile(r"\b(?:def|class)\s+(\w+)")
 _DEF_LINE = re.compile(r"^(?:async\s+)?def \w+\(")
+_DOTTED = re.compile(r"[a-z_]\w*\.[A-Za-z_]")
 _PHRASES = (("not in ", "a value not in "), ("in ", "one of "), ("!= ", "anything but "),
             ("not None", "a value, not None"))
+
+
+def exception_name(line: str) -> str:
+    """The class an error line names, by its last dotted name (`edge.EdgeError: x` ->
+    `EdgeError`)."""
+    return line.split(":", 1)[0].strip().rsplit(".", 1)[-1]
 
 
 def _error_near(stack: str, frame: Frame | None) -> str | None:
     """The error line that goes with the code frame (a stack may hold several errors)."""
     found = [(m.start(), m.group(1).strip()[:200]) for m in _ERROR.finditer(stack)]
-    found = [(pos, text) for pos, text in found if not text.startswith("AssertionError")]
+    found = [(pos, text) for pos, text in found if exception_name(text) != "AssertionError"]
     if PY_FRAME.search(stack):  # pytest prints the error below the frames
         return found[-1][1] if found else None
     at = stack.find(f"{frame.path}:{frame.line}") if frame else len(stack)
@@ -325,7 +340,10 @@ def _fallback(c: Ctx) -> str:
 
 
 def _cap(text: str) -> str:
-    """Upper-case the first letter only (str.capitalize lowercases the rest)."""
+    """Upper-case the first letter only (str.capitalize lowercases the rest); a dotted
+    name (`edge.EdgeError`) is left as it is spelled."""
+    if _DOTTED.match(text):
+        return text
     return text[:1].upper() + text[1:]
 
 

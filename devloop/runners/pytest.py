@@ -47,7 +47,7 @@ from devloop.runners.base import (
     tampered,
     with_source,
 )
-from devloop.runners.channel import PYTEST_PLUGIN, Channel, Records, plugin_dir
+from devloop.runners.channel import PYTEST_PLUGIN, Channel, OutputCount, Records, plugin_dir
 from devloop.runners.hints import build_hint
 from devloop.runners.hollow import hollow_python_code
 from devloop.runners.pyassert import expected_got, with_definitions
@@ -105,7 +105,8 @@ class PytestRunner:
             return refused
         python = shlex.quote(str(self.venv / "bin" / "python"))
         path = [str(self.plugins)] + ([PYTHON_PATH] if self.upstream and self.upstream.root else [])
-        with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel() as channel:
+        counted = OutputCount(on_output)  # marks where each test's output starts
+        with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S), Channel(counted) as channel:
             # tee-sys and an unbuffered stdout: what the tests print reaches the live view
             # while they run, and junit.xml still captures it per test.
             command = (
@@ -116,7 +117,8 @@ class PytestRunner:
                 # Assertion values in full (pytest shortens them to ~240 chars otherwise);
                 # expected/got are capped at pyassert.VALUE_CAP instead, saying so.
                 "-o verbosity_assertions=2 "
-                f"-o junit_family=xunit1 --junitxml={spec.run_rel}/junit.xml tests"
+                f"-o junit_family=xunit1 --junitxml={spec.run_rel}/junit.xml "
+                f"-o faulthandler_timeout={dump_after(timeout_s):g} tests"
                 + ("" if derived else cov.python_report(python, spec.run_rel))
             )
             obs = self.sandbox.run(
@@ -133,7 +135,7 @@ class PytestRunner:
                     *(self.upstream.binds() if self.upstream else []),
                 ],
                 pass_fds=[channel.fd],
-                on_output=on_output,
+                on_output=counted,
             )
             stream = channel.close()
         parsed = Parsed()
@@ -156,11 +158,17 @@ class PytestRunner:
                     parsed.outcomes.update(tally_pytest(stream.records).by_name())
                     parsed.summary = RunSummary.of(parsed.outcomes)
         coverage = None if obs.timed_out or derived else cov.python_coverage(spec)
-        return finish(spec, parsed, obs, "pytest", tampered(stream.records), coverage)
+        return finish(spec, parsed, obs, "pytest", tampered(stream.records), coverage, stream)
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:
         """Hollow code/**/*.py of a scratch view (host side: parsing runs nothing)."""
         return hollow_python_code(view, unit_id)
+
+
+def dump_after(timeout_s: float) -> float:
+    """Seconds a test may run before faulthandler dumps its stack to stderr (once): half
+    the run's limit, so a test killed at the limit shows where it was."""
+    return max(round(timeout_s / 2, 1), 0.5)
 
 
 def check(parsed: Parsed, stream: Records, exit_code: int) -> str | None:

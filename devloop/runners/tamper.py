@@ -21,6 +21,8 @@ REFUSED = "the code under test reaches into the test framework"
 TAMPERED = "the code under test changed the test framework"
 # A run refused because code/ imports of other units what is not there (devloop.upstream).
 UPSTREAM = "the code imports what its dependencies do not provide"
+# A run killed at its limit while its innermost frame was in code/ (timing.killed_reason).
+LOOP_IN_CODE = "a test never finished because the code under test did not return"
 PY_SUFFIXES = (".py",)
 NODE_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx", ".vue")
 
@@ -41,7 +43,7 @@ class Finding:
 def is_code_fault(reason: str | None) -> bool:
     """Whether a crash is the code's doing (a static refusal, a runtime catch, an import
     of another unit that is not there): the coder's to fix, never the tester's."""
-    return bool(reason) and str(reason).startswith((REFUSED, TAMPERED, UPSTREAM))
+    return bool(reason) and str(reason).startswith((REFUSED, TAMPERED, UPSTREAM, LOOP_IN_CODE))
 
 
 def crash_reason(found: list[Finding], limit: int = 3) -> str:

@@ -45,7 +45,14 @@ from devloop.runners.base import (
     tampered,
     with_source,
 )
-from devloop.runners.channel import VITEST_GUARD, VITEST_REPORTER, Channel, Records, plugin_dir
+from devloop.runners.channel import (
+    VITEST_GUARD,
+    VITEST_REPORTER,
+    Channel,
+    OutputCount,
+    Records,
+    plugin_dir,
+)
 from devloop.runners.hints import build_hint
 from devloop.runners.hollow import hollow_node_code
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_vitest
@@ -103,6 +110,7 @@ CONFIG = """\
 
 # Runs in each test worker: node's http module is shared with express and supertest there.
 SETUP = """\
+import { writeSync } from 'node:fs';
 import http from 'node:http';
 import { format } from 'node:util';
 import { afterEach, beforeEach } from 'vitest';
@@ -125,7 +133,16 @@ if (!seen.patched) {
     return error.apply(this, args);
   };
 }
+// The test that starts and ends, written at once to stderr (which goes out through the
+// main process even while this worker is stuck in a loop): a killed run names its test.
+const mark = (what, task) => {
+  const names = [];
+  for (let s = task.suite; s && s !== task.file; s = s.suite) names.unshift(s.name);
+  const name = `${task.file?.name}::${[...names, task.name].join(' ')}`;
+  try { writeSync(2, `\\n${what}: ${name.replace(/\\s+/g, ' ')}\\n`); } catch {}
+};
 beforeEach(({ task }) => {
+  mark('devloop-test-started', task);
   seen.server = []; seen.console = [];
   // A hollow build does nothing only while a test's own function runs (not in hooks):
   // this file's beforeEach runs first, and the runner fetches the function after hooks.
@@ -144,6 +161,7 @@ beforeEach(({ task }) => {
   setFn(task, wrapped);
 });
 afterEach(({ task }) => {
+  mark('devloop-test-ended', task);
   const { server, console: logged } = seen;
   if (server.length || logged.length) task.meta.devloop = { server, console: logged };
 });
@@ -213,14 +231,15 @@ class VitestRunner:
             root.write_atomic(spec.run_file("devloop-syntax.cjs"), SYNTAX_CHECK, replace=True)
         reporter = shlex.quote(str(self.plugins / VITEST_REPORTER))
         with run_slot(self.cache_dir, max_wait_s=SLOT_WAIT_S):
-            with Channel() as channel:
+            output = OutputCount(on_output)  # marks where each test's output starts
+            with Channel(output) as channel:
                 command = COMMAND.format(run=spec.run_rel, fd=channel.fd, reporter=reporter)
                 if self.upstream is not None and self.upstream.root is not None:
                     # code/ is CommonJS: its require() finds `@units/<id>` on NODE_PATH, and
                     # the dependency's own require('express') the toolchain after it.
                     command = f"NODE_PATH={NODE_PATH}:/project/node_modules " + command
                 command += "" if derived else cov.vitest_flags(spec.run_rel)
-                obs = self._run(spec, command, timeout_s, channel.fd, on_output)
+                obs = self._run(spec, command, timeout_s, channel.fd, output)
                 stream = channel.close()
             parsed = Parsed()
             if not obs.timed_out:
@@ -237,7 +256,7 @@ class VitestRunner:
                 # Said in the run's own output too, where a person reading stdout.txt looks.
                 note = f"\nDevLoop: not run: {', '.join(left.files)}: {left.reason}\n"
                 obs = obs.model_copy(update={"stdout": obs.stdout + note})
-        return finish(spec, parsed, obs, "vitest", tampered(stream.records), coverage)
+        return finish(spec, parsed, obs, "vitest", tampered(stream.records), coverage, stream)
 
     def hollow_code(self, view: Path, unit_id: str) -> str | None:
         """Hollow code/'s scripts and .vue files of a scratch view, in the sandbox."""

@@ -58,3 +58,27 @@ def test_a_suite_that_mocks_the_code_under_test_fails_its_rerun_and_gets_a_sessi
         said = json.dumps(task)
         assert "mock the module under test" in said
         assert "changed since the last tester session whose self-check passed" in said
+
+
+def test_a_second_session_on_an_unchanged_folder_reports_the_run_it_reused_never_a_crash(
+    redis_store: RedisStore, settings: Settings, python_toolchain_dir: Path, tmp_path: Path
+) -> None:
+    # `devloop session run --role tester` twice: the second asks for run-1-2, but the
+    # session of attempt 1 has finished, so no model call is made and nothing runs.
+    plans = [UnitPlan(UNIT, bad=True, tester=["proper"])]
+    redis_store.import_project(load_project(build(tmp_path / "p", plans)))
+    with StubServer(script(plans)) as stub:
+        llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
+        run_coder(redis_store, settings, llm, RoleRequest(PID, UNIT, "coder", "implement", 1))
+        _, first = run_tester(redis_store, settings, llm, request_for(1))
+        assert first.run_id == "run-1-1" and not first.crashed and first.reused_run is None
+        asked = len(stub.requests)
+        again = RoleRequest(PID, UNIT, "tester", "test", 1, run_id="run-1-2")
+        run, second = run_tester(redis_store, settings, llm, again)
+    assert len(stub.requests) == asked and second.tokens_used == 0  # nothing was asked
+    # Invariant: a re-run with nothing to do reports what it reused, never `crashed`.
+    assert not second.crashed and second.reused_run == "run-1-1"
+    assert second.run_id == "run-1-1"
+    assert second.result_ref == f"units/{UNIT}/runs/run-1-1/result.json"
+    assert second.summary == first.summary and second.ok == first.ok
+    assert "runs/run-1-2/result.json" not in redis_store.unit_files(PID, UNIT).files

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from devloop.runners import PytestRunner
 from devloop.runners.base import with_source
 from devloop.runners.hints import build_hint, is_useful_hint
+from devloop.sandbox import BwrapSandbox
+
+MakeView = Callable[[str], Path]
 
 JS_ROUTE = "/project/units/todo-be/code/server.js"
 
@@ -284,3 +289,26 @@ def test_source_lines_are_never_read_outside_the_unit(tmp_path: Path) -> None:
 )
 def test_is_useful_hint_rejects_empty_lazy_and_bare_hints(hint: str | None, useful: bool) -> None:
     assert is_useful_hint(hint) is useful
+
+
+def test_exceptions_with_a_module_prefix_are_named_by_real_pytest_failures(
+    sandbox: BwrapSandbox, python_toolchain_dir: Path, make_view: MakeView
+) -> None:
+    # Invariant: an exception class is recognised by its last dotted name, so the hint
+    # names what was raised (never "it was false", never the StopIteration it replaced).
+    view = make_view("python/edge")
+    out = PytestRunner(sandbox, python_toolchain_dir).run(
+        view=view, unit_id="edge", run_id="run-1", attempt=1, retry_budget_left=3
+    )
+    hints = {f.test.rsplit("::", 1)[-1]: f.hint for f in out.result.failures}
+    assert out.result.summary.failed == 3, out.result.crash_reason
+    empty = hints["test_first_of_empty_is_none"]
+    assert empty.startswith("edge.EdgeError: no items to take the first of was raised at ")
+    assert "code/edge/__init__.py:17" in empty and "StopIteration" not in empty
+    invalid = hints["test_checked_zero_is_zero"]
+    assert invalid.startswith("edge.Invalid: not positive: 0 was raised at code/edge/__init__.py")
+    url = hints["test_a_bare_host_has_no_scheme"]
+    assert url.startswith("links.urlutils.URLParseError: expected a scheme in 'example.com'")
+    assert "code/links/urlutils.py:11" in url
+    for hint in hints.values():
+        assert "it was false" not in hint and is_useful_hint(hint)

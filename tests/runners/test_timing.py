@@ -104,7 +104,7 @@ def test_an_endless_loop_is_killed_at_its_cpu_limit_and_called_a_loop(
     assert took < 3 * STARVED_FACTOR + SLACK_S
     assert result.crashed and not result.starved
     assert result.crash_reason is not None
-    assert result.crash_reason.startswith("pytest was killed at its 3 s CPU limit")
+    assert result.crash_reason.startswith("pytest was killed at its 3 s ")
     assert "endless loop" in result.crash_reason
     assert result.cpu_s is not None and result.cpu_s >= 1.5
 

@@ -20,11 +20,13 @@ import select
 import shutil
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from devloop.sandbox.base import ensure_public_dir
+from devloop.sandbox.process import OutputSink
 
 HERE = Path(__file__).resolve().parent
 FILES = ("verdict_channel.py", "vitest_reporter.mjs", "vitest_guard.mjs", "hollow.cjs")
@@ -62,21 +64,53 @@ def plugin_dir(cache_dir: Path) -> Path:
     return final
 
 
+@dataclass(frozen=True)
+class Mark:
+    """When a record arrived: monotonic time, and how many bytes of stdout and stderr the
+    run had written by then (to cut its output at a test's start)."""
+
+    at: float = 0.0
+    stdout: int = 0
+    stderr: int = 0
+
+
+class OutputCount:
+    """Counts the bytes of each stream a run wrote, forwarding the chunks to `sink`."""
+
+    def __init__(self, sink: OutputSink | None = None) -> None:
+        self.sink = sink
+        self.bytes = {"stdout": 0, "stderr": 0}
+
+    def __call__(self, name: str, chunk: bytes) -> None:
+        self.bytes[name] = self.bytes.get(name, 0) + len(chunk)
+        if self.sink is not None:
+            self.sink(name, chunk)
+
+    def mark(self) -> Mark:
+        """Now, and the bytes written so far."""
+        return Mark(time.monotonic(), self.bytes["stdout"], self.bytes["stderr"])
+
+
 @dataclass
 class Records:
-    """What came over the channel: the records, and what was wrong with the stream."""
+    """What came over the channel: the records, and what was wrong with the stream;
+    `marks[i]` is when `records[i]` arrived (empty when nothing counted the output)."""
 
     records: list[dict[str, Any]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    marks: list[Mark] = field(default_factory=list)
 
 
 class Channel:
     """A pipe whose write end goes into the sandbox; read on a thread until closed."""
 
-    def __init__(self) -> None:
+    def __init__(self, output: OutputCount | None = None) -> None:
         self._read, self.fd = os.pipe2(os.O_CLOEXEC)
         self._data = bytearray()
         self._dropped = 0
+        # The run's output as it goes: each line's arrival is marked with its position.
+        self.output = output
+        self._marks: list[Mark] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._pump, daemon=True)
         self._thread.start()
@@ -101,6 +135,8 @@ class Channel:
             room = CAP - len(self._data)
             self._data += chunk[: max(room, 0)]
             self._dropped += max(0, len(chunk) - max(room, 0))
+            if self.output is not None:
+                self._marks += [self.output.mark()] * chunk[: max(room, 0)].count(b"\n")
 
     def close(self) -> Records:
         """Close the worker's write end, drain what the run wrote, and parse it."""
@@ -112,7 +148,10 @@ class Channel:
         self._thread.join()
         with contextlib.suppress(OSError):
             os.close(self._read)
-        return parse(bytes(self._data), self._dropped)
+        out = parse(bytes(self._data), self._dropped)
+        if self.output is not None and not out.problems:
+            out.marks = self._marks[: len(out.records)]
+        return out
 
 
 def parse(data: bytes, dropped: int = 0) -> Records:

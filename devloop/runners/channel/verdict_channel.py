@@ -173,6 +173,11 @@ def pytest_collection_finish(session: Any) -> None:
     _send({"e": "collected", "n": len(session.items)})
 
 
+def pytest_runtest_logstart(nodeid: str, location: Any) -> None:
+    # Sent before the test's set-up: a run killed later names the test it was in.
+    _send({"e": "start", "id": nodeid})
+
+
 def pytest_runtest_logreport(report: Any) -> None:
     _guard(fixtures_done=report.when == "teardown")
     record = {"e": "phase", "id": report.nodeid, "when": report.when, "outcome": report.outcome}
@@ -188,6 +193,6 @@ def pytest_sessionfinish(session: Any, exitstatus: int) -> None:
 
 _OWN_HOOKS = (
     "pytest_sessionstart", "pytest_collectreport", "pytest_collection_finish",
-    "pytest_runtest_logreport", "pytest_sessionfinish",
+    "pytest_runtest_logstart", "pytest_runtest_logreport", "pytest_sessionfinish",
 )
 _SNAP.update(_take())
