@@ -56,6 +56,9 @@ class AttemptOutcome:
     # The crash is the code's doing (it reached into the test framework): the coder's to
     # fix at once, since no tester retry can make such a run stand.
     code_fault: bool = False
+    # Every failure is the tests' own set-up (a missing fixture or package, a fixture that
+    # raised by itself): the tester's to fix, never the coder's. What is wrong, in words.
+    setup_fault: str | None = None
 
 
 @dataclass(frozen=True)
@@ -170,6 +173,8 @@ def _tester_fault(outcome: AttemptOutcome) -> str | None:
         return f"tester session {outcome.tester_status} ({outcome.tester_reason or 'no reason'})"
     if not outcome.tests_ok and not outcome.crashed and not outcome.failures:
         return "the test run was red without a failing test"
+    if not outcome.tests_ok and not outcome.crashed and outcome.setup_fault:
+        return outcome.setup_fault
     return None
 
 

@@ -99,6 +99,21 @@ def test_a_red_run_without_failures_is_the_testers_problem() -> None:
     assert d.action == "retry_tester"
 
 
+def test_a_red_run_whose_every_failure_is_the_tests_set_up_is_the_testers_never_the_coders(
+) -> None:
+    """A missing fixture or package, a fixture that raised by itself: the tester fixes it."""
+    broken = AttemptOutcome(
+        "completed", tester_ran=True, failures=(("tests/test_a.py::test_x", "None"),),
+        setup_fault="the tests' own set-up failed: fixture 'mocker' not found",
+    )
+    first = decide(coding(), broken)
+    assert first.action == "retry_tester" and first.state.attempt == 1
+    assert "fixture 'mocker' not found" in first.state.extra["tester_retry_reason"]
+    second = decide(decide(first.state, broken).state, broken)
+    assert second.action == "block" and second.state.attempt == 1  # never the coder's
+    assert "the tester failed" in (second.state.blocked_reason or "")
+
+
 def test_a_coder_retry_always_carries_the_failures_that_caused_it() -> None:
     d = decide(coding(), RED)
     assert d.action == "retry_coder" and d.state.last_hint == "h"

@@ -142,6 +142,7 @@ def decide_after(
         tester_reason=tested.summary or tested.reason,
         starved=tested.starved,
         code_fault=tested.crashed and is_code_fault(tested.crash_reason),
+        setup_fault=tested.setup_fault,
     )
     started = time.time()
     decision = decide(state, outcome, budget=budget)

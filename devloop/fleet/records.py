@@ -42,6 +42,9 @@ class StepOutcome(BaseModel):
     failures: list[tuple[str, str]] = []  # (test, what it got)
     hint: str | None = None
     starved: bool = False  # tester: the run got too little CPU to judge the code
+    # tester: every failure is the tests' own set-up (a missing fixture or package, a
+    # fixture that raised by itself): what is wrong, for the tester's next try.
+    setup_fault: str | None = None
 
 
 class StepRecord(BaseModel):

@@ -34,7 +34,7 @@ from devloop.fleet.messages import Dispatch, StepMsg, StepRole
 from devloop.fleet.records import StepOutcome, StepRecord, begin_step, save_step
 from devloop.llm.base import LLMProvider
 from devloop.loop import recovered
-from devloop.models import RunResult
+from devloop.models import Failure, RunResult
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester
@@ -282,6 +282,7 @@ def _run(
             failures=[(f.test, str(f.got)) for f in tester.failures],
             hint=first.hint if first else None,
             starved=tester.starved,
+            setup_fault=setup_fault(tester.failures),
         )
         output, tokens = tester.model_dump(mode="json", by_alias=True), tester.tokens_used
         timings = run.prepared.timings
@@ -303,6 +304,16 @@ def _run(
         timings=timings,
         outcome=outcome,
     )
+
+
+def setup_fault(failures: list[Failure]) -> str | None:
+    """What is wrong when every failure of a red run is the tests' own set-up (None: some
+    failure is the code's, or none is the tests')."""
+    if not failures or any(f.fault != "tests" for f in failures):
+        return None
+    first = failures[0]
+    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
+    return f"the tests' own set-up failed: {first.test}: {first.hint}"[:600] + more
 
 
 def _crash_reason(env: StepEnv, msg: StepMsg) -> str | None:
