@@ -70,31 +70,38 @@ def _members(owner: object) -> dict[str, int]:
     return {name: id(value) for name, value in items}
 
 
-def _take() -> dict[str, int]:
-    """Where the reporting path is now: name -> identity of what it is bound to."""
-    snap: dict[str, int] = {}
+def _bindings() -> list[tuple[str, Any, str, bool]]:
+    """Every name on the reporting path, as (label, the live namespace it is looked up in,
+    name, late): a module's dict, a class's mappingproxy (a live view), sys.modules,
+    builtins, these globals. Late ones count only once a test's fixtures are torn down."""
+    out: list[tuple[str, Any, str, bool]] = []
     names = {module.__name__ for module in _GUARDED}
     for module in _GUARDED:
-        snap[f"sys.modules[{module.__name__!r}]"] = id(sys.modules.get(module.__name__))
+        out.append((f"sys.modules[{module.__name__!r}]", sys.modules, module.__name__, False))
         # Imported names too: `_pytest.runner.TestReport` is how the runner makes reports.
         for name, value in vars(module).items():
             if callable(value):
-                snap[f"{module.__name__}.{name}"] = id(value)
+                out.append((f"{module.__name__}.{name}", vars(module), name, False))
                 if isinstance(value, type) and value.__module__ in names:
-                    for attr, ident in _members(value).items():
-                        snap[f"{value.__module__}.{value.__qualname__}.{attr}"] = ident
-    me = sys.modules.get(__name__)
-    snap[f"sys.modules[{__name__!r}]"] = id(me)
-    for name in ("_send", "_take", "_changed", "_guard", *_OWN_HOOKS):
-        snap[f"{__name__}.{name}"] = id(globals().get(name))
-    for name, ident in _members(builtins).items():
-        snap[f"builtins.{name}"] = ident
+                    for attr in _members(value):
+                        out.append((f"{value.__module__}.{value.__qualname__}.{attr}",
+                                    vars(value), attr, False))
+    out.append((f"sys.modules[{__name__!r}]", sys.modules, __name__, False))
+    for name in ("_send", "_drift", "_guard", *_OWN_HOOKS):
+        out.append((f"{__name__}.{name}", globals(), name, False))
+    for name in _members(builtins):
+        out.append((f"builtins.{name}", vars(builtins), name, True))
+    return out
+
+
+def _traces() -> list[tuple[str, int]]:
+    """The trace and profile hooks now (0 for coverage.py's tracer, which comes late)."""
+    out = []
     for name in ("gettrace", "getprofile"):
         for owner in (sys, threading):
             hook = getattr(owner, name)()
-            # coverage.py measuring the run installs its tracer after this plugin loads
-            snap[f"{owner.__name__}.{name}()"] = 0 if _coverage(hook) else id(hook)
-    return snap
+            out.append((f"{owner.__name__}.{name}()", 0 if _coverage(hook) else id(hook)))
+    return out
 
 
 def _coverage(hook: object) -> bool:
@@ -103,15 +110,16 @@ def _coverage(hook: object) -> bool:
     return hook is None or type(owner).__module__.startswith("coverage")
 
 
-def _changed(before: dict[str, int], now: dict[str, int], fixtures_done: bool) -> list[str]:
+def _drift(fixtures_done: bool) -> list[str]:
     """What differs from the snapshot; names new since it do not count (builtins grow).
     Builtins and trace hooks count only once a test's fixtures are torn down: a test may
-    monkeypatch `builtins.input` while it runs."""
-    out = []
-    for key, ident in before.items():
-        late = key.startswith(("builtins.", "sys.get", "threading.get"))
-        if now.get(key, -1) != ident and (fixtures_done or not late):
-            out.append(key)
+    monkeypatch `builtins.input` while it runs. One identity check per binding, labels
+    only for what changed: it runs before every record."""
+    out = [label for label, where, name, ident in _EARLY if id(where.get(name)) != ident]
+    if fixtures_done:
+        out += [label for label, where, name, ident in _LATE if id(where.get(name)) != ident]
+        out += [label for (label, ident), (_, now) in zip(_TRACES, _traces(), strict=True)
+                if now != ident]
     return out
 
 
@@ -133,14 +141,17 @@ def _conftest(config: Any, plugin_name: str) -> bool:
     return os.path.basename(path) == "conftest.py" and "/code/" not in path
 
 
-_SNAP: dict[str, int] = {}
+# (label, namespace, name, identity) as the plugin was imported; and the trace hooks.
+_EARLY: list[tuple[str, Any, str, int]] = []
+_LATE: list[tuple[str, Any, str, int]] = []
+_TRACES: list[tuple[str, int]] = []
 _IMPLS: dict[str, list[tuple[str, int]]] = {}
 _CONFIG: list[Any] = []
 
 
 def _guard(fixtures_done: bool = True) -> None:
     """Compare the reporting path with the snapshots; send a tamper record on a change."""
-    what = _changed(_SNAP, _take(), fixtures_done)
+    what = _drift(fixtures_done)
     if _CONFIG:
         config = _CONFIG[0]
         for hook, impls in _hookimpls(config).items():
@@ -195,4 +206,7 @@ _OWN_HOOKS = (
     "pytest_sessionstart", "pytest_collectreport", "pytest_collection_finish",
     "pytest_runtest_logstart", "pytest_runtest_logreport", "pytest_sessionfinish",
 )
-_SNAP.update(_take())
+# A class imported into several guarded modules is listed under each: once is enough.
+for _label, _where, _name, _late in {b[0]: b for b in _bindings()}.values():
+    (_LATE if _late else _EARLY).append((_label, _where, _name, id(_where.get(_name))))
+_TRACES.extend(_traces())
