@@ -56,7 +56,7 @@ class AttemptOutcome:
     # The crash is the code's doing (it reached into the test framework): the coder's to
     # fix at once, since no tester retry can make such a run stand.
     code_fault: bool = False
-    # Every failure is the tests' own set-up (a missing fixture or package, a fixture that
+    # A failure is the tests' own set-up (a missing fixture or package, a fixture that
     # raised by itself): the tester's to fix, never the coder's. What is wrong, in words.
     setup_fault: str | None = None
 

@@ -99,8 +99,7 @@ def test_a_red_run_without_failures_is_the_testers_problem() -> None:
     assert d.action == "retry_tester"
 
 
-def test_a_red_run_whose_every_failure_is_the_tests_set_up_is_the_testers_never_the_coders(
-) -> None:
+def test_a_red_run_the_tests_set_up_broke_is_the_testers_never_the_coders() -> None:
     """A missing fixture or package, a fixture that raised by itself: the tester fixes it."""
     broken = AttemptOutcome(
         "completed", tester_ran=True, failures=(("tests/test_a.py::test_x", "None"),),

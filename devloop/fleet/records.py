@@ -42,8 +42,8 @@ class StepOutcome(BaseModel):
     failures: list[tuple[str, str]] = []  # (test, what it got)
     hint: str | None = None
     starved: bool = False  # tester: the run got too little CPU to judge the code
-    # tester: every failure is the tests' own set-up (a missing fixture or package, a
-    # fixture that raised by itself): what is wrong, for the tester's next try.
+    # tester: a failure is the tests' own set-up (a missing fixture or package, a fixture
+    # that raised by itself): what is wrong, for the tester's next try.
     setup_fault: str | None = None
 
 

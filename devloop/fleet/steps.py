@@ -307,13 +307,14 @@ def _run(
 
 
 def setup_fault(failures: list[Failure]) -> str | None:
-    """What is wrong when every failure of a red run is the tests' own set-up (None: some
-    failure is the code's, or none is the tests')."""
-    if not failures or any(f.fault != "tests" for f in failures):
+    """What is wrong when a failure of a red run is the tests' own set-up (None: none is).
+    One is enough, as for the runner's next_action: the run proves nothing about the code
+    until the tests stand."""
+    broken = [f for f in failures if f.fault == "tests"]
+    if not broken:
         return None
-    first = failures[0]
-    more = f" (and {len(failures) - 1} more)" if len(failures) > 1 else ""
-    return f"the tests' own set-up failed: {first.test}: {first.hint}"[:600] + more
+    more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
+    return f"the tests' own set-up failed: {broken[0].test}: {broken[0].hint}"[:600] + more
 
 
 def _crash_reason(env: StepEnv, msg: StepMsg) -> str | None:
