@@ -314,7 +314,7 @@ def setup_fault(failures: list[Failure]) -> str | None:
     if not broken:
         return None
     more = f" (and {len(broken) - 1} more)" if len(broken) > 1 else ""
-    return f"the tests' own set-up failed: {broken[0].test}: {broken[0].hint}"[:600] + more
+    return f"the tests' own set-up failed: {broken[0].hint}"[:1000] + more  # the hint names it
 
 
 def _crash_reason(env: StepEnv, msg: StepMsg) -> str | None:

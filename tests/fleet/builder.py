@@ -26,6 +26,9 @@ MOCK_TESTS = (
     '    with patch("unit.value", return_value=42):\n'
     "        assert unit.value() == 42\n"
 )
+# Asks for pytest-mock's fixture, which the sandbox's venv lacks: the tests' own fault.
+MOCKER_TESTS = ("from unit import value\n\n\n"
+                "def test_value_returns_42(mocker):\n    assert value() == 42\n")
 ATTEMPTS = 5
 
 
@@ -38,7 +41,7 @@ class UnitPlan:
     bad: bool = False  # shorthand for coder=["bad"]
     coder_latency_ms: dict[int, int] = field(default_factory=dict)  # turn -> latency
     coder: list[str] = field(default_factory=list)  # per attempt: good | good2 | bad | unlogged
-    tester: list[str] = field(default_factory=list)  # per session: proper | mock
+    tester: list[str] = field(default_factory=list)  # per session: proper | mock | mocker
     coder_faults: dict[int, dict[str, Any]] = field(default_factory=dict)  # turn -> stub fault
     seeded_tests: str | None = None  # tests/test_unit.py in the folder before the run
     review: str | None = None  # units.json's "review" for this unit ("required" | "none")
@@ -113,8 +116,8 @@ def _tester_session(kind: str, tests: str = TESTS) -> list[dict[str, Any]]:
     """Write one test, run it, close the todolist, finish (a mock's finish fails, thrice)."""
     write = _turn(
         ("write_todolist", {"items": [{"id": "step-001", "title": "test value()"}]}),
-        ("Write", {"path": "tests/test_unit.py", "content": MOCK_TESTS if kind == "mock"
-                   else tests}),
+        ("Write", {"path": "tests/test_unit.py",
+                   "content": {"mock": MOCK_TESTS, "mocker": MOCKER_TESTS}.get(kind, tests)}),
     )
     turns = [write, _turn(("run_tests", {})),
              _turn(("update_todo_item", {"id": "step-001", "status": "done"}),

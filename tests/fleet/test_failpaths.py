@@ -41,6 +41,25 @@ def test_a_tester_self_check_failure_retries_the_tester_with_a_real_model_call(
     assert b"patch(" not in redis_store.unit_files(c.pid, "u").files["tests/test_unit.py"]
 
 
+def test_a_red_run_the_tests_own_set_up_broke_goes_back_to_the_tester_not_the_coder(
+    redis_store: RedisStore, settings: Settings, python_toolchain_dir: Path, tmp_path: Path
+) -> None:
+    # Try 1 asks for pytest-mock's `mocker`, which the sandbox lacks; try 2 tests value().
+    plans = [UnitPlan("u", tester=["mocker", "proper"])]
+    with chains(redis_store, settings, build(tmp_path / "p", plans), script(plans)) as c:
+        c.run()
+    state = redis_store.get_state(c.pid, "u")
+    assert (state.status, state.attempt) == ("passed", 1)
+    assert coder_log(redis_store, c.pid, "u") == [1]  # the coder was never sent back
+    records = steps_of(redis_store, c.pid, ["u"])["u"]
+    first = next(r for r in records if r.role == "tester" and r.tester_try == 1)
+    assert first.outcome is not None and str(first.outcome.setup_fault).startswith(
+        "the tests' own set-up failed: `tests/test_unit.py::test_value_returns_42` asks for "
+        "fixture `mocker`, but it comes from the plugin pytest-mock, which is not installed")
+    decided = [r.status for r in records if r.role == "decide"]
+    assert decided == ["retry_tester", "pass"]
+
+
 def test_bugs_go_open_then_fixing_by_the_loop_then_fixed_by_a_green_run(
     redis_store: RedisStore, settings: Settings, python_toolchain_dir: Path, tmp_path: Path
 ) -> None:
