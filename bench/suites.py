@@ -2,17 +2,22 @@
 same failing tests and the wall time, inside the sandbox (`PytestRunner`, as a tester's
 `run_tests` runs it) and directly on the host with the same venv.
 
-Each suite is a PyPI sdist fetched at bench time (`pip download --no-binary`, never copied
-into the repository), laid out as a unit: the package under code/, its test dir as tests/.
+Each python suite is a PyPI sdist fetched at bench time (`pip download --no-binary`, never
+copied into the repository), laid out as a unit: the package under code/, its test dir as
+tests/. The node suite is zod's own vitest tests from its npm tarball (`npm pack`): its
+src/ as code/, src/v4/classic/tests as tests/, each import of zod by its package name
+(`zod/v4`) or of a file beside the tests rewritten to the path under code/ (a unit's tests
+import its code by path), and the files that need packages the toolchain lacks left out,
+named. Direct vitest runs from the toolchain on the host with the runner's settings.
 It is run clean and with one deliberate one-line bug (the first mutant of its code, in
 devloop/runners/mutants_py.py's order, that turns the direct run red).
 
 The sandboxed run skips the tamper check (a library's code installs signal handlers and
 hooks the interpreter, which a unit's code may not): how many places it would refuse is
 reported per suite. Direct counts come from pytest's own summary line (`12 passed,
-2 skipped, 1 xfailed`); failing names from its junit report. Prints a table and writes
-bench/out/suites.json. Target: counts equal per status on every suite, the same failing
-test names, and sandbox wall time at most 1.3x direct.
+2 skipped, 1 xfailed`) and vitest's JSON report; failing names from junit and that report.
+Prints a table and writes bench/out/suites.json. Target: counts equal per status on every
+suite, the same failing test names, and sandbox wall time at most 1.3x direct.
 """
 
 from __future__ import annotations
@@ -32,11 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from devloop.config import load_settings
-from devloop.runners import PytestRunner, mutants_py, tamper
-from devloop.runners.base import code_sources
+from devloop.runners import PytestRunner, VitestRunner, mutants_py, tamper
+from devloop.runners.base import TestRunner, code_sources
 from devloop.runners.pytest import node_id
 from devloop.sandbox import BwrapSandbox, new_view_dir
-from devloop.toolchain import python_toolchain
+from devloop.toolchain import node_toolchain, python_toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "suites.json"
@@ -113,7 +118,7 @@ def direct(unit: Path, venv: Path) -> tuple[dict[str, int], set[str], float]:
     return counts, failing, wall
 
 
-def sandboxed(runner: PytestRunner, view: Path, run: str) -> tuple[dict[str, Any], float]:
+def sandboxed(runner: TestRunner, view: Path, run: str) -> tuple[dict[str, Any], float]:
     """The runner's result.json for one run, and its wall time. Run as a derived build:
     a library's own code installs signal handlers and hooks the interpreter, which the
     tamper check refuses in a unit's code (reported apart, see `tamper`); coverage is
@@ -122,6 +127,22 @@ def sandboxed(runner: PytestRunner, view: Path, run: str) -> tuple[dict[str, Any
     outcome = runner.run(view=view, unit_id=UNIT, run_id=run, attempt=1, retry_budget_left=0,
                          timeout_s=600, derived=True)
     return outcome.result.to_json_dict(), time.monotonic() - started
+
+
+def compare(result: dict[str, Any], out: dict[str, int], failing_out: set[str],
+            wall_in: float, wall_out: float) -> dict[str, Any]:
+    """One run in and out of the sandbox, side by side."""
+    failing_in = {f["test"] for f in result["failures"]}
+    return {
+        "in": statuses(result), "out": out,
+        "same_counts": statuses(result) == out,
+        "same_failing": failing_in == failing_out,
+        "only_in": sorted(failing_in - failing_out)[:10],
+        "only_out": sorted(failing_out - failing_in)[:10],
+        "failing": len(failing_out), "crashed": result.get("crash_reason"),
+        "wall_in_s": round(wall_in, 2), "wall_out_s": round(wall_out, 2),
+        "ratio": round(wall_in / wall_out, 2) if wall_out else None,
+    }
 
 
 def statuses(result: dict[str, Any]) -> dict[str, int]:
@@ -172,20 +193,142 @@ def measure(suite: Suite, runner: PytestRunner, venv: Path, tries: int) -> dict[
                         break
                 out, failing_out, wall_out = direct(unit, venv)
                 result, wall_in = sandboxed(runner, view, f"run-{label}")
-                failing_in = {f["test"] for f in result["failures"]}
-                row[label] = {
-                    "in": statuses(result), "out": out,
-                    "same_counts": statuses(result) == out,
-                    "same_failing": failing_in == failing_out,
-                    "only_in": sorted(failing_in - failing_out)[:10],
-                    "only_out": sorted(failing_out - failing_in)[:10],
-                    "failing": len(failing_out), "crashed": result.get("crash_reason"),
-                    "wall_in_s": round(wall_in, 2), "wall_out_s": round(wall_out, 2),
-                    "ratio": round(wall_in / wall_out, 2) if wall_out else None,
-                }
+                row[label] = compare(result, out, failing_out, wall_in, wall_out)
             return row
         finally:
             shutil.rmtree(view, ignore_errors=True)
+
+ZOD = ("zod", "4.6.7")
+ZOD_TESTS = "src/v4/classic/tests"
+# What zod's tests import it as -> the file under code/ (its package.json's exports).
+ZOD_NAMES = {"zod": "index.ts", "zod/v4": "v4/index.ts", "zod/v4/core": "v4/core/index.ts",
+             "zod/mini": "mini/index.ts", "zod/v3": "v3/index.ts"}
+_SPEC = re.compile(r"""(from\s+|import\s*\(\s*)(["'])([^"']+)\2""")
+
+
+def fetch_npm(name: str, version: str, into: Path) -> Path:
+    """`npm pack` the package and unpack it; the unpacked `package/` dir."""
+    subprocess.run(["npm", "pack", "--silent", f"{name}@{version}", "--pack-destination",
+                    str(into)], check=True, capture_output=True, timeout=300)
+    [archive] = into.glob("*.tgz")
+    with tarfile.open(archive) as tar:
+        tar.extractall(into, filter="data")
+    return into / "package"
+
+
+def zod_layout(package: Path, unit: Path, toolchain: Path) -> tuple[list[str], list[str]]:
+    """code/ and tests/ from zod's tarball; the test files kept and the ones left out
+    (they import packages the toolchain lacks)."""
+    shutil.copytree(package / "src", unit / "code",
+                    ignore=shutil.ignore_patterns("tests"))
+    (unit / "tests").mkdir()
+    kept, dropped = [], []
+    for test in sorted((package / ZOD_TESTS).glob("*.test.ts")):
+        text, missing = _rewrite(test.read_text(), toolchain)
+        if missing:
+            dropped.append(f"{test.name} ({', '.join(sorted(missing))})")
+            continue
+        (unit / "tests" / test.name).write_text(text)
+        kept.append(test.name)
+    return kept, dropped
+
+
+def _rewrite(text: str, toolchain: Path) -> tuple[str, set[str]]:
+    """The test with zod's own imports pointed under code/; the packages it lacks."""
+    missing: set[str] = set()
+
+    def point(match: re.Match[str]) -> str:
+        head, quote, spec = match.groups()
+        if spec in ZOD_NAMES:
+            spec = f"../code/{ZOD_NAMES[spec]}"
+        elif spec.startswith("."):  # beside the tests in src/v4/classic/tests
+            spec = "../code/" + str(Path("v4/classic/tests", spec)).replace("\\", "/")
+            spec = str(Path(spec)).replace("code/v4/classic/tests/../", "code/v4/classic/")
+        elif not spec.startswith("node:") and not (toolchain / spec.split("/")[0]).exists():
+            missing.add(spec)
+        return f"{head}{quote}{spec}{quote}"
+
+    return _SPEC.sub(point, text), missing
+
+
+DIRECT_CONFIG = """\
+export default {
+  cacheDir: '/tmp/devloop-vite-direct',
+  test: { root: process.cwd(), include: ['tests/**/*.test.ts'], environment: 'node',
+          globals: true, pool: 'forks', maxWorkers: 2, minWorkers: 1 },
+};
+"""
+
+
+def direct_vitest(unit: Path, node_modules: Path) -> tuple[dict[str, int], set[str], float]:
+    """vitest on the host from the toolchain: counts per status, failing names, wall."""
+    link = unit / "node_modules"
+    if not link.exists():
+        link.symlink_to(node_modules)
+    (unit / "direct.config.mjs").write_text(DIRECT_CONFIG)
+    report = unit / "direct-report.json"
+    started = time.monotonic()
+    subprocess.run(["node", "node_modules/vitest/vitest.mjs", "run", "--config",
+                    "direct.config.mjs", "--reporter=json", f"--outputFile.json={report}"],
+                   cwd=unit, capture_output=True, text=True, timeout=600)
+    wall = time.monotonic() - started
+    data = json.loads(report.read_text())
+    report.unlink()
+    counts = {"passed": data["numPassedTests"], "failed": data["numFailedTests"],
+              "skipped": data["numPendingTests"], "todo": data["numTodoTests"]}
+    failing = set()
+    for file in data["testResults"]:
+        rel = str(Path(file["name"]).relative_to(unit.resolve()))
+        for test in file["assertionResults"]:
+            if test["status"] == "failed":
+                titles = [*test.get("ancestorTitles", []), test["title"]]
+                failing.add(f"{rel}::{' > '.join(titles)}")
+    return {k: v for k, v in counts.items() if v}, failing, wall
+
+
+def zod_bug(unit: Path, node_modules: Path, tries: int) -> str | None:
+    """Flip the first `===` of code/v4/core that makes a test fail (and loads); where."""
+    _, clean, _ = direct_vitest(unit, node_modules)
+    for path in sorted((unit / "code/v4/core").glob("*.ts")):
+        lines = path.read_text().splitlines(keepends=True)
+        for i, line in enumerate(lines):
+            if " === " not in line or tries <= 0:
+                continue
+            tries -= 1
+            mutated = [*lines[:i], line.replace(" === ", " !== ", 1), *lines[i + 1 :]]
+            path.write_text("".join(mutated))
+            counts, failing, _ = direct_vitest(unit, node_modules)
+            if failing - clean:
+                return f"{path.relative_to(unit)}:{i + 1} === -> !=="
+            path.write_text("".join(lines))
+    return None
+
+
+def measure_zod(node_modules: Path, tries: int) -> dict[str, Any]:
+    """zod's classic tests, clean and with a bug, in the sandbox and directly."""
+    settings = load_settings()
+    runner = VitestRunner(BwrapSandbox(settings), node_modules)
+    with tempfile.TemporaryDirectory() as tmp:
+        package = fetch_npm(*ZOD, Path(tmp))
+        view = new_view_dir(settings, prefix="suite-zod-")
+        try:
+            unit = view / "units" / UNIT
+            kept, dropped = zod_layout(package, unit, node_modules)
+            row: dict[str, Any] = {"suite": f"{ZOD[0]} {ZOD[1]}", "dropped": dropped,
+                                   "files": len(kept), "tamper": None}
+            for label in ("clean", "bug"):
+                if label == "bug":
+                    row["bug_at"] = zod_bug(unit, node_modules, tries)
+                    if row["bug_at"] is None:
+                        break
+                out, failing_out, wall_out = direct_vitest(unit, node_modules)
+                (unit / "node_modules").unlink()  # the sandbox binds the toolchain itself
+                result, wall_in = sandboxed(runner, view, f"run-{label}")
+                row[label] = compare(result, out, failing_out, wall_in, wall_out)
+            return row
+        finally:
+            shutil.rmtree(view, ignore_errors=True)
+
 
 
 def main() -> int:
@@ -198,6 +341,8 @@ def main() -> int:
     runner = PytestRunner(BwrapSandbox(settings), venv)
     rows = [measure(s, runner, venv, args.tries) for s in SUITES
             if not args.suite or s.name in args.suite]
+    if not args.suite or ZOD[0] in args.suite:
+        rows.append(measure_zod(node_toolchain(settings.cache_dir) / "node_modules", args.tries))
     print(f"{'suite':24} {'run':5} {'in the sandbox':44} {'direct':44} same  wall in/out      "
           "tamper")
     for row in rows:
@@ -209,7 +354,7 @@ def main() -> int:
             same = "yes" if r["same_counts"] and r["same_failing"] else "NO"
             print(f"{row['suite']:24} {label:5} {json.dumps(r['in']):44} "
                   f"{json.dumps(r['out']):44} {same:5} {r['wall_in_s']}/{r['wall_out_s']} s "
-                  f"{r['ratio']}x  {row['tamper']}")
+                  f"{r['ratio']}x  {row['tamper'] if row['tamper'] is not None else '-'}")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"date": time.strftime("%Y-%m-%d"), "suites": rows}, indent=2))
     ok = all(r[k]["same_counts"] and r[k]["same_failing"] for r in rows for k in ("clean", "bug")
