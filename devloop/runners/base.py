@@ -316,6 +316,9 @@ def finish(
         reason = f"{tool} ran no tests" + (f": {found}" if found else "")
     elif reason is None:
         starved = timing.starved_timeouts(obs, parsed.failures)
+    # The start and end lines vitest's workers write (for the running test's name) are
+    # the runner's, not the tests' output: stderr.txt and the tail hold the rest.
+    obs = obs.model_copy(update={"stderr": timing.unmarked(obs.stderr)})
     green = reason is None and not starved and parsed.summary.failed == 0
     if green and parsed.summary.total > 0 and obs.exit_code != 0:
         # Whatever the reports say, a runner that exited non-zero never passes a unit.

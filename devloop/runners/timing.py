@@ -105,6 +105,11 @@ def since(text: str, offset: int) -> str:
     return text.encode("utf-8", "replace")[offset:].decode("utf-8", "replace")
 
 
+def unmarked(text: str) -> str:
+    """Output without the lines vitest's workers write as each test starts and ends."""
+    return _MARKED.sub("", text)
+
+
 def own_output(text: str, running: Running | None) -> str:
     """A killed run's output without the markers, the stack dumps and what vitest printed
     for other tests (`stderr | tests/a.test.js > early` blocks)."""

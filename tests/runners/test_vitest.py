@@ -57,6 +57,10 @@ def test_a_missing_body_field_is_one_failure_with_a_hint_naming_the_property(
         "tests/todo-be.spec.js::POST /api/todos > answers 400 when the body has no title"
     )
     assert (failure.expected, failure.got) == (400, 500)
+    # The lines the workers write as each test starts and ends (to name a hanging test)
+    # are the runner's own: neither stderr.txt nor the outcome carries them.
+    stderr = (view / "units/todo-be/runs" / RUN / "stderr.txt").read_text()
+    assert "devloop-test-" not in stderr and "devloop-test-" not in out.stderr
     # The 500's own stack comes from the server side of the request (devloop-setup.mjs).
     assert "Cannot read properties of undefined (reading 'length')" in failure.stack
     assert "code/server.js:12" in failure.stack
