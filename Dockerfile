@@ -7,9 +7,9 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY . /app
-# Editable: DevLoop reads prompts/, toolchains/ and examples/ from beside its package.
+# A normal install: the wheel carries prompts/, toolchains/ and examples/ inside the package.
 RUN python3 -m venv /opt/devloop \
- && /opt/devloop/bin/pip install --no-cache-dir -e /app
+ && /opt/devloop/bin/pip install --no-cache-dir /app
 # Every process runs as `devloop` (uid 10001), not root, and owns the cache it writes
 # (toolchains, session views, the sandbox's /etc). Not being root, the sandbox runs
 # commands as this same uid inside their own user namespace, which needs the

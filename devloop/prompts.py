@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import jinja2
 
 from devloop.agent.untrusted import wrap_untrusted
+from devloop.resources import data_dir
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+PROMPTS_DIR = data_dir("prompts")
 
 
 @cache

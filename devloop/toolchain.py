@@ -15,8 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from devloop.errors import DevLoopError
+from devloop.resources import data_dir
 
-TOOLCHAINS = Path(__file__).resolve().parent.parent / "toolchains"
+TOOLCHAINS = data_dir("toolchains")
 # Debian's interpreter is world-readable; pyenv's lives under /root (mode 0700).
 BASE_PYTHON = Path("/usr/bin/python3")
 COMPLETE = ".devloop-complete"

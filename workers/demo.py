@@ -11,9 +11,10 @@ from rich.console import Console
 from devloop.config import Settings
 from devloop.report import gather, write_report
 from devloop.report.data import ReportData
+from devloop.resources import data_dir
 from workers.run import RunOptions, run_project
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = data_dir("examples")
 
 
 def examples() -> list[str]:

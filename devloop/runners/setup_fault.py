@@ -16,9 +16,10 @@ import re
 from functools import cache
 from pathlib import Path
 
+from devloop.resources import data_dir
 from devloop.safedir import Dir
 
-REQUIREMENTS = Path(__file__).resolve().parents[2] / "toolchains" / "python" / "requirements.txt"
+REQUIREMENTS = data_dir("toolchains") / "python" / "requirements.txt"
 _MISSING_FIXTURE = re.compile(r"fixture '(\w+)' not found")
 _AVAILABLE = re.compile(r"available fixtures: (.+)")
 _NO_MODULE = re.compile(r"(?:ModuleNotFoundError|ImportError): No module named '([\w.]+)'")
@@ -54,9 +55,9 @@ def offered() -> str:
             pins.append(f"{name} {version}".strip())
     packages = ", ".join(pins) or "pytest"
     return (
-        f"the standard library, {packages} ({REQUIREMENTS.parent.parent.name}/python/"
-        "requirements.txt), the unit's code/ as top-level modules and its dependencies' "
-        "passed code as `units.<name>`"
+        f"the standard library, {packages} (toolchains/python/requirements.txt), the "
+        "unit's code/ as top-level modules and its dependencies' passed code as "
+        "`units.<name>`"
     )
 
 
