@@ -452,3 +452,15 @@ def test_a_missing_spec_file(tmp_path: Path) -> None:
     assert problems_of(tmp_path / "nope.yaml", tmp_path / "out") == [
         f"{tmp_path / 'nope.yaml'}: file: not found; fix: pass the path of the project spec YAML"
     ]
+
+
+def test_review_in_the_spec_reaches_units_json_for_the_project_and_a_unit(
+    tmp_path: Path,
+) -> None:
+    spec = SHOP.replace("stack: python\n", "stack: python\nreview: required\n", 1).replace(
+        "  - id: prices\n    kind: db\n", "  - id: prices\n    kind: db\n    review: none\n", 1)
+    scaffold(write_spec(tmp_path, spec), tmp_path / "shop")
+    project = load_project(tmp_path / "shop")
+    assert project.units.review == "required"
+    assert {u.id: u.review for u in project.units.units} == {
+        "stock": None, "prices": "none", "orders": None, "report": None}

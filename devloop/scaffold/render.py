@@ -28,13 +28,17 @@ def units_json(spec: NewProject) -> dict[str, Any]:
         }
         if unit.stack:
             entry["stack"] = unit.stack
+        if unit.review:
+            entry["review"] = unit.review
         entries.append(entry)
-    return {
+    out: dict[str, Any] = {
         "company_id": spec.company_id,
         "project_id": spec.project_id,
         "stack": spec.stack,
-        "units": entries,
     }
+    if spec.review:
+        out["review"] = spec.review
+    return out | {"units": entries}
 
 
 def spec_json(unit: NewUnit) -> dict[str, Any]:

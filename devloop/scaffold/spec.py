@@ -26,7 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from devloop.ids import CompanyId, ProjectId, UnitId
-from devloop.models import Stack, UnitKind
+from devloop.models import Review, Stack, UnitKind
 
 
 class _Strict(BaseModel):
@@ -47,6 +47,7 @@ class NewUnit(_Strict):
     exports: dict[str, Any]
     consumes: list[Any] = Field(default_factory=list)
     acceptance: list[str] = Field(min_length=1)
+    review: Review | None = None  # "required": green tests wait for a person's approval
 
     @field_validator("acceptance")
     @classmethod
@@ -83,6 +84,7 @@ class NewProject(_Strict):
     project_id: ProjectId
     stack: Stack
     conventions: str | None = None
+    review: Review | None = None  # every unit's default (a unit's own `review` wins)
     units: list[NewUnit] = Field(min_length=1)
 
     def stack_of(self, unit: NewUnit) -> Stack:
