@@ -223,7 +223,8 @@ def pull(
     pid, folder = _store_for(project)
     with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
         store = RedisStore(connect(endpoint.url))
-        written = [*store.export(pid, dest), export_steps(store, pid, dest)]
+        written = [*store.export_definition(pid, dest), *store.export(pid, dest),
+                   export_steps(store, pid, dest)]
     out.print(f"{len(written)} files written under {dest}")
 
 

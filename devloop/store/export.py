@@ -70,6 +70,23 @@ class ExportMixin(StoreBase):
                     )
         return [dest.resolve() / rel for rel in written]
 
+    def export_definition(self, pid: str, dest: Path) -> list[Path]:
+        """Write the project's definition (units.json, SDD sections, spec.json files,
+        conventions.md) where dest lacks it, so a folder pulled from Redis alone loads,
+        reports and runs; a definition already there is the user's and stays."""
+        files = self.definition_files(pid)  # type: ignore[attr-defined]
+        dest.mkdir(parents=True, exist_ok=True)
+        written = []
+        with Dir.open(dest.resolve()) as root:
+            for rel in files:
+                check_target(root, rel)
+            if root.exists("units.json"):
+                return []  # a project folder already: its own definition rules
+            for rel, data in files.items():
+                if write_atomic(root, rel, data):
+                    written.append(dest.resolve() / rel)
+        return written
+
     def _export_contents(self, pid: str) -> tuple[dict[str, bytes], dict[str, _UnitSnapshot]]:
         """Every exported file, path relative to the project root -> bytes, and each
         unit's files with their version, read in one MULTI/EXEC: a consistent snapshot."""

@@ -83,6 +83,24 @@ class ProjectMixin(StoreBase):
         raw = self.client.hget(self.keys(pid).contracts, unit)
         return json.loads(raw) if raw else None
 
+    def definition_files(self, pid: str) -> dict[str, bytes]:
+        """What the project is defined by, in the seed layout: units.json, one SDD file per
+        unit's section, each spec.json, conventions.md (for a folder made from Redis alone)."""
+        record = self.project_record(pid)
+        keys = self.keys(pid)
+        with self.client.pipeline(transaction=False) as pipe:
+            pipe.hgetall(keys.sdd)
+            pipe.hgetall(keys.specs)
+            sdd, specs = pipe.execute()
+        out = {"units.json": record.units_text.encode()}
+        for unit, doc in sdd.items():
+            out[f"sdd/mvcp/{check_id(unit.decode(), 'unit id')}.html"] = doc
+        for unit, spec in specs.items():
+            out[f"units/{check_id(unit.decode(), 'unit id')}/spec.json"] = spec
+        if record.conventions:
+            out["conventions.md"] = record.conventions.encode()
+        return out
+
     def sdd_contracts(self, pid: str) -> dict[str, dict[str, Any]]:
         """Every unit's contract as the SDD declares it (units without one left out)."""
         raw = self.client.hgetall(self.keys(pid).contracts)

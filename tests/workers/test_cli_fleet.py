@@ -16,6 +16,7 @@ import redis
 import yaml
 
 from devloop.llm.stub import StubServer
+from devloop.project import load_project
 from devloop.redis_server import RedisServer
 from tests.fleet.builder import UnitPlan, build, script
 from tests.proctree import kill_tree, run_bounded
@@ -87,6 +88,17 @@ def test_enqueue_a_worker_status_and_pull(
         assert result["ok"] is True
         assert result["coverage"]["files"] == {"code/unit.py": {"lines": 1.0}}
     assert (tmp_path / "out/agent-state/fleet-steps.ndjson").is_file()
+    # A folder made from Redis alone is a project: it loads, and it reports.
+    pulled_project = load_project(tmp_path / "out")
+    assert [u.id for u in pulled_project.units.units] == ["a", "b"]
+    assert pulled_project.sdd_contracts == load_project(project).sdd_contracts
+    report = run_bounded([DEVLOOP, "report", str(tmp_path / "out"), "-o",
+                          str(tmp_path / "report.html")], timeout=120)
+    assert report.returncode == 0, report.stderr
+    # The project folder keeps its own definition: a pull into it writes none.
+    again = run_bounded([DEVLOOP, "pull", str(project), str(project)], timeout=120, env=env)
+    assert again.returncode == 0, again.stderr
+    assert not list((project / "sdd/mvcp").glob("a.html"))
 
 
 def test_status_repair_resends_a_unit_whose_task_was_lost(
