@@ -71,7 +71,7 @@ units:
       module: {"code/server.js": "module.exports = app"}
       http:
         - {method: POST, path: /api/items, responses: {"201": {id: number}, "400": {error: e}}}
-        - {method: GET, path: "/api/items/:id", responses: {"200": {id: number}}}
+        - {method: GET, path: "/api/items/{id}", responses: {"200": {id: number}}}  # OpenAPI
     acceptance: [A created item can be fetched]
   - id: util
     kind: mw
@@ -298,7 +298,7 @@ def test_an_unknown_field(tmp_path: Path) -> None:
     assert problems_of(spec, tmp_path / "out") == [
         f"{spec}:15: units[1].owner: unknown field; fix: remove `owner` or fix its spelling; "
         "allowed here: id, kind, stack, title, description, depends_on, exports, consumes, "
-        "acceptance"
+        "acceptance, review"
     ]
 
 

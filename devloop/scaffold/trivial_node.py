@@ -61,8 +61,13 @@ def routes(contract: dict[str, Any]) -> list[Route]:
         if method not in METHODS or not path.startswith("/"):
             continue
         codes = sorted(int(c) for c in (entry.get("responses") or {}) if str(c).isdigit())
-        found.append(Route(method, path, tuple(codes) or (200,)))
+        found.append(Route(method, express_path(path), tuple(codes) or (200,)))
     return found or [Route("get", "/health", (200,))]
+
+
+def express_path(path: str) -> str:
+    """An OpenAPI-style path as Express routes it: `/notes/{id}` -> `/notes/:id`."""
+    return re.sub(r"\{(\w+)\}", r":\1", path)
 
 
 def _depth(rel: str) -> str:
