@@ -439,14 +439,16 @@ def assemble(
 def report(
     project_dir: Annotated[Path, typer.Argument(help="The project folder (after `devloop run`).")],
     output: Annotated[
-        Path, typer.Option("-o", "--output", help="Where to write the HTML page.")
-    ] = Path("report.html"),
+        Path | None,
+        typer.Option("-o", "--output", help="Where to write the HTML page (default: "
+                     "report.html in the project folder)."),
+    ] = None,
 ) -> None:
     """Write one static HTML page of a run: unit DAG, step timeline, costs, bugs, hints."""
     from devloop.report import write_report
 
     try:
-        path = write_report(project_dir, output)
+        path = write_report(project_dir, output or project_dir / "report.html")
     except ProjectInvalid as exc:
         fail(exc.problems)
     out.print(f"report written to {path}", markup=False)

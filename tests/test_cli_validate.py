@@ -271,3 +271,13 @@ def test_a_spec_json_naming_a_bad_unit_id_is_refused(todo_project: Path) -> None
     assert err.splitlines() == [
         f'units/todo-be/spec.json: unit_id: "../todo-fe" is not a valid unit id; {CHARS_FIX}'
     ]
+
+
+def test_the_report_goes_into_the_project_folder_unless_told_otherwise(
+    todo_project: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    done = CliRunner().invoke(app, ["report", str(todo_project)])
+    assert done.exit_code == 0, done.output
+    assert (todo_project / "report.html").is_file() and not (tmp_path / "report.html").exists()
+    assert "report written to" in done.stdout and "report.html" in done.stdout
