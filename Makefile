@@ -7,6 +7,7 @@ STAMP := $(VENV)/.installed
 .PHONY: demo test lint bench clean
 
 $(STAMP): pyproject.toml
+	@echo "installing DevLoop and its dependencies into $(VENV) (about a minute the first time)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[test]'

@@ -297,7 +297,8 @@ def stub_llm(
     script: Annotated[
         Path, typer.Option(help="YAML script of scripted turns (docs/stub-script.md).")
     ],
-    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 8765,
+    # Not 8765, the console's: both on one machine is how the stub is used.
+    port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 8766,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
 ) -> None:
     """Serve the Messages-API stub: point ANTHROPIC_BASE_URL at the printed URL."""

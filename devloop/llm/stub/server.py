@@ -152,7 +152,7 @@ class _Handler(BaseHTTPRequestHandler):
 def serve_forever(
     script_path: str | Path,
     host: str = "127.0.0.1",
-    port: int = 8765,
+    port: int = 8766,
     on_ready: Callable[[StubServer], None] | None = None,
 ) -> None:
     """Serve the script until interrupted or stopped (the `devloop stub-llm` command).
