@@ -37,7 +37,19 @@ from devloop.agent.transcript import (
     last_text,
 )
 from devloop.agent.untrusted import sanitize_summary, wrap_untrusted
-from devloop.llm.base import LLMError, LLMProvider, LLMRequest, LLMTransient, Usage
+from devloop.llm.base import (
+    LLMAuthError,
+    LLMBadRequest,
+    LLMError,
+    LLMProvider,
+    LLMRequest,
+    LLMTransient,
+    Usage,
+)
+
+# A session ended because the model API refuses DevLoop itself (the key, its permissions,
+# the account, a model id it does not know): the run stops for a person to fix it.
+REFUSED = "llm_refused"
 
 # Finished checkpoints a later run of the same (attempt, try) carries on from: the model
 # was unavailable, or the session was stopped between turns (cancel, the project's budget).
@@ -256,6 +268,14 @@ class AgentSession:
             response = self.provider.complete(request)
         except LLMTransient as exc:
             return self._finish("recovery_required", "llm_unavailable", str(exc))
+        except LLMAuthError as exc:
+            # The key, its permissions or the account: no session can run until a person
+            # fixes it; the checkpoint is kept, no attempt is spent.
+            return self._finish("recovery_required", REFUSED, str(exc))
+        except LLMBadRequest as exc:
+            if exc.status != 404 or "model" not in str(exc):
+                return self._finish("failed", "llm_error", str(exc))
+            return self._finish("recovery_required", REFUSED, f"unknown model: {exc}")
         except LLMError as exc:
             return self._finish("failed", "llm_error", str(exc))
         self.state["turns"] += 1

@@ -102,6 +102,24 @@ def step_failed(
     return _apply(store, msg, role, state, decision)
 
 
+def model_refused(store: RedisStore, msg: StepMsg, role: str, error: str) -> StepStopped:
+    """The model API refuses DevLoop itself (a wrong key, no permission, billing, a model
+    id it does not know): every session fails alike, so the run stops with the fix, the
+    unit stays at its attempt and its checkpoint is kept for the run after the fix."""
+    if "unknown model" in error:
+        fix = ("set DEVLOOP_MODEL to a model id the API knows (default claude-sonnet-4-6), "
+               "then run again")
+    else:
+        fix = ("set ANTHROPIC_API_KEY to a valid key with access to the model "
+               "(console.anthropic.com), then run again")
+    why = f"the model API refused DevLoop's request ({error[:ERROR_CHARS]}); fix: {fix}"
+    store.client.set(environment_key(store, msg.pid), why)
+    state = store.get_state(msg.pid, msg.unit_id)
+    new = state.model_copy(update={"last_error": why[:ERROR_CHARS], "updated_at": time.time()})
+    store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
+    return EnvironmentBroken(why)
+
+
 def infra_flake(
     store: RedisStore, settings: Settings, msg: StepMsg, role: str, error: str
 ) -> StepStopped | StepWaiting:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import redis
 
+from devloop.agent.loop import REFUSED
 from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
 from devloop.errors import DevLoopError
@@ -27,6 +28,7 @@ from devloop.fleet.failures import (
     StepSuperseded,
     StepWaiting,
     infra_flake,
+    model_refused,
     model_unavailable,
     step_failed,
 )
@@ -132,6 +134,8 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
         # Not an outcome to keep: the same step runs again, and calls the model for real.
         store.release(pid, unit, msg.attempt, lease_role, env.owner)
         error = outcome.summary or outcome.reason
+        if outcome.reason == REFUSED:
+            raise model_refused(store, msg, role, error)
         if outcome.reason == "infra_flake":
             raise infra_flake(store, env.settings, msg, role, error)
         raise model_unavailable(store, env.settings, msg, role, error)

@@ -61,6 +61,41 @@ def test_a_sandbox_that_cannot_start_stops_the_run_at_once_with_exit_3_and_the_f
 
 
 @pytest.mark.timeout(240)
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("fault", "said", "fix"), [
+    ("authentication", "HTTP 401: invalid x-api-key", "fix: set ANTHROPIC_API_KEY to a valid key"),
+    ("unknown_model", "HTTP 404: model: claude-sonnet-4-6", "fix: set DEVLOOP_MODEL to a model"),
+])
+def test_a_model_api_that_refuses_devloop_stops_the_run_with_exit_3_spending_no_attempt(
+    tmp_path: Path, fault: str, said: str, fix: str
+) -> None:
+    """A wrong key or an unknown model id is no code failure: the run stops at once with
+    the status and the fix, the unit keeps its attempt, and the run after the fix passes."""
+    plans = [UnitPlan("a", coder_faults={1: {"kind": fault, "times": 1}})]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    started = time.monotonic()
+    refused = devloop("run", str(project), "--llm", "stub", timeout=120)
+    assert refused.returncode == 3, refused.stdout + refused.stderr
+    assert time.monotonic() - started < 90
+    [line] = [x for x in refused.stderr.splitlines() if x.startswith("devloop run: gave up:")]
+    assert "the model API refused DevLoop's request" in line and said in line and fix in line
+    status = json.loads(devloop("status", str(project), "--json").stdout)
+    [row] = status["units"]
+    assert row["attempt"] == 1 and "the model API refused" in (row["last_error"] or "")
+    assert not any(s["role"] == "decide" for s in steps(project))  # no attempt was judged
+    # Fixed (the key, the model id): the next run carries the same attempt on and passes.
+    (project / "stub.yaml").write_text(yaml.safe_dump(script([UnitPlan("a")])))
+    again = devloop("run", str(project), "--llm", "stub", timeout=180)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert [s["attempt"] for s in steps(project) if s["role"] == "decide"] == [1]
+
+
+def steps(project: Path) -> list[dict[str, object]]:
+    path = project / "agent-state/fleet-steps.ndjson"
+    return [json.loads(line) for line in path.open()] if path.exists() else []
+
+
 def test_redis_going_away_mid_run_ends_with_a_named_exit_3(tmp_path: Path) -> None:
     plans = [UnitPlan("slow", coder_latency_ms={1: 30_000})]
     project = build(tmp_path / "p", plans)

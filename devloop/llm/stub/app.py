@@ -33,6 +33,8 @@ _FAULT_REPLIES = {  # kind -> (status, error type, message)
     ),
     "overloaded": (529, "overloaded_error", "Overloaded"),
     "server_error": (500, "api_error", "Internal server error"),
+    "authentication": (401, "authentication_error", "invalid x-api-key"),
+    "unknown_model": (404, "not_found_error", "model: {model}"),
 }
 
 
@@ -171,8 +173,9 @@ class StubApp:
             return Reply(drop=True, delay_s=delay)
         if fault in HTTP_FAULTS:
             status, kind, message = _FAULT_REPLIES[fault]
+            message = message.format(model=body.get("model", "?"))
             extra = {}
-            if fault != "server_error" and spec.fault is not None:
+            if fault in ("rate_limit", "overloaded") and spec.fault is not None:
                 extra["retry-after"] = _seconds(spec.fault.retry_after)
             reply = _error(status, kind, message, request_id, **extra)
             reply.delay_s = delay

@@ -24,9 +24,12 @@ from devloop.llm.base import StopReason
 from devloop.llm.stub.yamlmarks import ScriptInvalid, problems_from_validation, read_yaml
 
 FaultKind = Literal[
-    "rate_limit", "overloaded", "server_error", "drop", "malformed_tool_input", "unknown_tool"
+    "rate_limit", "overloaded", "server_error", "drop", "malformed_tool_input", "unknown_tool",
+    "authentication", "unknown_model",
 ]
-HTTP_FAULTS = frozenset({"rate_limit", "overloaded", "server_error", "drop"})
+HTTP_FAULTS = frozenset(
+    {"rate_limit", "overloaded", "server_error", "drop", "authentication", "unknown_model"}
+)
 
 
 class _Strict(BaseModel):
