@@ -19,7 +19,7 @@ from rich.live import Live
 
 from devloop.cli import missing_folder
 from devloop.config import Settings, load_settings
-from devloop.embedded import private_state_dir, redis_endpoint
+from devloop.embedded import NotPrivate, private_state_dir, redis_endpoint
 from devloop.errors import DevLoopError, Problem, ProjectInvalid
 from devloop.fleet.control import steps_running
 from devloop.fleet.dispatch import enqueue_project, reconcile, resume_blocked
@@ -33,6 +33,7 @@ from devloop.fleet.status import ProjectStatus, mark_run, project_status, script
 from devloop.fleet.webhook import console_link
 from devloop.project import Project, load_project
 from devloop.redis_server import RedisServerError, connect
+from devloop.runlock import FolderBusy, folder_lock
 from devloop.store import RedisStore
 from devloop.suggest import unknown
 from devloop.supervisor import Received, interrupt_on
@@ -136,6 +137,16 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
         for problem in problems:
             err.print(str(problem), markup=False)
         return EXIT_INVALID
+    try:
+        with folder_lock(options.project_dir):  # one live run per folder
+            return _run_held(options, settings, console, err)
+    except (FolderBusy, NotPrivate) as refused:  # taking the lock: nothing ran yet
+        err.print(str(refused), markup=False)
+        return EXIT_INVALID
+
+
+def _run_held(options: RunOptions, settings: Settings, console: Console, err: Console) -> int:
+    """run_project once the folder's run lock is held."""
     received = Received()
     try:
         with interrupt_on() as received:  # Ctrl-C, SIGTERM, SIGHUP: children stopped, in order

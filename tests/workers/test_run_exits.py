@@ -130,3 +130,32 @@ def test_a_run_past_its_timeout_gives_up_with_exit_3_and_says_so(tmp_path: Path)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     assert "devloop run: gave up: timed out after 3 s; run again to resume" in done.stderr
+
+
+@pytest.mark.timeout(240)
+def test_a_second_run_on_a_live_folder_is_refused_naming_the_run_that_holds_it(
+    tmp_path: Path,
+) -> None:
+    plans = [UnitPlan("a", coder_latency_ms={1: 8000})]  # the first run is busy a while
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
+    first = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub"], env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             start_new_session=True)
+    try:
+        lock = project / ".devloop/run.lock"
+        deadline = time.monotonic() + 60
+        while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        second = devloop("run", str(project), "--llm", "stub", timeout=60)
+        assert second.returncode == 2, second.stdout + second.stderr
+        assert second.stderr.splitlines() == [
+            f"{project}: a `devloop run` (pid {first.pid}) is live on this folder; watch it with "
+            f"`devloop status {project}` (or its console), stop it with Ctrl-C in its terminal "
+            f"or `devloop cancel {project}`; a second run on one folder is refused"]
+        assert first.wait(timeout=180) == 0  # the first run was left alone and finished
+    finally:
+        kill_tree(first.pid)
+    # The lock died with its run: the next one takes it.
+    assert devloop("run", str(project), "--llm", "stub", timeout=180).returncode == 0
