@@ -217,16 +217,25 @@ SOURCE_CAP = 2_000_000  # bytes of one code/ file the tamper check reads
 def code_sources(view: Path, unit_rel: str) -> dict[str, str]:
     """The unit's code/ source files (unit-relative path -> text) the tamper check reads;
     links, fifos and what the walk refuses are left out (they are violations elsewhere)."""
-    suffixes = tamper.PY_SUFFIXES + tamper.NODE_SUFFIXES
+    return unit_sources(view, unit_rel, "code", tamper.PY_SUFFIXES + tamper.NODE_SUFFIXES)
+
+
+def unit_sources(
+    view: Path, unit_rel: str, top: str, suffixes: tuple[str, ...] | None = None
+) -> dict[str, str]:
+    """The files under the unit's `top` (code, tests) with one of the suffixes (any when
+    None), unit-relative path -> text, each read up to SOURCE_CAP through the view's handle."""
     out: dict[str, str] = {}
     try:
         with Dir.open(view) as root:
-            if not root.is_dir(f"{unit_rel}/code"):
+            if not root.is_dir(f"{unit_rel}/{top}"):
                 return out
-            for e in walk(root, f"{unit_rel}/code"):
-                if e.kind == "file" and e.problem is None and e.rel.endswith(suffixes):
-                    raw = root.read_bytes(f"{unit_rel}/code/{e.rel}", SOURCE_CAP)
-                    out[f"code/{e.rel}"] = raw.decode("utf-8", "replace")
+            for e in walk(root, f"{unit_rel}/{top}"):
+                if e.kind != "file" or e.problem is not None:
+                    continue
+                if suffixes is None or e.rel.endswith(suffixes):
+                    raw = root.read_bytes(f"{unit_rel}/{top}/{e.rel}", SOURCE_CAP)
+                    out[f"{top}/{e.rel}"] = raw.decode("utf-8", "replace")
     except (TooMany, OSError):
         pass  # what was read is what counts; the rest is no code set anyone commits
     return out
@@ -253,7 +262,8 @@ def refuse_imports(spec: RunSpec, upstream: Upstream | None) -> RunOutcome | Non
     tester (tests/). None when every import holds."""
     if upstream is None:
         return None
-    sources = {**code_sources(spec.view, spec.unit_rel), **test_sources(spec.view, spec.unit_rel)}
+    sources = {**code_sources(spec.view, spec.unit_rel),
+               **unit_sources(spec.view, spec.unit_rel, "tests")}
     found = upstream.problems(sources)
     if not found:
         return None
@@ -263,22 +273,6 @@ def refuse_imports(spec: RunSpec, upstream: Upstream | None) -> RunOutcome | Non
     obs = Observation(exit_code=2, stdout="", stderr="", duration_ms=0, refused="import check")
     reason = f"{head}: " + " | ".join((in_code or found)[:3]) + more
     return finish(spec, Parsed(), obs, "the import check", reason)
-
-
-def test_sources(view: Path, unit_rel: str) -> dict[str, str]:
-    """The unit's tests/ source files (unit-relative path -> text), as code_sources."""
-    out: dict[str, str] = {}
-    try:
-        with Dir.open(view) as root:
-            if not root.is_dir(f"{unit_rel}/tests"):
-                return out
-            for e in walk(root, f"{unit_rel}/tests"):
-                if e.kind == "file" and e.problem is None:
-                    raw = root.read_bytes(f"{unit_rel}/tests/{e.rel}", SOURCE_CAP)
-                    out[f"tests/{e.rel}"] = raw.decode("utf-8", "replace")
-    except (TooMany, OSError):
-        pass
-    return out
 
 
 def tampered(records: list[dict[str, Any]]) -> str | None:

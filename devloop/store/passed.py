@@ -48,13 +48,18 @@ class PassedMixin(StoreBase):
             for unit in units:
                 pipe.hgetall(keys.passed(unit))
                 pipe.get(keys.state(unit))
-                pipe.hgetall(keys.files(unit))
             replies = pipe.execute()
         out: dict[str, dict[str, bytes]] = {}
-        for i, unit in enumerate(units):
-            kept, state, files = replies[3 * i : 3 * i + 3]
+        lend = []
+        for unit, kept, state in zip(units, replies[::2], replies[1::2], strict=True):
             if kept:
                 out[unit] = decode_hash(kept)
             elif state and UnitState.model_validate_json(state).status == "passed":
-                out[unit] = {p: b for p, b in decode_hash(files).items() if passed_part(p)}
+                lend.append(unit)
+        if lend:  # only these need their whole file hash read
+            with self.client.pipeline(transaction=False) as pipe:
+                for unit in lend:
+                    pipe.hgetall(keys.files(unit))
+                for unit, files in zip(lend, pipe.execute(), strict=True):
+                    out[unit] = {p: b for p, b in decode_hash(files).items() if passed_part(p)}
         return out

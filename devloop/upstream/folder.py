@@ -16,6 +16,7 @@ from devloop.config import Settings
 from devloop.project import Project
 from devloop.runners.base import code_digest
 from devloop.safedir import Dir
+from devloop.safetree import Limits as WalkLimits
 from devloop.safetree import TooMany, walk
 from devloop.upstream.mount import Upstream, lay_out, scope_for
 
@@ -25,18 +26,23 @@ CAP = 2_000_000  # bytes of one file read
 
 def latest_run(folder: Path, unit: str) -> dict[str, object] | None:
     """The result.json of the unit's latest tester run (run-{attempt}-{try}), or None."""
-    runs = folder / "units" / unit / "runs"
+    runs = f"units/{unit}/runs"
     try:
-        names = [p.name for p in runs.iterdir() if _RUN.fullmatch(p.name)]
-    except OSError:
-        return None
-    for name in sorted(names, key=lambda n: tuple(map(int, _RUN.findall(n)[0])), reverse=True):
-        try:
-            with Dir.open(runs / name) as run:
-                data = json.loads(run.read_text("result.json", CAP))
-        except (OSError, ValueError):
-            continue
-        return data if isinstance(data, dict) else None
+        with Dir.open(folder) as root:
+            # Read beneath the folder's handle: a run dir or result.json a session left as
+            # a link or a fifo is refused, never followed.
+            entries = walk(root, runs, WalkLimits(depth=1)) if root.is_dir(runs) else []
+            names = [e.rel for e in entries
+                     if e.kind == "dir" and e.problem is None and _RUN.fullmatch(e.rel)]
+            for name in sorted(names, key=lambda n: tuple(map(int, _RUN.findall(n)[0])),
+                               reverse=True):
+                try:
+                    data = json.loads(root.read_text(f"{runs}/{name}/result.json", CAP))
+                except (OSError, ValueError):
+                    continue
+                return data if isinstance(data, dict) else None
+    except (TooMany, OSError):
+        pass
     return None
 
 
