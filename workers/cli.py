@@ -223,7 +223,9 @@ def pull(
     pid, folder = _store_for(project)
     with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
         store = RedisStore(connect(endpoint.url))
-        written = [*store.export_definition(pid, dest), *store.export(pid, dest),
+        # Into the project's own folder it is the sync a run does: it knows what it wrote.
+        source = folder is not None and dest.resolve() == folder.resolve()
+        written = [*store.export_definition(pid, dest), *store.export(pid, dest, as_source=source),
                    export_steps(store, pid, dest)]
     out.print(f"{len(written)} files written under {dest}")
 

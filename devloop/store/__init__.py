@@ -14,7 +14,9 @@ Every key of a project starts with ``devloop:{pid}:``::
     devloop:{pid}:stream:events             stream  live events: every unit state write, runs,
                                                     pauses (the console reads it; capped)
     devloop:{pid}:unit:{unit}:files         hash    path under units/{unit}/ -> bytes
-    devloop:{pid}:unit:{unit}:meta          hash    version, imported (digest at last import)
+    devloop:{pid}:unit:{unit}:meta          hash    version, imported (the source folder's digest
+                                                    at its last sync), known (what the folder
+                                                    may hold by DevLoop's hand: store/ondisk.py)
     devloop:{pid}:unit:{unit}:commits       hash    "{role}:{attempt}" -> version it produced
     devloop:{pid}:unit:{unit}:passed        hash    code/** and contract.json as it last passed
                                                     (what its dependents' runs import)

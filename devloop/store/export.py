@@ -11,34 +11,28 @@ from devloop.ids import check_id
 from devloop.models import UnitsFile
 from devloop.safedir import Dir, Refused, describe
 from devloop.safetree import Limits, TooMany, walk
+from devloop.store import ondisk
 from devloop.store.base import StoreBase, decode_hash
 from devloop.store.filesets import UnsafePath, files_digest, safe_relpath
 from devloop.store.keys import LEDGERS
 from devloop.store.records import ProjectNotImported
 from devloop.store.snapshot import AGENT_STATE_DIR, MEMORY_DIR
 from devloop.store.streams import entry_lines
+from devloop.store.synclock import folder_synced
 
 log = logging.getLogger(__name__)
 # A project's unit folder is the user's: read more of it than a view, but still bounded.
 STALE_WALK = Limits(entries=100_000, depth=64, path_bytes=4096)
-
-# KEYS: meta.  ARGV: version the export read, digest of the files it wrote.  The digest
-# becomes the unit's `imported` one only if no commit came in between.
-MARK_IMPORTED = """
-if tonumber(redis.call('HGET', KEYS[1], 'version') or '0') ~= tonumber(ARGV[1]) then
-  return 0
-end
-redis.call('HSET', KEYS[1], 'imported', ARGV[2])
-return 1
-"""
+STALE_READ_CAP = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
 class _UnitSnapshot:
-    """One unit's files as the export read them, and their version."""
+    """One unit's files as the export read them, and what the folder was known to hold."""
 
-    version: int
     files: dict[str, bytes]
+    known: ondisk.Known
+    stored: tuple[bytes | None, bytes | None]  # the meta's `known` and `imported` as read
 
 
 class ExportMixin(StoreBase):
@@ -49,26 +43,56 @@ class ExportMixin(StoreBase):
 
         Files already identical on disk are left alone. With `as_source` dest is the
         folder the project is imported from (`devloop run` keeps it in sync): each unit
-        dir is made to mirror Redis (files deleted there are deleted here) and the
-        written files become the unit's `imported` state, so the next import of the
-        folder reads it as unchanged instead of replacing commits made since with it.
+        dir is made to mirror Redis (files that agents deleted go here too; files the
+        user added stay) and what the export wrote becomes what the folder is known to
+        hold (`ondisk`), so the next import reads only the user's edits as changes,
+        even from a folder this export left half-written when it was killed.
         """
         dest = Path(dest)
         contents, units = self._export_contents(pid)
         dest.mkdir(parents=True, exist_ok=True)
-        with Dir.open(dest.resolve()) as root:
-            # Check every target first: an unsafe path refuses the export before any write.
+        if not as_source:
+            with Dir.open(dest.resolve()) as root:
+                # Check every target first: an unsafe path refuses the export before any write.
+                for rel in contents:
+                    check_target(root, rel)
+                return [dest.resolve() / rel for rel, data in contents.items()
+                        if write_atomic(root, rel, data)]
+        with folder_synced(dest), Dir.open(dest.resolve()) as root:
             for rel in contents:
                 check_target(root, rel)
+            stale = {unit: _stale(root, f"units/{unit}", snap) for unit, snap in units.items()}
+            # Before any write: the folder may now hold either the old or the new files.
+            self._mark_known(pid, units, {
+                unit: (ondisk.widened(snap.known, snap.files, stale[unit]), None)
+                for unit, snap in units.items()
+            })
             written = [rel for rel, data in contents.items() if write_atomic(root, rel, data)]
-            if as_source:
-                for unit, snap in units.items():
-                    _remove_stale(root, f"units/{unit}", set(snap.files))
-                    self.client.eval(
-                        MARK_IMPORTED, 1, self.keys(pid).meta(unit), snap.version,
-                        files_digest(snap.files),
-                    )
+            for unit, rels in stale.items():
+                for rel in rels:
+                    root.remove(f"units/{unit}/{rel}")
+            self._mark_known(pid, units, {
+                unit: (ondisk.known_of(snap.files), files_digest(snap.files))
+                for unit, snap in units.items()
+            })
         return [dest.resolve() / rel for rel in written]
+
+    def _mark_known(
+        self, pid: str, units: dict[str, _UnitSnapshot],
+        marks: dict[str, tuple[ondisk.Known, str | None]],
+    ) -> None:
+        """Store what each unit folder may hold (and its digest, once it is exact), in
+        one round trip, skipping units whose record would not change."""
+        with self.client.pipeline(transaction=False) as pipe:
+            for unit, (known, digest) in marks.items():
+                fields = {"known": ondisk.encode(known)}
+                if digest is not None:
+                    fields["imported"] = digest.encode()
+                if (fields["known"], fields.get("imported", units[unit].stored[1])) == \
+                        units[unit].stored:
+                    continue
+                pipe.hset(self.keys(pid).meta(unit), mapping=fields)  # type: ignore[arg-type]
+            pipe.execute()
 
     def export_definition(self, pid: str, dest: Path) -> list[Path]:
         """Write the project's definition (units.json, SDD sections, spec.json files,
@@ -89,7 +113,8 @@ class ExportMixin(StoreBase):
 
     def _export_contents(self, pid: str) -> tuple[dict[str, bytes], dict[str, _UnitSnapshot]]:
         """Every exported file, path relative to the project root -> bytes, and each
-        unit's files with their version, read in one MULTI/EXEC: a consistent snapshot."""
+        unit's files with what its folder is known to hold, read in one MULTI/EXEC: a
+        consistent snapshot."""
         keys = self.keys(pid)
         raw_units = self.client.hget(keys.project, "units_json")
         if raw_units is None:
@@ -99,7 +124,7 @@ class ExportMixin(StoreBase):
             for unit in unit_ids:
                 pipe.hgetall(keys.files(unit))
             for unit in unit_ids:
-                pipe.hget(keys.meta(unit), "version")
+                pipe.hmget(keys.meta(unit), ["known", "imported"])
             for name in LEDGERS:
                 pipe.xrange(keys.stream(name))
             pipe.hgetall(keys.agent_state)
@@ -108,9 +133,11 @@ class ExportMixin(StoreBase):
         out: dict[str, bytes] = {}
         units: dict[str, _UnitSnapshot] = {}
         n = len(unit_ids)
-        for unit, files, version in zip(unit_ids, replies[:n], replies[n : 2 * n], strict=True):
+        for unit, files, (known, imported) in zip(
+            unit_ids, replies[:n], replies[n : 2 * n], strict=True
+        ):
             check_id(unit, "unit id")  # a unit id is a directory name: it must not climb out
-            units[unit] = _UnitSnapshot(int(version or 0), decode_hash(files))
+            units[unit] = _UnitSnapshot(decode_hash(files), ondisk.decode(known), (known, imported))
             for rel, data in units[unit].files.items():
                 out[f"units/{unit}/{safe_relpath(rel)}"] = data
         ledgers = replies[2 * n : 2 * n + len(LEDGERS)]
@@ -124,22 +151,33 @@ class ExportMixin(StoreBase):
         return out, units
 
 
-def _remove_stale(root: Dir, unit_dir: str, keep: set[str]) -> None:
-    """Delete the regular files under unit_dir that Redis no longer has (an agent deleted
-    them); what an import would not read (links, special files) is left alone."""
+def _stale(root: Dir, unit_dir: str, snap: _UnitSnapshot) -> list[str]:
+    """The regular files under unit_dir to delete: ones DevLoop left there that Redis no
+    longer has (an agent deleted them), and temporary files a killed writer left. The
+    user's own files, and what an import would not read (links, special files), stay."""
     try:
-        stale = [
+        found = [
             e.rel
             for e in walk(root, unit_dir, STALE_WALK)
-            if e.kind == "file" and e.problem is None and e.rel not in keep
+            if e.kind == "file" and e.problem is None and e.rel not in snap.files
         ]
     except FileNotFoundError:
-        return
+        return []
     except TooMany:
         log.warning("%s/%s holds too many files to tidy; deleted files stay", root.name, unit_dir)
-        return
-    for rel in stale:
-        root.remove(f"{unit_dir}/{rel}")
+        return []
+    stale = []
+    for rel in found:
+        if ondisk.TEMP_NAME.fullmatch(rel.rsplit("/", 1)[-1]):
+            stale.append(rel)
+            continue
+        try:
+            data = root.read_bytes(f"{unit_dir}/{rel}", cap=STALE_READ_CAP)
+        except (OSError, Refused):
+            continue  # unreadable, or larger than any file DevLoop writes: not DevLoop's
+        if ondisk.is_devloops(rel, data, snap.known):
+            stale.append(rel)
+    return stale
 
 
 def check_target(root: Dir, rel: str) -> None:

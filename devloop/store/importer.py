@@ -11,12 +11,14 @@ import redis
 from redis.client import Pipeline
 
 from devloop.project import Project
+from devloop.store import ondisk
 from devloop.store.base import StoreBase, decode_hash
 from devloop.store.filesets import files_digest
 from devloop.store.keys import LEDGERS, Keys
 from devloop.store.records import ImportReport
 from devloop.store.snapshot import Snapshot, read_snapshot
 from devloop.store.streams import STREAM_FIELD, entry_lines
+from devloop.store.synclock import folder_synced
 
 WATCH_RETRIES = 5
 
@@ -30,8 +32,8 @@ class _Plan:
     replace: dict[str, dict[str, bytes]] = field(default_factory=dict)
     xadd: dict[str, list[str]] = field(default_factory=dict)
     changed_units: list[str] = field(default_factory=list)
-    # meta key -> digest the folder is now known to hold (no content changes with it).
-    marks: dict[str, bytes] = field(default_factory=dict)
+    # meta key -> what the folder is now known to hold (no content changes with it).
+    marks: dict[str, dict[str, bytes]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -44,7 +46,21 @@ class ImportMixin(StoreBase):
 
     def import_project(self, project: Project) -> ImportReport:
         """Store project in Redis; an unchanged project changes nothing (changed=False)."""
-        snap = read_snapshot(project, self.file_cap_bytes)  # raises before any write
+        # Under the folder's sync lock: an export writing it meanwhile could be read torn
+        # after it said what it wrote. A folder nothing exported into needs none.
+        with folder_synced(project.root, create=False):
+            snap = read_snapshot(project, self.file_cap_bytes)  # raises before any write
+            plan = self._write(snap)
+        return ImportReport(
+            pid=snap.pid,
+            units=len(snap.unit_files),
+            files=sum(len(files) for files in snap.unit_files.values()),
+            changed=not plan.empty,
+            changed_units=plan.changed_units,
+        )
+
+    def _write(self, snap: Snapshot) -> _Plan:
+        """Plan against Redis and write in one MULTI/EXEC, again if a worker commits."""
         keys = self.keys(snap.pid)
         watched = [keys.project, keys.sdd, keys.contracts, keys.specs, keys.memory]
         watched += [keys.agent_state, *(keys.stream(name) for name in LEDGERS)]
@@ -58,18 +74,12 @@ class ImportMixin(StoreBase):
                     pipe.multi()
                     _apply(pipe, plan)
                     pipe.execute()
-                    break
+                    return plan
                 except redis.WatchError:
                     # A worker committed meanwhile: plan again against what is there now.
                     if attempt == WATCH_RETRIES - 1:
                         raise
-        return ImportReport(
-            pid=snap.pid,
-            units=len(snap.unit_files),
-            files=sum(len(files) for files in snap.unit_files.values()),
-            changed=not plan.empty,
-            changed_units=plan.changed_units,
-        )
+        raise AssertionError("unreachable: the last attempt re-raises")
 
 
 def _plan(pipe: Any, keys: Keys, snap: Snapshot) -> _Plan:
@@ -116,25 +126,27 @@ def _plan(pipe: Any, keys: Keys, snap: Snapshot) -> _Plan:
 
 
 def _plan_unit(pipe: Any, plan: _Plan, keys: Keys, unit: str, files: dict[str, bytes]) -> None:
-    """Replace a unit's files when the folder changed since Redis last saw it.
+    """Bring the user's edits of a unit folder into Redis, and nothing else.
 
-    Unchanged means equal to what Redis holds now, or equal to what the last import
-    brought in (the folder is then just behind the commits made since): neither case
-    may overwrite the agents' work.
+    The folder may be behind Redis (commits made since the last export) or torn (an
+    export killed halfway): files DevLoop may have left there (`ondisk.known`) are not
+    edits, so neither case overwrites the agents' work. What the user changed, added or
+    deleted is applied over Redis's files, path by path.
     """
     meta = decode_hash(pipe.hgetall(keys.meta(unit)))
     on_disk = files_digest(files)
-    imported = meta.get("imported", b"").decode()
-    if on_disk == imported:
+    if on_disk == meta.get("imported", b"").decode():
         return
-    if on_disk == files_digest(decode_hash(pipe.hgetall(keys.files(unit)))):
-        # The folder caught up with Redis (an export, or a copy by hand): from now on this
-        # is the state the folder is known to hold, so commits made after it are kept.
-        plan.marks[keys.meta(unit)] = on_disk.encode()
+    current = decode_hash(pipe.hgetall(keys.files(unit)))
+    changes = ondisk.user_changes(files, ondisk.decode(meta.get("known")), current)
+    # From now on this is the state the folder is known to hold.
+    mark = {"imported": on_disk.encode(), "known": ondisk.encode(ondisk.known_of(files))}
+    if not changes:
+        plan.marks[keys.meta(unit)] = mark
         return
     version = int(meta.get("version", b"0")) + 1
-    plan.replace[keys.files(unit)] = files
-    plan.hset[keys.meta(unit)] = {"version": str(version).encode(), "imported": on_disk.encode()}
+    plan.replace[keys.files(unit)] = ondisk.applied(current, changes)
+    plan.hset[keys.meta(unit)] = {"version": str(version).encode(), **mark}
     plan.changed_units.append(unit)
 
 
@@ -158,8 +170,8 @@ def _apply(pipe: Pipeline, plan: _Plan) -> None:
     for key, lines in plan.xadd.items():
         for line in lines:
             pipe.xadd(key, {STREAM_FIELD: line.encode("utf-8")})
-    for key, digest in plan.marks.items():
-        pipe.hset(key, "imported", digest)
+    for key, mark in plan.marks.items():
+        pipe.hset(key, mapping=_mapping(mark))
 
 
 def _mapping(fields: dict[str, bytes]) -> Mapping[str | bytes, bytes]:

@@ -15,6 +15,7 @@ from devloop.project import Project
 from devloop.sdd import section_document
 from devloop.store.filesets import too_large
 from devloop.store.keys import LEDGERS, Ledger
+from devloop.store.ondisk import TEMP_NAME
 
 CONVENTIONS = "conventions.md"
 MEMORY_DIR = "memory/devloop"
@@ -95,7 +96,8 @@ def _read_unit(project: Project, unit: str, cap: int) -> dict[str, bytes]:
 
 
 def walk_files(base: Path) -> dict[str, Path]:
-    """Regular files under base by posix path relative to it; symlinks are not followed."""
+    """Regular files under base by posix path relative to it; symlinks are not followed,
+    and a killed writer's temporary files are not files of the project."""
     found: dict[str, Path] = {}
     if not base.is_dir():
         return found
@@ -103,7 +105,7 @@ def walk_files(base: Path) -> dict[str, Path]:
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath) / name
-            if path.is_file() and not path.is_symlink():
+            if path.is_file() and not path.is_symlink() and not TEMP_NAME.fullmatch(name):
                 found[path.relative_to(base).as_posix()] = path
     return found
 

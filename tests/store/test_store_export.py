@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import os
+import random
 import shutil
+import subprocess
+import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
 from devloop.project import load_project
+from devloop.redis_server import RedisServer
 from devloop.safedir import Dir
 from devloop.store import ProjectNotImported, RedisStore, UnsafePath
-from devloop.store.export import MARK_IMPORTED, write_atomic
+from devloop.store.export import write_atomic
 
 PID = "p-todo"
 
@@ -204,14 +210,121 @@ def test_an_export_to_the_source_folder_mirrors_deletions_and_a_pull_does_not(
     assert (todo_project / "units/todo-be/code/server.js").read_text() == "v1\n"
 
 
-def test_a_commit_racing_an_export_keeps_the_import_digest_behind_it(
+def test_a_file_the_user_adds_while_a_run_exports_is_kept_and_imported_next(
     redis_store: RedisStore, todo_project: Path
 ) -> None:
     imported(redis_store, todo_project)
-    meta = redis_store.keys(PID).meta("todo-be")
-    before = redis_store.client.hget(meta, "imported")
-    # What the export read is version 1; a commit lands before it marks the folder.
-    _, units = redis_store._export_contents(PID)
+    redis_store.export(PID, todo_project, as_source=True)
+    mine = todo_project / "units/todo-be/code/mine.js"
+    mine.write_text("the user's, written during the run\n")
     commit(redis_store, 1, {"code/server.js": b"v2\n"})
-    assert redis_store.client.eval(MARK_IMPORTED, 1, meta, units["todo-be"].version, "x") == 0
-    assert redis_store.client.hget(meta, "imported") == before
+    redis_store.export(PID, todo_project, as_source=True)
+    assert mine.read_text() == "the user's, written during the run\n"
+    assert redis_store.import_project(load_project(todo_project)).changed
+    files = redis_store.unit_files(PID, "todo-be").files
+    assert files["code/mine.js"] == b"the user's, written during the run\n"
+    assert files["code/server.js"] == b"v2\n"
+
+
+def test_a_users_edit_of_a_folder_behind_redis_keeps_the_commits_made_since(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    imported(redis_store, todo_project)
+    redis_store.export(PID, todo_project, as_source=True)
+    commit(redis_store, 1, {"code/later.js": b"committed, not exported yet\n"})
+    (todo_project / "units/todo-be/code/server.js").write_text("edited by hand\n")
+    (todo_project / "units/todo-be/code/keep.js").unlink()
+    assert redis_store.import_project(load_project(todo_project)).changed_units == ["todo-be"]
+    files = redis_store.unit_files(PID, "todo-be").files
+    assert files["code/server.js"] == b"edited by hand\n"
+    assert files["code/later.js"] == b"committed, not exported yet\n"
+    assert "code/keep.js" not in files
+
+
+def test_a_killed_writers_temp_file_is_never_imported_and_the_next_export_tidies_it(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    imported(redis_store, todo_project)
+    litter = todo_project / "units/todo-be/code/.server.js.0123456789abcdef.tmp"
+    litter.write_text("half a file\n")
+    assert not redis_store.import_project(load_project(todo_project)).changed
+    assert "code/.server.js.0123456789abcdef.tmp" not in redis_store.unit_files(
+        PID, "todo-be").files
+    redis_store.export(PID, todo_project, as_source=True)
+    assert not litter.exists()
+
+
+KILLED_EXPORTER = """
+import os, sys
+from pathlib import Path
+from devloop.redis_server import connect
+from devloop.store import RedisStore
+store = RedisStore(connect(sys.argv[1]))
+os.write(1, b"go\\n")
+store.export(sys.argv[2], Path(sys.argv[3]), as_source=True)
+os.write(1, b"done\\n")
+"""
+
+
+def test_an_export_killed_at_any_point_loses_no_committed_file(
+    redis_store: RedisStore, redis_server: RedisServer, todo_project: Path
+) -> None:
+    # Many files, so a kill lands mid-export; each round commits a new version of all of
+    # them (and deletes some), kills an export of it somewhere, then imports the folder.
+    imported(redis_store, todo_project)
+    names = [f"code/m{i:03}.js" for i in range(150)]
+    torn = 0
+    for round_ in range(1, 13):
+        changes: dict[str, bytes | None] = {n: f"{n} v{round_}\n".encode() for n in names}
+        changes.update({n: None for n in names[round_ * 7 : round_ * 7 + 5]})
+        commit(redis_store, round_, changes)
+        expected = redis_store.unit_files(PID, "todo-be").files
+        before = sorted((todo_project / "units/todo-be/code").iterdir())
+        proc = subprocess.Popen([sys.executable, "-c", KILLED_EXPORTER, redis_server.url, PID,
+                                 str(todo_project)], stdout=subprocess.PIPE)
+        try:
+            assert proc.stdout is not None and proc.stdout.readline() == b"go\n"
+            time.sleep(random.Random(round_).uniform(0.0, 0.25))
+            proc.kill()
+        finally:
+            proc.wait(timeout=30)
+        after = sorted((todo_project / "units/todo-be/code").iterdir())
+        on_disk = {p.name: p.read_bytes() for p in after if not p.name.startswith(".")}
+        if after != before and on_disk != {k[5:]: v for k, v in expected.items()
+                                           if k.startswith("code/")}:
+            torn += 1
+        report = redis_store.import_project(load_project(todo_project))
+        assert not report.changed, f"round {round_}: a torn folder was read as an edit"
+        assert redis_store.unit_files(PID, "todo-be").files == expected
+    redis_store.export(PID, todo_project, as_source=True)
+    assert not redis_store.import_project(load_project(todo_project)).changed
+    assert torn >= 2, "too few kills landed mid-export for this test to mean anything"
+
+
+def test_a_pull_into_the_folder_beside_a_running_export_loses_nothing(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    imported(redis_store, todo_project)
+    failures: list[BaseException] = []
+
+    def pulls() -> None:
+        try:
+            for _ in range(30):
+                redis_store.export(PID, todo_project)  # as `devloop pull ID DIR` does
+        except BaseException as exc:  # noqa: BLE001  reported by the main thread
+            failures.append(exc)
+
+    puller = threading.Thread(target=pulls)
+    puller.start()
+    try:
+        for attempt in range(1, 31):
+            commit(redis_store, attempt, {f"code/f{attempt % 4}.js": f"v{attempt}\n".encode(),
+                                          f"code/f{(attempt + 2) % 4}.js": None})
+            redis_store.export(PID, todo_project, as_source=True)
+    finally:
+        puller.join(timeout=60)
+    assert failures == []
+    expected = redis_store.unit_files(PID, "todo-be").files
+    redis_store.export(PID, todo_project, as_source=True)
+    assert not redis_store.import_project(load_project(todo_project)).changed
+    assert redis_store.unit_files(PID, "todo-be").files == expected
