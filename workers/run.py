@@ -31,6 +31,7 @@ from devloop.fleet.respec import apply_changes
 from devloop.fleet.scripted import Rebuilt, run_scripted_again
 from devloop.fleet.status import ProjectStatus, mark_run, project_status, scripted
 from devloop.fleet.webhook import console_link
+from devloop.llm.base import load_prices, price_of, unpriced_fault
 from devloop.project import Project, load_project
 from devloop.redis_server import RedisServerError, connect
 from devloop.runlock import FolderBusy, folder_lock
@@ -91,6 +92,12 @@ def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
     auth = settings.flower_auth.get_secret_value() if settings.flower_auth else ""
     if options.flower and auth and (why := flower_auth_problem(auth)):
         return [Problem("DEVLOOP_FLOWER_AUTH", "environment", why, "set it to user:password")]
+    try:
+        if price_of(settings.model, load_prices()) is None:
+            return [Problem("DEVLOOP_MODEL", "environment", *unpriced_fault(settings.model))]
+    except DevLoopError as exc:  # DEVLOOP_PRICES_JSON unreadable; its message holds the fix
+        why, _, fix = str(exc).removeprefix("DEVLOOP_PRICES_JSON: ").partition("; fix: ")
+        return [Problem("DEVLOOP_PRICES_JSON", "environment", why, fix)]
     if options.llm == "anthropic" and not os.environ.get("ANTHROPIC_API_KEY"):
         return [
             Problem(

@@ -44,6 +44,7 @@ from devloop.llm.base import (
     LLMProvider,
     LLMRequest,
     LLMTransient,
+    LLMUnpriced,
     Usage,
 )
 
@@ -268,9 +269,10 @@ class AgentSession:
             response = self.provider.complete(request)
         except LLMTransient as exc:
             return self._finish("recovery_required", "llm_unavailable", str(exc))
-        except LLMAuthError as exc:
-            # The key, its permissions or the account: no session can run until a person
-            # fixes it; the checkpoint is kept, no attempt is spent.
+        except (LLMAuthError, LLMUnpriced) as exc:
+            # The key, its permissions or the account, or a model no cap can price: no
+            # session can run until a person fixes it; the checkpoint is kept, no attempt
+            # is spent.
             return self._finish("recovery_required", REFUSED, str(exc))
         except LLMBadRequest as exc:
             if exc.status != 404 or "model" not in str(exc):

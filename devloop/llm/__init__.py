@@ -17,12 +17,14 @@ from devloop.llm.base import (
     LLMResponse,
     LLMServerError,
     LLMTransient,
+    LLMUnpriced,
     Price,
     StopReason,
     ToolSpec,
     Usage,
     estimate_cost,
     load_prices,
+    price_of,
 )
 
 if TYPE_CHECKING:
@@ -43,6 +45,7 @@ __all__ = [
     "DEFAULT_PRICES",
     "AnthropicProvider",
     "LLMAuthError",
+    "LLMUnpriced",
     "LLMBadRequest",
     "LLMConnectionError",
     "LLMError",
@@ -59,4 +62,5 @@ __all__ = [
     "Usage",
     "estimate_cost",
     "load_prices",
+    "price_of",
 ]

@@ -30,10 +30,13 @@ from devloop.llm.base import (
     LLMResponse,
     LLMServerError,
     LLMTransient,
+    LLMUnpriced,
     Price,
     Usage,
     estimate_cost,
     load_prices,
+    price_of,
+    unpriced,
 )
 
 log = logging.getLogger(__name__)
@@ -202,6 +205,9 @@ class AnthropicProvider:
                 f"{self._no_credentials}; fix: set ANTHROPIC_API_KEY (or pass api_key=)",
                 session_key=request.session_key,
             )
+        if price_of(request.model, self.prices) is None:
+            # Priced at 0 it would pass every cap: refused before anything is spent.
+            raise LLMUnpriced(unpriced(request.model), session_key=request.session_key)
         if request.temperature is not None and not self._warned_temperature:
             # API version 2026-10-21 (SDK 2.x) rejects every sampling parameter with a 400.
             self._warned_temperature = True
@@ -256,13 +262,13 @@ class AnthropicProvider:
             cache_creation_input_tokens=raw.cache_creation_input_tokens or 0,
             cache_read_input_tokens=raw.cache_read_input_tokens or 0,
         )
-        model = str(message.model or request.model)
         return LLMResponse(
             content=[_block_dict(b) for b in message.content],
             stop_reason=message.stop_reason,
             usage=usage,
-            cost_usd=estimate_cost(model, usage, self.prices),
-            model=model,
+            # Priced as asked: a proxy that answers with another id does not set the price.
+            cost_usd=estimate_cost(request.model, usage, self.prices),
+            model=str(message.model or request.model),
             request_id=request_id,
             attempts=attempts,
         )

@@ -15,7 +15,8 @@ Exceptions, drawn once (httpx style)::
 
 from __future__ import annotations
 
-import logging
+import json
+import shlex
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -23,8 +24,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
 from devloop.errors import DevLoopError
-
-log = logging.getLogger(__name__)
 
 StopReason = Literal[
     "end_turn",
@@ -158,6 +157,10 @@ class LLMAuthError(LLMError):
     """401/402/403: the key, its permissions or the account need a human."""
 
 
+class LLMUnpriced(LLMError):
+    """The model has no price, so no spend cap could be kept: refused before the call."""
+
+
 # --- prices ------------------------------------------------------------------------
 
 
@@ -202,30 +205,41 @@ DEFAULT_PRICES: dict[str, Price] = {
     "claude-opus-5": _price(5, 25),
 }
 
-_warned_models: set[str] = set()
-
-
-def estimate_cost(model: str, usage: Usage, prices: dict[str, Price]) -> float:
-    """Cost of usage for model; a dated id (`...-20251001`) uses its base id's price.
-
-    An unknown model costs 0 and logs one warning per model id per process.
-    """
+def price_of(model: str, prices: dict[str, Price]) -> Price | None:
+    """model's price; a dated id (`...-20251001`) has its base id's. None: unpriced."""
     price = prices.get(model)
     if price is None:
         # Longest key that the id starts with: claude-opus-4-1-2025... -> claude-opus-4-1.
         keys = [k for k in prices if model.startswith(k + "-")]
         price = prices[max(keys, key=len)] if keys else None
+    return price
+
+
+def unpriced_fault(model: str) -> tuple[str, str]:
+    """Why a model without a price is refused, and the fix (a shell line that works)."""
+    example = json.dumps({model: {"input": 3, "output": 15, "cache_write": 3.75,
+                                  "cache_read": 0.3}})
+    return (f"no price for model {model!r}, so the spend caps (DEVLOOP_SESSION_MAX_USD, "
+            "--max-usd) could not be kept",
+            "price it in dollars per million tokens (or use a model DevLoop prices): "
+            f"export DEVLOOP_PRICES_JSON={shlex.quote(example)}")
+
+
+def unpriced(model: str) -> str:
+    """unpriced_fault as one message."""
+    why, fix = unpriced_fault(model)
+    return f"{why}; fix: {fix}"
+
+
+def estimate_cost(model: str, usage: Usage, prices: dict[str, Price]) -> float:
+    """Cost of usage for model (the id DevLoop asked for: a proxy may answer with another).
+
+    An unpriced model raises KeyError: a cost of 0 would let every cap fail open, so the
+    provider refuses such a model before calling it.
+    """
+    price = price_of(model, prices)
     if price is None:
-        if model not in _warned_models:
-            _warned_models.add(model)
-            log.warning(
-                "no price for model %r: its cost counts as 0; add it with "
-                'DEVLOOP_PRICES_JSON=\'{"%s": {"input": ..., "output": ..., '
-                '"cache_write": ..., "cache_read": ...}}\'',
-                model,
-                model,
-            )
-        return 0.0
+        raise KeyError(unpriced(model))
     return price.cost(usage)
 
 

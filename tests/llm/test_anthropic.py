@@ -26,6 +26,7 @@ from devloop.llm.base import (
     LLMRateLimited,
     LLMServerError,
     LLMTransient,
+    LLMUnpriced,
     estimate_cost,
 )
 from devloop.llm.stub import StubServer
@@ -364,6 +365,30 @@ def test_cost_comes_from_the_price_table(
     )
     assert response.cost_usd == pytest.approx(expected) and response.cost_usd > 0
     assert response.cost_usd == pytest.approx(estimate_cost(MODEL, u, DEFAULT_PRICES))
+
+
+def test_a_proxy_answering_with_another_model_id_is_priced_as_asked(
+    stub_server: Start, provider_for: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DEVLOOP_PRICES_JSON", raising=False)
+    # The answer claims a model with no price: costed by it, the turn would be free.
+    stub = stub_server({"default": READ_TURN, "answer_model": "claude-3-7-sonnet-latest"})
+    response = provider_for(stub).complete(make_request())
+    assert response.model == "claude-3-7-sonnet-latest"
+    assert response.cost_usd == pytest.approx(estimate_cost(MODEL, response.usage,
+                                                            DEFAULT_PRICES))
+    assert response.cost_usd > 0
+
+
+def test_a_model_without_a_price_is_refused_before_any_request_is_sent(
+    stub_server: Start, provider_for: Provider, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("DEVLOOP_PRICES_JSON", raising=False)
+    stub = stub_server({"default": READ_TURN})
+    with pytest.raises(LLMUnpriced, match="DEVLOOP_PRICES_JSON") as refused:
+        provider_for(stub).complete(make_request(model="claude-3-7-sonnet-latest"))
+    assert "spend caps" in str(refused.value)
+    assert stub.requests == []
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import logging
-
 import pytest
 from pydantic import ValidationError
 
@@ -21,6 +19,7 @@ from devloop.llm.base import (
     Usage,
     estimate_cost,
     load_prices,
+    price_of,
 )
 
 from .conftest import make_request
@@ -74,14 +73,11 @@ def test_a_dated_model_id_uses_its_base_price() -> None:
     assert estimate_cost("claude-opus-4-1-20250805", usage, DEFAULT_PRICES) == pytest.approx(15)
 
 
-def test_an_unknown_model_costs_zero_and_warns_once(caplog: pytest.LogCaptureFixture) -> None:
+def test_an_unknown_model_has_no_price_and_is_never_costed_as_free() -> None:
     usage = Usage(input_tokens=1_000)
-    with caplog.at_level(logging.WARNING, logger="devloop.llm.base"):
-        assert estimate_cost("claude-unheard-of-9", usage, DEFAULT_PRICES) == 0
-        assert estimate_cost("claude-unheard-of-9", usage, DEFAULT_PRICES) == 0
-    warnings = [r for r in caplog.records if "claude-unheard-of-9" in r.getMessage()]
-    assert len(warnings) == 1
-    assert "DEVLOOP_PRICES_JSON" in warnings[0].getMessage()
+    assert price_of("claude-unheard-of-9", DEFAULT_PRICES) is None
+    with pytest.raises(KeyError, match="DEVLOOP_PRICES_JSON"):
+        estimate_cost("claude-unheard-of-9", usage, DEFAULT_PRICES)
 
 
 def test_prices_json_env_overrides_and_extends_the_defaults(

@@ -85,6 +85,30 @@ def test_bad_input_exits_2_before_anything_starts(tmp_path: Path) -> None:
     assert no_key.stderr.startswith("ANTHROPIC_API_KEY: environment: not set; fix:")
 
 
+def test_a_model_without_a_price_is_refused_at_start_and_the_printed_fix_works(
+    tmp_path: Path,
+) -> None:
+    # Priced at 0, every cap (--max-usd, the session's) would fail open: refused instead.
+    plans = [UnitPlan("a")]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    model = {"DEVLOOP_MODEL": "claude-3-7-sonnet-latest"}
+    refused = devloop("run", str(project), "--llm", "stub", "--max-usd", "0.01", env=model)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert refused.stderr.startswith(
+        "DEVLOOP_MODEL: environment: no price for model 'claude-3-7-sonnet-latest', so the "
+        "spend caps (DEVLOOP_SESSION_MAX_USD, --max-usd) could not be kept; fix: ")
+    assert not (project / ".devloop").exists()
+    fix = refused.stderr.strip().split("): ", 1)[1]
+    assert fix.startswith("export DEVLOOP_PRICES_JSON=")
+    priced = run_bounded(
+        ["bash", "-c", f'{fix} && "$0" run "$1" --llm stub --workers 1', DEVLOOP, str(project)],
+        env={**{k: v for k, v in os.environ.items() if not k.startswith("DEVLOOP_REDIS")},
+             **model}, timeout=300)
+    assert priced.returncode == 0, priced.stdout + priced.stderr
+    assert "cost:   $0.0" in priced.stdout and "$0.0000" not in priced.stdout
+
+
 def test_version_and_a_missing_folder_are_one_line_each(tmp_path: Path) -> None:
     version = devloop("--version", timeout=60)
     assert version.returncode == 0 and re.fullmatch(r"devloop \d+\.\d+\.\d+\n", version.stdout)

@@ -181,6 +181,8 @@ class StubApp:
             reply.delay_s = delay
             return reply
         answer = build_message(spec, body, key, turn, fault)
+        if self.script.answer_model:
+            answer["model"] = self.script.answer_model
         with_usage(answer, self.cache.account(blocks))
         if body.get("stream"):
             headers = {

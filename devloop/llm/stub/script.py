@@ -121,6 +121,8 @@ class Script(_Strict):
     sessions: dict[str, Session] = Field(default_factory=dict)
     default: Turn | None = None
     cache: CacheOptions = Field(default_factory=CacheOptions)
+    # Answer with this model id whatever was asked, as a proxy that rewrites it would.
+    answer_model: str | None = None
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<dict>") -> Script:
