@@ -34,6 +34,11 @@ class Settings(BaseSettings):
         default="bwrap", description="`none` runs commands unsandboxed (warns every session)."
     )
     sandbox_uid: int = Field(default=65534, description="Unprivileged uid the sandbox runs as.")
+    sandbox_gid: int = Field(
+        default=2_100_065_534, ge=1,
+        description="The sandbox's group (for a root worker): DevLoop's own, which no other "
+        "process has, so only sandboxes may enter the views dir (0710) to reach their view.",
+    )
     sandbox_cpu_shares: int = Field(
         default=1024,
         ge=0,
@@ -54,8 +59,8 @@ class Settings(BaseSettings):
     )
     views_dir: Path | None = Field(
         default=None,
-        description="Where session views are made (default: the cache dir's views/); the "
-        "sandbox uid must be able to enter it.",
+        description="Where session views are made (default: the cache dir's views/); yours, "
+        "made 0710 with the sandbox's group (0700 for a non-root worker).",
     )
     file_cap_bytes: int = Field(
         default=20 * 1024 * 1024, description="Largest total size of one unit's files."

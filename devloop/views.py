@@ -1,5 +1,5 @@
-"""Session views on the host: made where the sandbox uid can reach them, locked while they
-live, and always removed, even when the process that made one was killed.
+"""Session views on the host: made where only the sandbox can reach them, locked while
+they live, and always removed, even when the process that made one was killed.
 
 The process that makes a view holds an flock on it for the view's life, through an
 O_CLOEXEC descriptor (sandboxed commands do not inherit it). A process killed with
@@ -10,6 +10,7 @@ process and views dir.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import logging
 import os
@@ -20,6 +21,8 @@ import time
 from pathlib import Path
 
 from devloop.config import Settings
+from devloop.errors import Problem
+from devloop.private import NotPrivate
 from devloop.safedir import Dir
 from devloop.safetree import remove_tree
 
@@ -42,9 +45,39 @@ def ensure_public_dir(path: Path, mode: int = 0o755) -> Path:
 
 
 def views_root(settings: Settings) -> Path:
-    """The directory views are made in (created 0711: enterable, not listable)."""
+    """The directory views are made in: the worker's, entered only by its sandboxes."""
     ensure_public_dir(settings.cache_dir)
-    return ensure_public_dir(settings.views_dir or settings.cache_dir / "views", 0o711)
+    path = settings.views_dir or settings.cache_dir / "views"
+    return private_views(path, settings.sandbox_gid if os.geteuid() == 0 else None)
+
+
+def private_views(path: Path, gid: int | None) -> Path:
+    """path as this user's dir, 0710 with group gid (a root worker's sandboxes run in that
+    group: bubblewrap opens their binds as them) or 0700 (sandboxes run as this user).
+
+    A live view's name shows in `ps` (bubblewrap's arguments), so no one else may enter
+    this dir: not another local user, nor a `nobody` process writing into a write set
+    that belongs to uid 65534. Another user's dir here is refused (NotPrivate).
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700)
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if st.st_uid != os.geteuid():
+            raise NotPrivate(str(Problem(
+                str(path), "owner", f"belongs to uid {st.st_uid}, not to you (uid "
+                f"{os.geteuid()})", "remove it (DevLoop recreates it), or set "
+                "DEVLOOP_VIEWS_DIR to a dir of your own")))
+        if gid is not None and st.st_gid != gid:
+            os.fchown(fd, -1, gid)
+        mode = 0o710 if gid is not None else 0o700
+        if stat.S_IMODE(st.st_mode) != mode:
+            os.fchmod(fd, mode)
+    finally:
+        os.close(fd)
+    return path
 
 
 def make_view(settings: Settings, prefix: str = "view-") -> Path:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import stat
 import subprocess
 import sys
 import threading
@@ -63,3 +65,32 @@ def test_a_slot_held_by_another_process_counts_and_its_death_frees_it(tmp_path: 
     with run_slot(tmp_path, 1, max_wait_s=10) as waited:
         assert waited < 10  # the dead process's slot is free again
 
+
+
+def test_entries_planted_as_slots_are_passed_over_and_fail_no_run(tmp_path: Path) -> None:
+    slots = tmp_path / "slots"
+    slots.mkdir(mode=0o1777)
+    (slots / "test-0").mkdir()
+    os.mkfifo(slots / "test-1")
+    (slots / "test-2").symlink_to(tmp_path / "elsewhere")
+    with run_slot(tmp_path, 4, max_wait_s=30) as waited:
+        assert waited < 5  # took test-3 at once
+        assert (slots / "test-3").is_file()
+    assert not (tmp_path / "elsewhere").exists()
+    with run_slot(tmp_path, 3, max_wait_s=600) as waited:
+        assert waited < 5  # none usable: goes ahead at once rather than wait 600 s
+
+
+def test_slots_are_this_users_alone(tmp_path: Path) -> None:
+    tmp_path.chmod(0o755)  # a cache dir others may enter: the slots must still be ours
+    with run_slot(tmp_path, 1):
+        pass
+    assert stat.S_IMODE((tmp_path / "slots").stat().st_mode) == 0o700
+    assert stat.S_IMODE((tmp_path / "slots/test-0").stat().st_mode) == 0o600
+    if os.geteuid() == 0:
+        # Another local user can neither reach the slot files nor hold their locks.
+        tried = subprocess.run(
+            ["/bin/sh", "-c", 'exec 3<"$1" && echo opened', "other",
+             str(tmp_path / "slots/test-0")],
+            user=12345, group=12345, extra_groups=[], capture_output=True, text=True, timeout=60)
+        assert "opened" not in tried.stdout

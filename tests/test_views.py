@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -130,3 +131,50 @@ def test_a_view_stays_in_the_views_dir_whatever_its_prefix_holds(settings: Setti
         assert view.name.startswith("coder-_________escaped_x-")
     finally:
         remove_view(view)
+
+
+# A process of another identity trying to reach a live view: prints what it managed. A
+# shell, not this interpreter, which may sit under a home that identity cannot enter.
+INTRUDER = (
+    'ls "$1" >/dev/null 2>&1 && echo list; cat "$1/units.json" >/dev/null 2>&1 && echo read; '
+    '(echo x > "$2/x.py") 2>/dev/null && echo write; true'
+)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="playing other local users needs root")
+@pytest.mark.parametrize(("who", "uid", "gid"), [("another user", 12345, 12345),
+                                                ("a nobody process", 65534, 65534)])
+def test_no_other_local_user_or_nobody_process_can_list_read_or_write_a_live_view(
+    settings: Settings, who: str, uid: int, gid: int
+) -> None:
+    from devloop.safedir import Dir
+    from devloop.sandbox.base import prepare_writable
+
+    view = make_view(settings, "private-")
+    try:
+        with Dir.open(view) as root:
+            root.write_atomic("units.json", b"{}", 0o644)
+            # The write set belongs to the sandbox uid, which nobody processes share.
+            [code] = prepare_writable(root, ["units/u/code"], (settings.sandbox_uid,
+                                                               settings.sandbox_gid))
+        # Its name is no secret: bubblewrap's arguments show it in `ps`.
+        tried = subprocess.run(
+            ["/bin/sh", "-c", INTRUDER, "intruder", str(view), str(view / code)],
+            user=uid, group=gid, extra_groups=[], capture_output=True, text=True, timeout=60,
+        )
+        assert tried.returncode == 0, tried.stderr
+        assert tried.stdout.split() == [], f"{who} could {tried.stdout.split()}"
+        assert stat.S_IMODE(views_root(settings).stat().st_mode) == 0o710
+    finally:
+        remove_view(view)
+
+
+def test_a_views_dir_of_another_user_is_refused(settings: Settings, tmp_path: Path) -> None:
+    from devloop.private import NotPrivate
+
+    theirs = tmp_path / "views"
+    theirs.mkdir()
+    os.chown(theirs, 12345, 12345)
+    other = settings.model_copy(update={"views_dir": theirs})
+    with pytest.raises(NotPrivate, match="belongs to uid 12345"):
+        views_root(other)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import os
-import pwd
 import shutil
 import stat
 import subprocess
@@ -66,7 +65,8 @@ class BwrapSandbox:
         # non-root caller runs as itself (its own processes would count against the cap).
         self._root = os.geteuid() == 0
         self.uid = settings.sandbox_uid if self._root else os.getuid()
-        self.gid = _primary_gid(self.uid) if self._root else os.getgid()
+        # A group of DevLoop's own, not nobody's: it alone enters the views dir.
+        self.gid = settings.sandbox_gid if self._root else os.getgid()
         ensure_public_dir(settings.cache_dir)
         self.bwrap = find_bwrap(settings.cache_dir, self.uid, self.gid, settings.bwrap)
         self._system = system_args(settings.cache_dir, self.uid, self.gid, self.env, self.limits)
@@ -276,14 +276,6 @@ def _write_public(path: Path, data: bytes, mode: int) -> None:
         handle.write(data)
     os.chmod(tmp, mode)
     os.replace(tmp, path)
-
-
-def _primary_gid(uid: int) -> int:
-    """The uid's primary group, or the same number when the uid has no passwd entry."""
-    try:
-        return pwd.getpwuid(uid).pw_gid
-    except KeyError:
-        return uid
 
 
 def probe(bwrap: Path, system: tuple[str, ...], user: int | None, gid: int) -> None:

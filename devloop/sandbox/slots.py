@@ -1,21 +1,29 @@
-"""Host-wide slots for test runs: no more runs at once than the machine has CPUs.
+"""Slots for test runs: no more runs at once than the machine has CPUs.
 
-Every worker process on a host takes a slot (an flock on one of N files under the cache
-dir) for each test run, so a server with four worker slots and two cores runs two test
-runs and queues the rest, instead of starting four that starve each other into their
-time limits. A process that dies releases its slot with its file descriptors.
+Every worker process of a user takes a slot (an flock on one of N files under the user's
+cache dir) for each test run, so a server with four worker slots and two cores runs two
+test runs and queues the rest, instead of starting four that starve each other into
+their time limits. A process that dies releases its slot with its file descriptors.
+
+The slots are the user's own (a 0700 dir, 0600 files): another local user who could open
+them could hold every flock and make every run wait. An entry planted in a slot's place
+(a directory, a fifo, a link) is passed over, never followed, and fails no run.
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import logging
 import os
+import stat
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from devloop.sandbox.base import ensure_public_dir
+from devloop.private import NotPrivate, make_private_dir
+
+log = logging.getLogger(__name__)
 
 
 def cpu_count() -> int:
@@ -43,18 +51,27 @@ def _quota() -> float | None:
 
 @contextlib.contextmanager
 def run_slot(cache_dir: Path, count: int = 0, max_wait_s: float | None = None) -> Iterator[float]:
-    """Hold one of `count` (0: one per CPU) host-wide slots; yields the seconds waited.
+    """Hold one of `count` (0: one per CPU) slots of this user's; yields the seconds waited.
 
-    Past `max_wait_s` (None: no limit) the run goes ahead without a slot rather than
-    never running.
+    Past `max_wait_s` (None: no limit), or when no slot file is usable, the run goes
+    ahead without a slot rather than never running.
     """
     count = count or cpu_count()
-    directory = ensure_public_dir(cache_dir / "slots", 0o1777)
     started = time.monotonic()
+    try:
+        directory = make_private_dir(cache_dir / "slots")
+    except NotPrivate as exc:
+        log.warning("test runs go ahead without a slot: %s", exc)
+        yield 0.0
+        return
     delay = 0.02
     while True:
+        usable = 0
         for index in range(count):
             fd = _open(directory / f"test-{index}")
+            if fd is None:
+                continue
+            usable += 1
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -65,19 +82,34 @@ def run_slot(cache_dir: Path, count: int = 0, max_wait_s: float | None = None) -
             finally:
                 os.close(fd)  # releases the lock
             return
-        if max_wait_s is not None and time.monotonic() - started >= max_wait_s:
+        if not usable or (max_wait_s is not None and time.monotonic() - started >= max_wait_s):
             yield time.monotonic() - started
             return
         time.sleep(delay)
         delay = min(delay * 1.5, 0.5)
 
 
-def _open(path: Path) -> int:
-    """The slot file, created world-writable so workers of other users share it."""
+def _open(path: Path) -> int | None:
+    """The slot file, this user's only; None for anything else planted in its place."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o666)
-    except PermissionError:  # another user's file: flock works on a read-only fd too
-        return os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with contextlib.suppress(OSError):
-        os.fchmod(fd, 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK
+                     | os.O_CLOEXEC, 0o600)
+    except OSError as exc:  # a link (ELOOP), a directory (EISDIR), another user's file
+        _passed_over(path, exc.strerror or str(exc))
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)  # a fifo or socket someone made there
+        _passed_over(path, "not a file of this user's")
+        return None
     return fd
+
+
+def _passed_over(path: Path, why: str) -> None:
+    """Say once per process that a planted slot is not used."""
+    if str(path) not in _warned:
+        _warned.add(str(path))
+        log.warning("slot %s passed over: %s; remove it", path, why)
+
+
+_warned: set[str] = set()
