@@ -18,6 +18,7 @@ from devloop.cli import app, err, fail, out
 from devloop.config import load_settings
 from devloop.embedded import RedisEndpoint, redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
+from devloop.fleet.control import export_spend
 from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
 from devloop.fleet.marks import forget_llm
 from devloop.fleet.records import export_steps
@@ -226,7 +227,7 @@ def pull(
         # Into the project's own folder it is the sync a run does: it knows what it wrote.
         source = folder is not None and dest.resolve() == folder.resolve()
         written = [*store.export_definition(pid, dest), *store.export(pid, dest, as_source=source),
-                   export_steps(store, pid, dest)]
+                   export_steps(store, pid, dest), export_spend(store, pid, dest)]
     out.print(f"{len(written)} files written under {dest}")
 
 

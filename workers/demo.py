@@ -9,8 +9,10 @@ from pathlib import Path
 from rich.console import Console
 
 from devloop.config import Settings
+from devloop.fleet.money import usd
 from devloop.report import gather, write_report
 from devloop.report.data import ReportData
+from devloop.report.views import cost_table
 from devloop.resources import data_dir
 from workers.run import RunOptions, run_project
 
@@ -69,6 +71,6 @@ def summarize(data: ReportData, console: Console) -> None:
     fixed = [b for b in data.bugs if b.status == "fixed"]
     console.print(f"  bugs: {len(data.bugs)} opened, {len(fixed)} fixed")
     tokens = sum(s.tokens for s in data.steps)
-    cost = sum(s.cost_usd for s in data.steps)
+    _, total = cost_table(data)
     console.print(f"  tokens: {tokens:,} (scripted turns priced as claude-sonnet-4-6: "
-                  f"${cost:.3f})")
+                  f"{usd(total.cost_usd)})")

@@ -2,7 +2,9 @@
 
 The table fits the terminal: at STEP_COLUMNS columns or more it shows what each running
 session is doing; at NARROW_COLUMNS or fewer it drops tokens and cost before it would
-cut a unit's name or status.
+cut a unit's name or status. A reason gets room to be read (WHY_READABLE columns, before
+step, cost, tokens, elapsed and attempt) and at most WHY_LINES lines: a longer one ends
+at a word with "…", and a line under the table says where every reason is in full.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from rich.progress_bar import ProgressBar
 from rich.table import Table
 from rich.text import Text
 
+from devloop.fleet.money import spent_words, usd
 from devloop.fleet.status import ProjectStatus, UnitRow
 
 COLORS = {
@@ -35,6 +38,9 @@ NARROW_COLUMNS = 60  # at this width or less, tokens and cost make room for unit
 SCRIPTED = "scripted"  # the label of a stub run's costs: priced turns, nothing spent
 STEP_WIDTH = 36  # the step column's widest
 WHY_MIN = 10  # the why column's narrowest
+WHY_READABLE = 32  # the why column's width, when a reason needs it, before optional columns
+WHY_LINES = 4  # a reason's most lines in the table; the rest is cut at a word, with "…"
+MORE = "…"
 HUMAN = ("blocked", "review")  # the statuses that wait for a person
 
 
@@ -45,23 +51,30 @@ class StatusTable:
         self.state = state
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield status_table(self.state, options.max_width)
+        table, cut = fitted_table(self.state, options.max_width, console)
+        yield table
+        if cut:
+            yield Text(cut_note(self.state), style="dim")
 
 
-def status_table(state: ProjectStatus, width: int = 100) -> Table:
+def fitted_table(state: ProjectStatus, width: int, console: Console) -> tuple[Table, bool]:
     """One row per unit: status, attempt, tokens, cost, elapsed, (step,) and why it waits
-    or stopped; the columns that fit `width` (unit, status and why always do)."""
+    or stopped; the columns that fit `width` (unit, status and why always do), and whether
+    a reason was cut to fit."""
     cost = f"{SCRIPTED} $" if state.scripted else "cost $"
     cells = {
         "unit": [u.unit_id for u in state.units],
         "status": [u.label for u in state.units],
         "attempt": [str(u.attempt) for u in state.units],
         "tokens": [f"{u.tokens:,}" for u in state.units],
-        cost: [f"{u.cost_usd:.4f}" for u in state.units],
+        cost: [usd(u.cost_usd, sign=False) for u in state.units],
         "elapsed": [f"{u.elapsed_s:.1f}s" for u in state.units],
         "step": [u.step or "" for u in state.units],
     }
-    shown = _fitting(cells, cost, width)
+    whys = [_why(u) for u in state.units]
+    shown = _fitting(cells, cost, width, _why_wanted(whys, console))
+    room = max(WHY_MIN, width - _widths(cells, shown) - 3 * (len(shown) + 1) - 1)
+    told = [fit_lines(why, room, WHY_LINES, console) for why in whys]
     table = Table(title=f"{state.pid}", title_justify="left")
     for name in shown:
         right = name in ("attempt", "tokens", cost, "elapsed")
@@ -77,15 +90,22 @@ def status_table(state: ProjectStatus, width: int = 100) -> Table:
             style = (COLORS.get(row.status, "") if name == "status"
                      else "dim" if name == "step" else "")
             line.append(Text(text, style=style))
-        line.append(Text(_why(row), overflow="fold"))
+        line.append(Text(told[i], overflow="fold"))
         table.add_row(*line)
-    return table
+    return table, told != whys
 
 
-def _fitting(cells: dict[str, list[str]], cost: str, width: int) -> list[str]:
+def _widths(cells: dict[str, list[str]], columns: list[str]) -> int:
+    """What the columns' text takes (the step column at most STEP_WIDTH)."""
+    return sum(min(max([len(c), *map(len, cells[c])]), STEP_WIDTH if c == "step" else 10**6)
+               for c in columns)
+
+
+def _fitting(cells: dict[str, list[str]], cost: str, width: int, why: int = WHY_MIN) -> list[str]:
     """The columns to show at `width`: step only from STEP_COLUMNS on, tokens and cost not
-    at NARROW_COLUMNS or less; then, while the table would not fit, drop step, cost, tokens,
-    elapsed and attempt, in that order, so unit and status are never cut first."""
+    at NARROW_COLUMNS or less; then, while the table and `why` columns of reason would not
+    fit, drop step, cost, tokens, elapsed and attempt, in that order, so unit and status
+    are never cut first."""
     shown = list(cells)
     if width < STEP_COLUMNS:
         shown.remove("step")
@@ -93,9 +113,7 @@ def _fitting(cells: dict[str, list[str]], cost: str, width: int) -> list[str]:
         shown = [c for c in shown if c not in ("tokens", cost)]
 
     def needed(columns: list[str]) -> int:
-        widths = [min(max([len(c), *map(len, cells[c])]),
-                      STEP_WIDTH if c == "step" else 10**6) for c in columns]
-        return sum(widths) + WHY_MIN + 3 * (len(columns) + 1) + 1  # borders and padding
+        return _widths(cells, columns) + why + 3 * (len(columns) + 1) + 1  # borders, padding
 
     for name in ("step", cost, "tokens", "elapsed", "attempt"):
         if needed(shown) <= width:
@@ -105,10 +123,57 @@ def _fitting(cells: dict[str, list[str]], cost: str, width: int) -> list[str]:
     return shown
 
 
+def _why_wanted(whys: list[str], console: Console) -> int:
+    """The narrowest why column, WHY_MIN to WHY_READABLE, that holds every reason in
+    WHY_LINES lines (WHY_READABLE when none does)."""
+    low, high = WHY_MIN, WHY_READABLE  # high always wanted; is low enough?
+    if all(_fits(why, low, WHY_LINES, console) for why in whys):
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        fine = all(_fits(why, middle, WHY_LINES, console) for why in whys)
+        low, high = (low, middle) if fine else (middle, high)
+    return high
+
+
+def _fits(text: str, width: int, lines: int, console: Console) -> bool:
+    return len(text) <= width or len(Text(text).wrap(console, width, overflow="fold")) <= lines
+
+
+def fit_lines(text: str, width: int, lines: int, console: Console) -> str:
+    """`text` when it wraps to at most `lines` lines of `width`, else its longest run of
+    whole words that does, ended with "…" (a word longer than that is cut)."""
+    def fits(candidate: str) -> bool:
+        return _fits(candidate, width, lines, console)
+
+    if fits(text):
+        return text
+    words = text.split(" ")
+    low, high = 0, len(words)  # fits(words[:low] + MORE); not words[:high]
+    while high - low > 1:
+        middle = (low + high) // 2
+        low, high = (middle, high) if fits(_cut(words[:middle])) else (low, middle)
+    if low == 0:  # not even one word: its characters, as many as fit
+        return text[: max(1, width * lines - 1)] + MORE
+    return _cut(words[:low])
+
+
+def _cut(words: list[str]) -> str:
+    """Words ended with "…" (a clause's own punctuation dropped before it)."""
+    return " ".join(words).rstrip(" ;:,.") + MORE
+
+
+def cut_note(state: ProjectStatus) -> str:
+    """The lines under a table whose reasons were cut: where each is in full (the command
+    on a line of its own, as the end of a run prints commands)."""
+    target = shlex.quote(state.folder) if state.folder else state.pid
+    return f"{MORE} cut to fit; every reason in full:\n  devloop status {target} --json"
+
+
 def _why(row: UnitRow) -> str:
     """The reason it is blocked, waits or stopped, else the last error, else a note
     (test runs starved by a busy machine)."""
-    return (row.reason or row.blocked_reason or row.last_error or row.note or "")[:160]
+    return row.reason or row.blocked_reason or row.last_error or row.note or ""
 
 
 def live_view(state: ProjectStatus, footer: str | None = None) -> Group:
@@ -161,7 +226,7 @@ def epilogue(state: ProjectStatus, folder: str, files: bool = True) -> list[str]
                   "timeline.ndjson, bugs.ndjson)",
                   f"report: devloop report {quoted} -o {shlex.quote(folder + '/report.html')}"]
         if state.scripted:
-            lines.append(f"cost:   ${sum(u.cost_usd for u in state.units):.4f} {SCRIPTED} "
+            lines.append(f"cost:   {usd(state.spent_usd)} {SCRIPTED} "
                          "(the stub's turns priced as Claude; nothing was spent)")
     blocked = [u for u in state.units if u.status == "blocked"]
     for row in blocked:
@@ -181,7 +246,7 @@ def people_lines(state: ProjectStatus) -> list[Text]:
     if waiting:
         lines.append(Text(f"needs a human: {', '.join(waiting)}", style="bold red"))
     if state.max_usd is not None:
-        lines.append(Text(f"spent ${state.spent_usd:.4f} of ${state.max_usd:.4f}"))
+        lines.append(Text(spent_words(state.spent_usd, state.max_usd)))
     if state.paused:
         lines.append(Text(f"paused: {state.paused}: no new session starts; running ones stop "
                           "after their turn", style="bold red"))
@@ -194,7 +259,7 @@ def human_line(pid: str, row: UnitRow, link: str | None) -> str:
         what = (f"{row.unit_id} waits for review: `devloop review {pid} {row.unit_id} "
                 "--approve` or `--changes TEXT`")
     else:
-        why = (row.reason or row.blocked_reason or "blocked")[:160]
+        why = row.reason or row.blocked_reason or "blocked"  # in full: said once
         what = (f"{row.unit_id} is blocked ({why}): `devloop unblock {pid} {row.unit_id} "
                 '--hint "..."`')
     return f"needs a human: {what}" + (f" or {link}" if link else "")

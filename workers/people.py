@@ -16,6 +16,7 @@ from devloop.embedded import RedisEndpoint
 from devloop.fleet.control import clear_pause
 from devloop.fleet.dispatch import CANCELLED, resume_blocked
 from devloop.fleet.messages import Dispatch
+from devloop.fleet.money import spent_words
 from devloop.fleet.status import ProjectStatus
 from devloop.fleet.webhook import Notifier
 from devloop.store import RedisStore
@@ -73,13 +74,12 @@ def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> in
     """The exit code of a run that ended paused, after saying how to carry on; None if not."""
     if final.paused is None or final.finished:
         return None
-    spent = f"${final.spent_usd:.4f}" + (
-        f" of ${final.max_usd:.4f}" if final.max_usd is not None else "")
+    spent = spent_words(final.spent_usd, final.max_usd)
     if final.paused == "budget":
-        console.print(f"paused: budget ({spent} spent); every session's checkpoint is kept. "
+        console.print(f"paused: budget ({spent}); every session's checkpoint is kept. "
                       f"Carry on with `devloop resume {project_dir} --max-usd N`",
                       markup=False, highlight=False)
         return EXIT_PAUSED
-    console.print(f"cancelled ({spent} spent); every session's checkpoint is kept. Carry on "
+    console.print(f"cancelled ({spent}); every session's checkpoint is kept. Carry on "
                   f"with `devloop resume {project_dir}`", markup=False, highlight=False)
     return EXIT_CANCELLED

@@ -21,7 +21,7 @@ from devloop.cli import missing_folder
 from devloop.config import Settings, load_settings
 from devloop.embedded import NotPrivate, private_state_dir, redis_endpoint
 from devloop.errors import DevLoopError, Problem, ProjectInvalid
-from devloop.fleet.control import steps_running
+from devloop.fleet.control import export_spend, steps_running
 from devloop.fleet.dispatch import enqueue_project, reconcile, resume_blocked
 from devloop.fleet.failures import one_line
 from devloop.fleet.marks import STUB, export_marks
@@ -375,10 +375,15 @@ def _watch(
             if options.timeout_s and time.monotonic() - started > options.timeout_s:
                 raise GaveUp(f"timed out after {options.timeout_s:.0f} s; run again to resume")
             time.sleep(options.poll_s)
+        # The end is told from one look after everything stopped: a step that ended after
+        # the look that ended the watch (its model calls counted) is in it.
+        state = project_status(store, pid, folder=folder)
+        live.update(live_view(state, footer=children.summary()))
     console.print()
     export_marks(store, pid, state.scripted)  # exact at the end (decisions race to write it)
     store.export(pid, project_dir, as_source=True)
     export_steps(store, pid, project_dir)
+    export_spend(store, pid, project_dir)
     return state
 
 
@@ -390,4 +395,5 @@ def _export_changes(
     if now != seen:
         store.export(pid, project_dir, as_source=True)
         export_steps(store, pid, project_dir)
+        export_spend(store, pid, project_dir)
     return now

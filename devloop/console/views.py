@@ -85,7 +85,7 @@ def project_view(store: RedisStore, pid: str) -> ProjectView:
         nodes=nodes,
         feed=feed(store, pid)[-FEED:][::-1],
         tokens=sum(r.tokens for r in status.units),
-        cost_usd=sum(r.cost_usd for r in status.units),
+        cost_usd=status.spent_usd,  # the ledger's total, as the stats show it
     )
 
 
@@ -150,7 +150,8 @@ def unit_view(store: RedisStore, pid: str, unit: str) -> UnitView:
         dependents=dag.dependents(graph).get(unit, []), state=state, row=row,
         spec=store.unit_spec(pid, unit), story=attempts(report),
         bugs=BugLedger(store.sink(pid, "bugs")).list(unit_id=unit),
-        call=call_for(unit, state, tester) if state.status in ("blocked", "review") else None,
+        call=(call_for(unit, state, tester, steps) if state.status in ("blocked", "review")
+              else None),
         control=read_control(store, pid),
         output=read_output(store, pid, unit, latest_run(store, pid, unit)),
     )

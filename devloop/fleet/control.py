@@ -2,26 +2,37 @@
 
 devloop:{pid}:control   hash    max_usd, paused ("budget" | "cancelled"), paused_at,
                                 epoch (bumped by each cancel), cancel:{unit}, console_url
-devloop:{pid}:spent     string  dollars spent on model calls (INCRBYFLOAT by every worker)
+devloop:{pid}:spend     hash    total, unit:{id}: nanodollars spent on model calls (HINCRBY)
+devloop:{pid}:spent     string  dollars an earlier DevLoop counted (INCRBYFLOAT); still counted
 
-Every model call adds its cost to `spent` (INCRBYFLOAT, so concurrent workers never lose
-an update); the call that reaches `max_usd` pauses the project. A paused project starts no
-new session and its running sessions stop before their next turn (`StopFlag`), keeping
-their checkpoints; `resume` clears the pause and they carry on.
+The spend hash is the ledger of record: the cap is enforced against its total, and every
+figure shown (status, the live table, the end of a run, the console, the report through
+agent-state/spend.json) reads it. Every model call adds its cost, in whole nanodollars, to
+the total and to its unit's share in one transaction (integers, so concurrent workers never
+lose an update and the units always add up to the total); the call that reaches `max_usd`
+pauses the project. A paused project starts no new session and its running sessions stop
+before their next turn (`StopFlag`), keeping their checkpoints; `resume` clears the pause
+and they carry on. Calls already under way when the cap is reached finish and count, so
+the total can pass the cap by what they cost.
 """
 
 from __future__ import annotations
 
+import json
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 
+from devloop.fleet.money import from_nano, to_nano
 from devloop.ids import check_id
 from devloop.llm.base import LLMProvider, LLMRequest, LLMResponse
+from devloop.safedir import Dir
 from devloop.store import RedisStore
 from devloop.store.keys import EVENTS_MAXLEN
 
 PAUSES = ("budget", "cancelled")
+SPEND_FILE = "agent-state/spend.json"  # the ledger as exported to the folder (the report's)
 
 # KEYS: control, events.  ARGV: the total spent (just added), now, events maxlen.  When the
 # total reaches the cap, pauses the project (once: the first call past the cap). The
@@ -37,8 +48,9 @@ end
 return 1
 """
 
-# KEYS: control, spent, events.  ARGV: unit ('' for the project), now, events maxlen.
-# Why a step or session must stop now, or false; a cap already spent pauses the project.
+# KEYS: control, spend, events, the earlier float total.  ARGV: unit ('' for the project),
+# now, events maxlen.  Why a step or session must stop now, or false; a cap already spent
+# pauses the project.
 STOP_REASON = """
 local paused = redis.call('HGET', KEYS[1], 'paused')
 if paused then return paused end
@@ -46,7 +58,9 @@ if ARGV[1] ~= '' and redis.call('HEXISTS', KEYS[1], 'cancel:' .. ARGV[1]) == 1 t
   return 'cancelled'
 end
 local cap = redis.call('HGET', KEYS[1], 'max_usd')
-if cap and tonumber(redis.call('GET', KEYS[2]) or '0') >= tonumber(cap) then
+local spent = tonumber(redis.call('HGET', KEYS[2], 'total') or '0') / 1e9
+  + tonumber(redis.call('GET', KEYS[4]) or '0')
+if cap and spent >= tonumber(cap) then
   redis.call('HSET', KEYS[1], 'paused', 'budget', 'paused_at', ARGV[2])
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'kind', 'paused', 'reason', 'budget')
   return 'budget'
@@ -60,7 +74,8 @@ class Control:
     """A project's controls as stored: the cap, what was spent, and why it is paused."""
 
     max_usd: float | None = None
-    spent_usd: float = 0.0
+    spent_usd: float = 0.0  # the ledger's total: every model call of the project
+    unit_spent: dict[str, float] = field(default_factory=dict)  # each unit's share of it
     paused: str | None = None
     paused_at: float | None = None
     epoch: int = 0
@@ -72,20 +87,34 @@ def control_key(store: RedisStore, pid: str) -> str:
     return f"{store.keys(pid).prefix}control"
 
 
+def spend_key(store: RedisStore, pid: str) -> str:
+    return f"{store.keys(pid).prefix}spend"
+
+
 def spent_key(store: RedisStore, pid: str) -> str:
+    """The total an earlier DevLoop kept in float dollars: still part of the project's."""
     return f"{store.keys(pid).prefix}spent"
+
+
+def _total(nano: bytes | int | None, earlier: bytes | None) -> float:
+    """The ledger's total in dollars, with what an earlier DevLoop counted."""
+    return from_nano(int(nano or 0) + to_nano(float(earlier or 0.0)))
 
 
 def read_control(store: RedisStore, pid: str) -> Control:
     """The project's controls, in one round trip."""
     with store.client.pipeline(transaction=False) as pipe:
         pipe.hgetall(control_key(store, pid))
+        pipe.hgetall(spend_key(store, pid))
         pipe.get(spent_key(store, pid))
-        raw, spent = pipe.execute()
+        raw, ledger, earlier = pipe.execute()
     fields = {k.decode(): v.decode("utf-8", errors="replace") for k, v in raw.items()}
+    shares = {k.decode()[5:]: from_nano(int(v)) for k, v in ledger.items()
+              if k.startswith(b"unit:")}
     return Control(
         max_usd=float(fields["max_usd"]) if "max_usd" in fields else None,
-        spent_usd=float(spent or 0.0),
+        spent_usd=_total(ledger.get(b"total"), earlier),
+        unit_spent=shares,
         paused=fields.get("paused"),
         paused_at=float(fields["paused_at"]) if "paused_at" in fields else None,
         epoch=int(fields.get("epoch", 0)),
@@ -107,19 +136,38 @@ def set_max_usd(store: RedisStore, pid: str, max_usd: float | None) -> None:
         store.client.hset(control_key(store, pid), "max_usd", repr(float(max_usd)))
 
 
-def spend(store: RedisStore, pid: str, usd: float) -> float:
-    """Add one model call's cost to the project; the total (the call reaching the cap
-    pauses the project)."""
-    total = float(store.client.incrbyfloat(spent_key(store, pid), float(usd)))
+def spend(store: RedisStore, pid: str, usd: float, unit: str = "") -> float:
+    """Add one model call's cost to the project's ledger (and to `unit`'s share); the total
+    (the call reaching the cap pauses the project)."""
+    key, nano = spend_key(store, pid), to_nano(usd)
+    with store.client.pipeline(transaction=True) as pipe:
+        pipe.hincrby(key, "total", nano)
+        if unit:
+            pipe.hincrby(key, f"unit:{check_id(unit, 'unit id')}", nano)
+        pipe.get(spent_key(store, pid))
+        replies = pipe.execute()
+    total = _total(replies[0], replies[-1])
     keys = [control_key(store, pid), store.keys(pid).events]
     store.client.eval(CAP_CHECK, 2, *keys, repr(total), time.time(), EVENTS_MAXLEN)
     return total
 
 
+def export_spend(store: RedisStore, pid: str, dest: Path) -> Path:
+    """Write the ledger to agent-state/spend.json (the report's figures)."""
+    control = read_control(store, pid)
+    data = {"spent_usd": control.spent_usd, "max_usd": control.max_usd,
+            "units": dict(sorted(control.unit_spent.items()))}
+    dest.mkdir(parents=True, exist_ok=True)
+    with Dir.open(dest) as root:  # never written through a link in the project folder
+        root.write_atomic(SPEND_FILE, json.dumps(data, indent=2) + "\n")
+    return dest / SPEND_FILE
+
+
 def stop_reason(store: RedisStore, pid: str, unit: str = "") -> str | None:
     """"budget" or "cancelled" when the project (or this unit) must not go on, else None."""
-    keys = [control_key(store, pid), spent_key(store, pid), store.keys(pid).events]
-    reason = store.client.eval(STOP_REASON, 3, *keys, unit, time.time(), EVENTS_MAXLEN)
+    keys = [control_key(store, pid), spend_key(store, pid), store.keys(pid).events,
+            spent_key(store, pid)]
+    reason = store.client.eval(STOP_REASON, 4, *keys, unit, time.time(), EVENTS_MAXLEN)
     return reason.decode() if isinstance(reason, bytes) else reason or None
 
 
@@ -196,16 +244,16 @@ class StopFlag(threading.Event):
 
 
 class MeteredProvider:
-    """A model provider whose every call adds its cost to the project's spend (reassess
-    sessions included), so the cap holds across every worker."""
+    """A model provider whose every call adds its cost to the project's spend and to its
+    unit's share (reassess sessions included), so the cap holds across every worker."""
 
-    def __init__(self, inner: LLMProvider, store: RedisStore, pid: str) -> None:
-        self.inner, self.store, self.pid = inner, store, pid
+    def __init__(self, inner: LLMProvider, store: RedisStore, pid: str, unit: str) -> None:
+        self.inner, self.store, self.pid, self.unit = inner, store, pid, unit
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         response = self.inner.complete(request)
         if response.cost_usd:
-            spend(self.store, self.pid, response.cost_usd)
+            spend(self.store, self.pid, response.cost_usd, self.unit)
         return response
 
 

@@ -24,6 +24,7 @@ from devloop.ledgers import BugLedger, Timeline
 from devloop.loop import (
     TESTER_RETRIES,
     AttemptOutcome,
+    Decision,
     awaited_tester_try,
     coder_mode,
     decide,
@@ -170,7 +171,7 @@ def decide_after(
             started_at=started,
             ended_at=time.time(),
             status=decision.action,
-            output={"reason": decision.reason},
+            output={"reason": decision.reason, **_block_kind(decision)},
         ),
     )
     timeline = Timeline(store.sink(pid, "timeline"))
@@ -200,6 +201,13 @@ def decide_after(
         return [Dispatch(msg=nxt, countdown_s=decision.delay_s)]
     block_downstream(store, pid, unit)
     return []
+
+
+def _block_kind(decision: Decision) -> dict[str, str]:
+    """A block's kind (the tester's, ...) for the decide record: a folder's report tells a
+    block by the code's failures from the others by it."""
+    kind = decision.state.extra.get("block_kind") if decision.action == "block" else None
+    return {"block_kind": str(kind)} if kind else {}
 
 
 def needs_review(store: RedisStore, pid: str, unit: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,8 +30,9 @@ from devloop.fleet.dispatch import (
     unblock_unit,
 )
 from devloop.fleet.messages import Dispatch, StepMsg
-from devloop.fleet.records import steps_of
+from devloop.fleet.records import StepRecord, steps_of
 from devloop.fleet.review import ReviewRefused, request_changes_unit
+from devloop.fleet.why import blocked_words
 from devloop.ledgers import Timeline
 from devloop.loop import awaited_tester_try
 from devloop.models import UnitSpec
@@ -60,25 +62,30 @@ def needs_human(store: RedisStore, pid: str) -> list[HumanCall]:
     states = store.get_states(pid, units)
     waiting = [u for u in units if states[u].status in HUMAN]
     steps = steps_of(store, pid, waiting)
-    calls = [call_for(u, states[u], _last_tester_output(steps[u])) for u in waiting]
+    calls = [call_for(u, states[u], _last_tester_output(steps[u]), steps[u]) for u in waiting]
     return sorted(calls, key=lambda c: HUMAN.index(c.status))
 
 
 def human_call(store: RedisStore, pid: str, unit: str) -> HumanCall:
     """The call for one unit, as it stands now."""
     state = store.get_state(pid, unit)
-    return call_for(unit, state, _last_tester_output(steps_of(store, pid, [unit])[unit]))
+    steps = steps_of(store, pid, [unit])[unit]
+    return call_for(unit, state, _last_tester_output(steps), steps)
 
 
-def call_for(unit: str, state: UnitState, tester: dict[str, Any] | None) -> HumanCall:
-    """A HumanCall from a unit's state and its last tester output."""
+def call_for(
+    unit: str, state: UnitState, tester: dict[str, Any] | None,
+    steps: Sequence[StepRecord] = (),
+) -> HumanCall:
+    """A HumanCall from a unit's state, its last tester output and its step records (a
+    block's reason names the failures that led to it)."""
     failures = (tester or {}).get("failures") or []
     first = failures[0] if failures and isinstance(failures[0], dict) else None
     last = {k: first.get(k) for k in ("test", "expected", "got", "hint")} if first else None
     if state.status == "review":
         reason = "tests green; waiting for a person's review"
     else:
-        reason = state.blocked_reason or state.last_error or "blocked"
+        reason = blocked_words(state, steps)
     hint = state.last_hint or (last or {}).get("hint")
     return HumanCall(unit, state.status, state.attempt, reason, last, hint, state.updated_at)
 

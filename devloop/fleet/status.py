@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import time
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from devloop.fleet.control import read_control
 from devloop.fleet.marks import is_scripted, note_llm
@@ -51,7 +51,7 @@ class UnitRow(BaseModel):
     status: str  # the loop's status, or `interrupted` when nothing runs the unit any more
     attempt: int
     tokens: int
-    cost_usd: float
+    cost_usd: float  # the unit's share of the project's spend ledger (every model call)
     elapsed_s: float  # time a step of the unit was live (queue waits and dead runs are not)
     last_hint: str | None = None
     last_error: str | None = None  # the model's error while waiting_model, a step's exception
@@ -77,8 +77,10 @@ class ProjectStatus(BaseModel):
     environment_error: str | None = None  # no session can run: the run stops with this
     scripted: bool = False  # the costs are a stub's scripted turns priced, not money spent
     paused: str | None = None  # "budget" or "cancelled": no new session starts until resumed
-    spent_usd: float = 0.0  # the project's model spend, every session counted as it ran
+    spent_usd: float = 0.0  # the project's model spend, every model call counted as it ran
     max_usd: float | None = None  # the project's cap (devloop run --max-usd)
+    # The folder the commands shown name (else the project id); not part of the JSON.
+    folder: str | None = Field(default=None, exclude=True)
 
     @property
     def finished(self) -> bool:
@@ -173,7 +175,8 @@ def project_status(
     fleet: bool | None = True,
     folder: str | None = None,
 ) -> ProjectStatus:
-    """Rows in units.json order, tokens and cost summed over every finished step.
+    """Rows in units.json order: tokens summed over every finished step, each unit's cost
+    its share of the spend ledger (the project's total is the ledger's).
 
     fleet says whether workers consume the project's queues: when it is False, a unit that
     should be moving but has no live step shows as `interrupted` (or `paused`, when a pause
@@ -200,7 +203,7 @@ def project_status(
                 status=shown,
                 attempt=state.attempt,
                 tokens=sum(s.tokens for s in steps),
-                cost_usd=round(sum(s.cost_usd for s in steps), 4),
+                cost_usd=control.unit_spent.get(unit, 0.0),
                 elapsed_s=_elapsed(steps, since, now),
                 last_hint=state.last_hint,
                 last_error=state.last_error,
@@ -216,5 +219,5 @@ def project_status(
     return ProjectStatus(
         pid=pid, units=rows, environment_error=environment_error(store, pid),
         scripted=every_run_scripted, paused=control.paused,
-        spent_usd=round(control.spent_usd, 6), max_usd=control.max_usd,
+        spent_usd=control.spent_usd, max_usd=control.max_usd, folder=folder,
     )

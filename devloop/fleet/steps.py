@@ -245,7 +245,7 @@ def _run(
     """Run the role and build the step's record, with the outcome decide reads."""
     coder_status = (coder_record.outcome or StepOutcome()).status if coder_record else None
     # Every model call counts toward the project's budget, across every worker.
-    provider = MeteredProvider(env.provider(), env.store, msg.pid)
+    provider = MeteredProvider(env.provider(), env.store, msg.pid, msg.unit_id)
     if role == "coder":
         request = RoleRequest(
             msg.pid, msg.unit_id, "coder", msg.mode, msg.attempt, reflect_hint=state.last_hint,

@@ -15,7 +15,9 @@ from pydantic import BaseModel, ValidationError
 
 from devloop import dag
 from devloop.errors import Problem, ProjectInvalid
+from devloop.fleet.control import SPEND_FILE
 from devloop.fleet.records import STEPS_FILE, StepRecord
+from devloop.fleet.why import blocked_by_code, story
 from devloop.ids import check_id
 from devloop.jsonfile import parse_json, validate_model
 from devloop.ledgers import BugLedger, DirSink, parse_coder_log
@@ -42,6 +44,14 @@ RUN_STATE = "agent-state/run.json"  # which models the runs used (devloop run wr
 MARKS = "agent-state/scripted.json"  # the units that passed under scripted turns
 LOOP_KINDS = ("loop_release", "loop_pass", "loop_retry_coder", "loop_retry_tester",
               "loop_resume", "loop_block", "loop_review")
+
+
+class SpendLedger(BaseModel):
+    """agent-state/spend.json: the project's spend ledger as `devloop run` left it."""
+
+    spent_usd: float
+    max_usd: float | None = None
+    units: dict[str, float] = {}
 
 
 @dataclass
@@ -82,6 +92,7 @@ class ReportData:
     timeline: list[TimelineEvent]
     notes: list[str] = field(default_factory=list)
     scripted: bool = False  # every run used the stub: its costs are priced turns, not spent
+    spend: SpendLedger | None = None  # the ledger (None: the folder has none, or not valid)
 
     @property
     def ran(self) -> bool:
@@ -143,7 +154,20 @@ def _gather(root: Dir) -> ReportData:
         timeline=timeline,
         notes=notes,
         scripted=every_run_scripted,
+        spend=_spend(root, notes),
     )
+
+
+def _spend(root: Dir, notes: list[str]) -> SpendLedger | None:
+    """The spend ledger the run exported; None (costs summed from the step records) when
+    the folder has none or it is not valid (a note says so)."""
+    data, problems = _json(root, SPEND_FILE)
+    if data is None and problems[0].message == "not found":
+        return None
+    ledger, more = validate_model(SpendLedger, data, SPEND_FILE) if data is not None else (None, [])
+    if ledger is None:
+        notes.append(f"{(problems + more)[0]}; costs are summed from the step records")
+    return ledger
 
 
 def _scripted(root: Dir) -> bool:
@@ -312,4 +336,13 @@ def _apply_statuses(graph: dict[str, list[str]], units: list[UnitReport]) -> Non
         unit.status = statuses[unit.id]
         blocks = [e for e in unit.loop_events if e.kind == "loop_block"]
         if unit.status == "blocked" and blocks:
-            unit.block_reason = blocks[-1].summary
+            unit.block_reason = _block_reason(blocks[-1], unit.steps)
+
+
+def _block_reason(block: TimelineEvent, steps: list[StepRecord]) -> str:
+    """The loop's reason for a block and, when the code's failures caused it, those
+    failures first cause first (as `devloop status` says it)."""
+    match = _RUN_ID.match(block.ref or "")
+    if match is None or not blocked_by_code(steps, int(match[1])):
+        return block.summary
+    return story(block.summary, steps, int(match[1]))

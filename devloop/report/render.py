@@ -12,6 +12,7 @@ from typing import Any
 import jinja2
 
 from devloop import dag
+from devloop.fleet.money import usd
 from devloop.report.data import ReportData, gather
 from devloop.report.gantt import BAR_H, LABEL_W, PLOT_W, gantt_layout
 from devloop.report.layout import dag_layout
@@ -96,7 +97,7 @@ def _thousands(value: int) -> str:
 
 
 def _usd(value: float) -> str:
-    return f"${value:.4f}"
+    return usd(value)  # the one rounding every dollar figure of DevLoop has
 
 
 def _secs(value: float) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from devloop.fleet.records import StepRecord
 from devloop.models import CoderDecision, RunResult, TimelineEvent
-from devloop.report.data import ReportData, UnitReport, run_order
+from devloop.report.data import ReportData, SpendLedger, UnitReport, run_order
 
 _RUN_ATTEMPT = re.compile(r"^run-(\d+)-\d+$")
 
@@ -44,30 +44,32 @@ class Attempt:
     coder_end: str | None = None  # how the coder's session ended when it did not complete
 
 
-def cost_row(unit: UnitReport) -> CostRow:
-    """The cost line of one unit, from its step records."""
+def cost_row(unit: UnitReport, spend: SpendLedger | None = None) -> CostRow:
+    """The cost line of one unit: its share of the spend ledger (without one, the sum of
+    its step records' costs)."""
     return CostRow(
         unit=unit.id,
         status=unit.status,
         attempts=unit.attempts,
         coder_tokens=_tokens(unit.steps, "coder"),
         tester_tokens=_tokens(unit.steps, "tester"),
-        cost_usd=sum(s.cost_usd for s in unit.steps),
+        cost_usd=(spend.units.get(unit.id, 0.0) if spend is not None
+                  else sum(s.cost_usd for s in unit.steps)),
         busy_s=sum(max(s.ended_at - s.started_at, 0.0) for s in unit.steps),
         scripted=unit.scripted,
     )
 
 
 def cost_table(data: ReportData) -> tuple[list[CostRow], CostRow]:
-    """One row per unit and the totals row."""
-    rows = [cost_row(u) for u in data.units]
+    """One row per unit and the totals row (the ledger's total, when the folder has it)."""
+    rows = [cost_row(u, data.spend) for u in data.units]
     total = CostRow(
         unit="total",
         status="",
         attempts=sum(r.attempts for r in rows),
         coder_tokens=sum(r.coder_tokens for r in rows),
         tester_tokens=sum(r.tester_tokens for r in rows),
-        cost_usd=sum(r.cost_usd for r in rows),
+        cost_usd=data.spend.spent_usd if data.spend else sum(r.cost_usd for r in rows),
         busy_s=sum(r.busy_s for r in rows),
     )
     return rows, total

@@ -163,7 +163,9 @@ def test_a_blocked_unit_is_called_and_a_hint_from_the_page_makes_it_pass(
     page.wait_for_selector(card, timeout=WAIT_MS)
     assert "the same failure 3 times" in (page.text_content(card) or "")
     call = _call(live, "stuck", "unit_blocked")
-    assert call["reason"] == "the same failure 3 times" and call["attempt"] == 3
+    assert call["reason"] == ("the same failure 3 times: tests/test_unit.py::"
+                              "test_value_returns_42 got 41 (attempts 1-3)")
+    assert call["attempt"] == 3
     assert call["last_failure"]["test"].endswith("test_value_returns_42")
     assert call["hint"] and call["console"] == live.url("/u/stuck")
     page.fill(f'{card} textarea[name="hint"]', "value() must return 42: return 42, not 41")

@@ -6,15 +6,24 @@ cancel` ends a run with exit 5 and every checkpoint kept."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 
+from devloop.console.render import render
+from devloop.console.views import project_view, summary_view
 from devloop.fleet.control import read_control
+from devloop.fleet.money import spent_words, to_nano, usd
+from devloop.fleet.records import steps_of
 from devloop.llm.stub import StubServer
 from devloop.redis_server import RedisServer
+from devloop.report.data import gather
+from devloop.report.render import build_report
+from devloop.report.views import cost_table
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.workers.runproc import SLACK_S, RunProcess, clean_env
@@ -114,3 +123,77 @@ def test_devloop_cancel_ends_the_run_with_every_checkpoint_kept(
         answered = _answered(stub)
     assert [n for n in Counter(answered).values() if n > 1] == []
     assert {store.get_state(PID, u.id).status for u in plans} == {"passed"}
+
+
+def _figures(text: str) -> set[str]:
+    """Every dollar figure a text prints."""
+    return set(re.findall(r"\$\d+\.\d{4}", text))
+
+
+def _agree(project: Path, store: RedisStore, output: str, server: RedisServer) -> float:
+    """The ledger's total, once the run's output, `status --json`, the report and the
+    console have each been shown to say it (and each unit's share)."""
+    control = read_control(store, PID)
+    total, cap = control.spent_usd, control.max_usd
+    assert sum(map(to_nano, control.unit_spent.values())) == to_nano(total) > 0
+    # The end of the run: the live table's spend line, the cost line and the pause (if any)
+    # all give the ledger's total; no other total is printed.
+    assert f"cost:   {usd(total)} scripted" in output
+    assert spent_words(total, cap) in output
+    said = {usd(total), *([usd(cap)] if cap is not None else [])}
+    over = _figures(spent_words(total, cap)) - said  # the amount past the cap, if any
+    assert _figures(output) == said | over, output
+    # `status --json`: the same total, each unit's cost its share of it.
+    status = json.loads(devloop("status", str(project), "--json",
+                                env={"DEVLOOP_REDIS_URL": server.url}).stdout)
+    assert status["spent_usd"] == total
+    assert {u["unit_id"]: u["cost_usd"] for u in status["units"]} == {
+        u["unit_id"]: control.unit_spent.get(u["unit_id"], 0.0) for u in status["units"]}
+    # The report, from the folder the run exported.
+    rows, cost = cost_table(gather(project))
+    assert cost.cost_usd == total and [r.cost_usd for r in rows] == [
+        u["cost_usd"] for u in status["units"]]
+    assert f"<b>{usd(total)}</b><span>cost, scripted</span>" in build_report(project)
+    # The console's page and its live stats.
+    assert project_view(store, PID).cost_usd == total
+    state, controls, calls = summary_view(store, PID)
+    stats = render("_stats.html.j2", pid=PID, status=state, control=controls, calls=calls)
+    assert f"<b data-spent>{usd(total)}</b>" in stats
+    return total
+
+
+@pytest.mark.timeout(420)
+def test_one_spend_figure_everywhere_from_the_ledger_the_cap_is_enforced_against(
+    tmp_path: Path, redis_server: RedisServer
+) -> None:
+    # a's first model call takes 15 s; meanwhile b's first two turns reach the cap. a's call
+    # was under way: it finishes and counts, and a's session stops before its next turn, so
+    # no step record holds what a spent. (A first turn costs about $0.0122 here: it writes
+    # the prompt cache; later turns read it, about $0.0017.)
+    plans = [UnitPlan("a", coder_latency_ms={1: 15000}), UnitPlan("b"), UnitPlan("c", ["a"])]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    store = RedisStore(redis_server.client())
+    run = RunProcess(project, env=clean_env(DEVLOOP_REDIS_URL=redis_server.url),
+                     args=["--max-usd", "0.013"])
+    try:
+        assert run.start().wait(120 + SLACK_S) == 4, run.output()
+        total = _agree(project, store, run.output(), redis_server)
+        assert total > 0.013  # past the cap, and the run says by how much and why
+        assert (f"paused: budget ({spent_words(total, 0.013)}); every session's checkpoint "
+                "is kept") in run.output()
+        assert "over: model calls under way when the cap was reached count too" in run.output()
+        checkpoint = store.load_session(PID, "coder", "a")
+        assert checkpoint is not None and checkpoint["turns"] == 1  # under way at the cap
+        assert checkpoint["result"]["status"] == "cancelled"
+        # What made the figures disagree: the step records leave out the stopped sessions.
+        steps = steps_of(store, PID, [p.id for p in plans])
+        assert steps["a"] == [] and read_control(store, PID).unit_spent["a"] > 0
+        assert to_nano(sum(s.cost_usd for ss in steps.values() for s in ss)) < to_nano(total)
+
+        # Resumed to the end, it still says one figure, the ledger's (both runs' spend).
+        run.command, run.args = "resume", ["--max-usd", "100"]
+        assert run.start().wait(240 + SLACK_S) == 0, run.output()
+        assert _agree(project, store, run.output(), redis_server) > total
+    finally:
+        run.close()

@@ -13,6 +13,7 @@ from devloop.fleet.control import (
     read_control,
     set_max_usd,
     spend,
+    spent_key,
     stop_reason,
 )
 from devloop.fleet.messages import StepMsg
@@ -97,3 +98,17 @@ def test_chains_sent_after_a_cancel_carry_task_ids_it_never_revoked(
     epoch = bump_epoch(redis_store, PID)
     after = StepMsg(pid=PID, unit_id="a", attempt=2, epoch=epoch).task_id("coder")
     assert before == f"{PID}:a:coder:2" and after == f"{PID}:a:coder:2~1"
+
+
+def test_each_calls_cost_goes_to_its_units_share_and_an_earlier_float_total_still_counts(
+    redis_store: RedisStore,
+) -> None:
+    for unit, usd in [("a", 0.1), ("b", 0.2), ("a", 0.3)]:
+        spend(redis_store, PID, usd, unit)
+    control = read_control(redis_store, PID)
+    assert control.unit_spent == {"a": 0.4, "b": 0.2} and control.spent_usd == 0.6
+    # A project an earlier DevLoop ran kept its total in float dollars: it is not lost.
+    redis_store.client.set(spent_key(redis_store, PID), "1.5")
+    assert read_control(redis_store, PID).spent_usd == 2.1
+    set_max_usd(redis_store, PID, 2.0)
+    assert stop_reason(redis_store, PID, "a") == "budget"

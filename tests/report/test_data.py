@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 
 from devloop.errors import ProjectInvalid
+from devloop.fleet.control import SPEND_FILE
+from devloop.fleet.money import to_nano
 from devloop.fleet.records import STEPS_FILE
 from devloop.report import gather
 from devloop.report.data import ReportData
@@ -69,14 +71,34 @@ def test_the_bug_is_opened_in_the_red_run_and_fixed_by_the_green_one(todo_run: P
     assert (move.to, move.by, move.fix_refs) == ("fixed", "tester", ["run-2-1"])
 
 
-def test_costs_add_up_to_the_step_records(todo_run: Path) -> None:
+def test_costs_are_the_spend_ledgers_and_its_units_add_up_to_its_total(todo_run: Path) -> None:
     lines = [json.loads(x) for x in (todo_run / STEPS_FILE).read_text().splitlines()]
+    ledger = json.loads((todo_run / SPEND_FILE).read_text())
     rows, total = cost_table(gather(todo_run))
     assert total.tokens == sum(x["tokens"] for x in lines) > 0
-    assert total.cost_usd == pytest.approx(sum(x["cost_usd"] for x in lines))
+    assert total.cost_usd == ledger["spent_usd"] > 0
     assert [r.unit for r in rows] == ["todo-be", "todo-fe", "todo-app"]
+    assert [r.cost_usd for r in rows] == [ledger["units"][r.unit] for r in rows]
+    assert sum(to_nano(r.cost_usd) for r in rows) == to_nano(total.cost_usd)  # exactly
+    # Nothing stopped this run, so every model call is in a finished step's session (each
+    # session's cost kept to 6 decimals).
+    assert total.cost_usd == pytest.approx(sum(x["cost_usd"] for x in lines), abs=1e-5)
     assert sum(r.tokens for r in rows) == total.tokens
     assert total.attempts == 4
+
+
+def test_a_folder_without_the_spend_ledger_sums_its_step_records(run_copy: Path) -> None:
+    (run_copy / SPEND_FILE).unlink()
+    lines = [json.loads(x) for x in (run_copy / STEPS_FILE).read_text().splitlines()]
+    data = gather(run_copy)
+    assert data.spend is None and data.notes == []
+    assert cost_table(data)[1].cost_usd == pytest.approx(sum(x["cost_usd"] for x in lines))
+    (run_copy / SPEND_FILE).write_text('{"spent_usd": "lots"}')
+    data = gather(run_copy)
+    assert data.spend is None
+    assert data.notes == [f"{SPEND_FILE}: spent_usd: input should be a valid number, unable "
+                          "to parse string as a number; fix: make it float; costs are summed "
+                          "from the step records"]
 
 
 def test_each_attempt_pairs_the_reflection_with_its_runs_and_the_loop_decision(

@@ -14,7 +14,7 @@ from devloop.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
-from workers.live import print_status
+from workers.live import WHY_LINES, print_status
 
 
 def test_a_waiting_unit_shows_the_providers_error_and_a_blocked_one_its_reason(
@@ -77,7 +77,8 @@ def test_at_60_columns_tokens_and_cost_go_before_unit_or_status_is_cut() -> None
             reason="waits for stock-db, which is blocked"),
         row("stock-db", "blocked", reason="the same failure 3 times: tests/test_db.py::t got 1"),
     ])
-    assert "tokens" in header(shown_at(100, state)) and "cost $" in header(shown_at(100, state))
+    # (At 100 the reason's room to be read comes first: cost makes way for it.)
+    assert "tokens" in header(shown_at(120, state)) and "cost $" in header(shown_at(120, state))
     lines = shown_at(60, state)
     assert "tokens" not in header(lines) and "cost" not in header(lines), lines
     assert "why" in header(lines)
@@ -120,3 +121,49 @@ def test_workers_keep_the_running_sessions_step_where_the_table_reads_it(
     console = Console(record=True, width=130)
     print_status(console, done)
     assert "step" in console.export_text()
+
+
+FIRST_CAUSE = ("the same failure 3 times: tests/test_unit.py::test_value_returns_42 got 41 "
+               "(attempt 1)")
+STORY = (f"{FIRST_CAUSE}; then: validation failed: the coder's self-check found coder.log "
+         "has no entry for attempt 4: call append_coder_log (attempts 2-4)")
+
+
+def why_cell(lines: list[str], unit: str) -> list[str]:
+    """The why cell's lines of a unit's row (the table's last column)."""
+    cell: list[str] = []
+    for line in lines:
+        cells = line.split("│")
+        if len(cells) < 3:
+            continue
+        first = cells[1].strip()
+        if first == unit or (cell and first == ""):
+            cell.append(cells[-2].strip())
+        elif cell:
+            break
+    return cell
+
+
+def test_at_80_columns_a_long_reason_is_cut_at_a_word_and_says_where_it_is_in_full() -> None:
+    state = ProjectStatus(pid="p-fleet", folder="my project", units=[
+        row("bad", "blocked", attempt=4, reason=STORY),
+        row("after", "blocked_upstream", attempt=0, reason="waits for bad, which is blocked"),
+        row("good", "passed", scripted=True)], scripted=True)
+    lines = shown_at(80, state)
+    assert all(len(line) <= 80 for line in lines), lines
+    cell = why_cell(lines, "bad")
+    assert 1 < len(cell) <= WHY_LINES, lines  # not 18 lines
+    shown = " ".join(cell)
+    assert shown.endswith("…") and "".join(FIRST_CAUSE.split()) in "".join(shown.split())
+    # Cut between words: what is shown is the reason's beginning, up to a separator.
+    kept = "".join(shown[:-1].split())
+    prefix = next(STORY[:i] for i in range(len(STORY) + 1)
+                  if "".join(STORY[:i].split()) == kept)
+    assert STORY[len(prefix)] in " ;:,."
+    assert why_cell(lines, "after") == ["waits for bad, which is blocked"]
+    note = lines.index("… cut to fit; every reason in full:")
+    assert lines[note + 1] == "  devloop status 'my project' --json"
+    # Wide enough, the whole reason and no note.
+    wide = shown_at(200, state)
+    assert " ".join(why_cell(wide, "bad")) == STORY
+    assert not any("cut to fit" in line for line in wide)

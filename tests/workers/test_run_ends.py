@@ -3,15 +3,18 @@ commands that move it on; `devloop unblock` says whether anything will run the u
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import yaml
+from markupsafe import escape
 
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
@@ -22,6 +25,8 @@ from tests.proctree import run_bounded
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
 SAME = "the same failure 3 times"
 FAILED_TEST = "tests/test_unit.py::test_value_returns_42 got 41"
+UNLOGGED = ("validation failed: the coder's self-check found coder.log has no entry for "
+            "attempt {}: call append_coder_log")
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -53,16 +58,15 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     assert f"report: devloop report {p} -o {p}/report.html" in out
     assert "scripted (the stub's turns priced as Claude; nothing was spent)" in out
     # Each blocked unit: which failure, and the exact commands to go on.
-    assert f"blocked: bad: {SAME}: {FAILED_TEST}\n" in out
+    assert f"blocked: bad: {SAME}: {FAILED_TEST} (attempts 1-3)\n" in out
     assert (f'  devloop unblock {p} bad --hint "what the coder should know this time"\n'
             f"  devloop run {p}\n") in out
-    assert (f"blocked: unlogged: {SAME}: validation failed: the coder's self-check found "
-            "coder.log has no entry for attempt 3: call append_coder_log") in out
+    assert f"blocked: unlogged: {SAME}: {UNLOGGED.format(3)} (attempts 1-3)\n" in out
     assert "waiting on a blocked unit: after (waits for bad, which is blocked)" in out
 
     # status carries the reason, the last error and the next commands, as JSON and as a table.
     now = rows(p)
-    assert now["bad"]["reason"] == f"{SAME}: {FAILED_TEST}"
+    assert now["bad"]["reason"] == f"{SAME}: {FAILED_TEST} (attempts 1-3)"
     assert "last_error" in now["bad"] and now["bad"]["blocked_reason"] == SAME
     assert now["bad"]["next_steps"] == [
         f'devloop unblock {p} bad --hint "what the coder should know this time"',
@@ -70,8 +74,8 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     ]
     assert now["good"]["reason"] is None and now["good"]["next_steps"] == []
     table = devloop("status", str(p), timeout=120)
-    assert f"{SAME}: {FAILED_TEST}" in table.stdout.replace("\n", "")
-    assert (f"blocked: bad: {SAME}: {FAILED_TEST}\n"
+    assert f"{SAME}: {FAILED_TEST} (attempts 1-3)" in table.stdout.replace("\n", "")
+    assert (f"blocked: bad: {SAME}: {FAILED_TEST} (attempts 1-3)\n"
             f'  devloop unblock {p} bad --hint "what the coder should know this time"\n'
             f"  devloop run {p}\n") in table.stdout
 
@@ -103,7 +107,9 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     second = devloop("run", str(p), "--llm", "stub")
     assert second.returncode == 1, second.stdout + second.stderr
     assert "resuming: 1 passed, 3 to go" in second.stdout
-    assert f"blocked: bad: retry budget of 5 attempts spent: {FAILED_TEST}\n" in second.stdout
+    # The chain that led here starts at the person's unblock (attempt 4).
+    assert (f"blocked: bad: retry budget of 5 attempts spent: {FAILED_TEST} (attempts 4-5)\n"
+            in second.stdout)
 
     # --run: unblock and run in one go.
     both = devloop("unblock", str(p), "unlogged", "--hint", "log it", "--run", "--llm", "stub")
@@ -111,6 +117,52 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     assert both.stdout.startswith(f"unlogged: re-queued as attempt 4 with your hint\n"
                                   f"running: devloop run {p}\n")
     assert "blocked: unlogged: retry budget of 5 attempts spent: validation failed" in both.stdout
+
+
+def test_a_unit_blocked_after_a_real_failure_then_bookkeeping_names_the_first_cause(
+    tmp_path: Path, python_toolchain_dir: Path
+) -> None:
+    # Attempt 1's code is wrong (its test fails); attempts 2-4 only forget coder.log.
+    plans = [UnitPlan("notes", coder=["bad", "unlogged"]), UnitPlan("good")]
+    p = build(tmp_path / "p", plans)
+    (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    story = f"{SAME}: {FAILED_TEST} (attempt 1); then: {UNLOGGED.format(4)} (attempts 2-4)"
+
+    first = devloop("run", str(p), "--llm", "stub")
+    assert first.returncode == 1, first.stdout + first.stderr
+    # The end of the run, `status --json` and the report: the first cause first, whole.
+    assert f"blocked: notes: {story}\n" in first.stdout
+    assert rows(p)["notes"]["reason"] == story
+    report = devloop("report", str(p), "-o", str(tmp_path / "r.html"), timeout=120)
+    assert report.returncode == 0, report.stderr
+    assert f'<div class="blocked-why">Blocked: {escape(story)}</div>' in (
+        tmp_path / "r.html").read_text()
+
+    # At 80 columns the table cuts it at a word, within a few lines, and says where it is
+    # whole; that command works as printed.
+    clean = {k: v for k, v in os.environ.items()
+             if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
+    narrow = run_bounded([DEVLOOP, "status", "p"], env={**clean, "COLUMNS": "80"},
+                         timeout=120, cwd=tmp_path)
+    assert narrow.returncode == 0, narrow.stderr
+    table = [line for line in narrow.stdout.splitlines() if line[:1] in "┏┃┡│└"]
+    assert table and all(len(line) <= 80 for line in table), narrow.stdout
+    cell = [line.split("│")[-2].strip() for line in
+            itertools.takewhile(lambda line: not line.startswith("│ good"),
+                                itertools.dropwhile(lambda line: not line.startswith("│ notes"),
+                                                    table))]
+    assert 1 < len(cell) <= 4 and cell[-1].endswith("…"), narrow.stdout
+    assert "".join(f"{SAME}: {FAILED_TEST}".split()) in "".join("".join(cell).split())
+    printed = re.search(r"^… cut to fit; every reason in full:\n  (devloop status .*)$",
+                        narrow.stdout, re.M)
+    assert printed is not None and printed[1] == "devloop status p --json", narrow.stdout
+    whole = run_bounded([DEVLOOP, *shlex.split(printed[1])[1:]], env=clean, timeout=120,
+                        cwd=tmp_path)
+    assert whole.returncode == 0, whole.stderr
+    assert {r["unit_id"]: r for r in json.loads(whole.stdout)["units"]}["notes"]["reason"] \
+        == story
+    # Below the table, `devloop status` says it whole too.
+    assert f"blocked: notes: {story}\n" in narrow.stdout
 
 
 def test_unblock_and_status_see_the_workers_that_consume_the_queues(
