@@ -92,9 +92,10 @@ def step_failed(
     if _superseded(state, msg):
         return StepSuperseded(f"{msg.task_id(role)}: unit is at attempt {state.attempt}")
     if isinstance(exc, SandboxUnavailable):
-        store.client.set(environment_key(store, msg.pid), str(exc))
         new = state.model_copy(update={"last_error": error, "updated_at": time.time()})
         store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
+        # Last: the environment key stops the run, which may stop this worker at once.
+        store.client.set(environment_key(store, msg.pid), str(exc))
         return EnvironmentBroken(str(exc))
     decision = after_step_error(
         state, error, settings.step_retries, settings.step_retry_base_s, settings.retry_max_s
@@ -113,10 +114,11 @@ def model_refused(store: RedisStore, msg: StepMsg, role: str, error: str) -> Ste
         fix = ("set ANTHROPIC_API_KEY to a valid key with access to the model "
                "(console.anthropic.com), then run again")
     why = f"the model API refused DevLoop's request ({error[:ERROR_CHARS]}); fix: {fix}"
-    store.client.set(environment_key(store, msg.pid), why)
     state = store.get_state(msg.pid, msg.unit_id)
     new = state.model_copy(update={"last_error": why[:ERROR_CHARS], "updated_at": time.time()})
     store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
+    # Last: the environment key stops the run, which may stop this worker at once.
+    store.client.set(environment_key(store, msg.pid), why)
     return EnvironmentBroken(why)
 
 

@@ -23,6 +23,7 @@ from devloop.errors import DevLoopError
 from devloop.fleet.control import MeteredProvider, StopFlag, stop_reason
 from devloop.fleet.dispatch import TERMINAL, decide_after
 from devloop.fleet.failures import (
+    EnvironmentBroken,
     StepPaused,
     StepStopped,
     StepSuperseded,
@@ -33,7 +34,13 @@ from devloop.fleet.failures import (
     step_failed,
 )
 from devloop.fleet.messages import Dispatch, StepMsg, StepRole
-from devloop.fleet.records import StepOutcome, StepRecord, begin_step, save_step
+from devloop.fleet.records import (
+    StepOutcome,
+    StepRecord,
+    begin_step,
+    environment_error,
+    save_step,
+)
 from devloop.llm.base import LLMProvider
 from devloop.loop import recovered
 from devloop.models import Failure, RunResult
@@ -94,6 +101,12 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
         # No new session while the project is paused: the unit waits where it is.
         store.release(pid, unit, msg.attempt, lease_role, env.owner)
         raise StepPaused(f"{msg.task_id(role)}: the project is paused ({paused})")
+    broken = environment_error(store, pid)
+    if broken is not None:
+        # The run is stopping with the fix: no session may run (and spend, or clear the
+        # cause the user is shown) until a new run clears it.
+        store.release(pid, unit, msg.attempt, lease_role, env.owner)
+        raise EnvironmentBroken(f"{msg.task_id(role)}: not started: {broken}")
     # Every write of the step is fenced by its lease: a worker paused past its lease while
     # another took the step over finds its writes refused (LeaseLost) when it wakes.
     fence = Fence(store.keys(pid).lease(unit, msg.attempt, lease_role), env.owner)

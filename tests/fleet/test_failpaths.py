@@ -136,3 +136,19 @@ def test_an_exception_in_a_step_is_retried_then_blocks_the_unit_with_its_error(
     kinds = timeline_kinds(redis_store, c.pid, "broken")
     assert kinds.count("loop_retry_step") == 2 and kinds[-1] == "loop_block"
     assert redis_store.get_state(c.pid, "fine").status == "passed"
+
+
+def test_once_the_model_api_refuses_devloop_no_step_starts_and_the_cause_stays_on_the_unit(
+    redis_store: RedisStore, settings: Settings, python_toolchain_dir: Path, tmp_path: Path
+) -> None:
+    # The refusal is served once: a step that ran after it would pass and wipe the cause.
+    plans = [UnitPlan("u", coder_faults={1: {"kind": "authentication", "times": 1}})]
+    with chains(redis_store, settings, build(tmp_path / "p", plans), script(plans)) as c:
+        c.run()
+        [refused] = c.stopped
+        assert "HTTP 401" in refused
+        c.run()  # a redelivery of the same message, as reconcile or Celery would send it
+    assert len(c.stopped) == 2 and "not started: the model API refused" in c.stopped[1]
+    assert c.requests("coder.") == [(1, 401)]  # no model call after the refusal
+    state = redis_store.get_state(c.pid, "u")
+    assert state.attempt == 1 and "the model API refused" in (state.last_error or "")
