@@ -34,7 +34,7 @@ app.add_typer(sandbox_app, name="sandbox")
 toolchain_app = typer.Typer(no_args_is_help=True, help="Stack toolchains (node, python).")
 app.add_typer(toolchain_app, name="toolchain")
 
-out = Console()
+out = Console(soft_wrap=True)  # a printed command must never be broken over two lines
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 EXIT_INVALID = 2
@@ -333,7 +333,8 @@ def new(
         fail(exc.problems)
     out.print(f"{report.project_id}: {report.units} units written to {report.root}", markup=False)
     if report.script is not None:
-        out.print(f"try it: devloop run {report.root} --llm stub", markup=False)
+        out.print(f"try it: devloop run {shlex.quote(str(report.root))} --llm stub",
+                  markup=False)
 
 
 @app.command()

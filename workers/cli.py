@@ -26,9 +26,11 @@ from devloop.fleet.respec import apply_changes
 from devloop.fleet.status import project_status
 from devloop.ids import id_fault
 from devloop.jsonfile import read_json
+from devloop.lastrun import Given
 from devloop.private import NotPrivate
 from devloop.project import load_project
 from devloop.redis_server import connect
+from devloop.runlock import live_run
 from devloop.store import RedisStore
 from devloop.suggest import unknown
 from workers.children import serve_worker
@@ -40,7 +42,7 @@ from workers.procs import (
     flower_env,
     worker_command,
 )
-from workers.run import RunOptions, run_project
+from workers.run import options_for, run_project
 
 # console, review, cancel, resume: the commands for people in the loop register themselves.
 from workers import cli_people  # noqa: F401  isort: skip
@@ -52,16 +54,21 @@ PING_S = 1.0  # how long `status` and `unblock` wait for workers to answer
 @app.command()
 def run(
     project_dir: Annotated[Path, typer.Argument(help="The project folder.")],
-    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 2,
-    llm: Annotated[Llm, typer.Option(help="Claude (ANTHROPIC_API_KEY) or the stub.")] = "anthropic",
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=64, help="Worker processes [last run's, else 2].")
+    ] = None,
+    llm: Annotated[
+        Llm | None, typer.Option(help="Claude (ANTHROPIC_API_KEY) or the stub [last run's, "
+                                 "else anthropic].")
+    ] = None,
     script: Annotated[
-        Path | None, typer.Option(help="Stub script (default: DIR/stub.yaml).")
+        Path | None, typer.Option(help="Stub script [last run's, else DIR/stub.yaml].")
     ] = None,
     flower: Annotated[
-        bool,
-        typer.Option(help="Start Flower on the same broker (DEVLOOP_FLOWER_ADDRESS, basic auth)."),
-    ] = False,
-    flower_port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
+        bool | None,
+        typer.Option(help="Start Flower on the same broker (DEVLOOP_FLOWER_ADDRESS, basic auth).")
+    ] = None,
+    flower_port: Annotated[int | None, typer.Option(help="Flower's port [5555].")] = None,
     timeout: Annotated[
         float | None, typer.Option(min=1, help="Give up (exit 3) after this many seconds.")
     ] = None,
@@ -76,20 +83,22 @@ def run(
                      "DEVLOOP_PROJECT_MAX_USD): reached, the run ends paused (exit 4)."),
     ] = None,
     console: Annotated[
-        bool, typer.Option("--console", help="Serve the live console beside the run.")
-    ] = False,
-    console_host: Annotated[str, typer.Option(help="The console's address.")] = "127.0.0.1",
-    console_port: Annotated[int, typer.Option(help="The console's port.")] = 8765,
+        bool | None, typer.Option("--console/--no-console",
+                                  help="Serve the live console beside the run.")
+    ] = None,
+    console_host: Annotated[
+        str | None, typer.Option(help="The console's address [127.0.0.1].")
+    ] = None,
+    console_port: Annotated[int | None, typer.Option(help="The console's port [8765].")] = None,
 ) -> None:
     """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input,
     3 gave up (every worker died, --timeout, the environment cannot run sessions, Redis
     went away), 4 paused by its budget, 5 cancelled. A passed unit whose spec.json or SDD
-    section changed runs again."""
-    options = RunOptions(
-        project_dir, workers, llm, script, flower, flower_port, timeout_s=timeout,
-        reruns=tuple(rerun or ()), max_usd=max_usd, console=console,
-        console_host=console_host, console_port=console_port,
-    )
+    section changed runs again. An option not given is the folder's last run's."""
+    given = Given(llm, script, workers, console, console_host, console_port, flower,
+                  flower_port)
+    options = options_for(project_dir, given, timeout_s=timeout, reruns=tuple(rerun or ()),
+                          max_usd=max_usd)
     raise typer.Exit(run_project(options, load_settings()))
 
 
@@ -205,8 +214,8 @@ def status(
             send(dispatches)
             err.print(f"repair: re-sent {len(dispatches)} unit(s)")
         fleet = bool(_consumers(endpoint))
-        state = project_status(store, pid, fleet=fleet,
-                               folder=str(project) if folder else None)
+        state = project_status(store, pid, fleet=fleet, folder=str(project) if folder else None,
+                               run_live=live_run(folder) if folder else None)
     if as_json:
         print(state.model_dump_json(indent=2))
     else:
@@ -245,8 +254,12 @@ def unblock(
         typer.Option("--run", help="Then run the project (devloop run DIR) when no worker "
                      "consumes its queues."),
     ] = False,
-    llm: Annotated[Llm, typer.Option(help="With --run: Claude or the stub.")] = "anthropic",
-    workers: Annotated[int, typer.Option(min=1, max=64, help="With --run: workers.")] = 2,
+    llm: Annotated[
+        Llm | None, typer.Option(help="With --run: Claude or the stub [last run's].")
+    ] = None,
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=64, help="With --run: workers [last run's].")
+    ] = None,
 ) -> None:
     """Re-queue a blocked unit: with a human's hint, or resume one the model or the
     infrastructure blocked; say whether a worker will pick it up."""
@@ -282,7 +295,7 @@ def unblock(
     if run_after and not consumers:
         assert folder is not None
         out.print(f"running: devloop run {where}", markup=False)
-        options = RunOptions(folder, workers=workers, llm=llm)
+        options = options_for(folder, Given(llm=llm, workers=workers))
         raise typer.Exit(run_project(options, load_settings()))
 
 

@@ -117,25 +117,33 @@ def resume(
     max_usd: Annotated[
         float | None, typer.Option(min=0.000001, help="A new spend cap in dollars.")
     ] = None,
-    workers: Annotated[int, typer.Option(min=1, max=64, help="Worker processes.")] = 2,
-    llm: Annotated[Llm, typer.Option(help="Claude (ANTHROPIC_API_KEY) or the stub.")] = "anthropic",
+    workers: Annotated[
+        int | None, typer.Option(min=1, max=64, help="Worker processes [last run's, else 2].")
+    ] = None,
+    llm: Annotated[
+        Llm | None, typer.Option(help="Claude (ANTHROPIC_API_KEY) or the stub [last run's, "
+                                 "else anthropic].")
+    ] = None,
     script: Annotated[
-        Path | None, typer.Option(help="Stub script (default: DIR/stub.yaml).")
+        Path | None, typer.Option(help="Stub script [last run's, else DIR/stub.yaml].")
     ] = None,
     console: Annotated[
-        bool, typer.Option("--console", help="Serve the live console beside the run.")
-    ] = False,
-    console_port: Annotated[int, typer.Option(help="The console's port.")] = 8765,
+        bool | None, typer.Option("--console/--no-console",
+                                  help="Serve the live console beside the run [last run's].")
+    ] = None,
+    console_port: Annotated[int | None, typer.Option(help="The console's port [8765].")] = None,
 ) -> None:
     """Carry a paused or cancelled project on from its checkpoints: a folder runs again as
     `devloop run` does (same exit codes); an id re-sends its units to your workers."""
     settings = load_settings()
     pid, folder = _store_for(project)
     if folder is not None:
-        from workers.run import RunOptions, run_project
+        from devloop.lastrun import Given
+        from workers.run import options_for, run_project
 
-        options = RunOptions(folder, workers, llm, script, max_usd=max_usd, console=console,
-                             console_port=console_port, resume=True)
+        given = Given(llm=llm, script=script, workers=workers, console=console,
+                      console_port=console_port)
+        options = options_for(folder, given, max_usd=max_usd, resume=True)
         raise typer.Exit(run_project(options, settings))
     from devloop.fleet.human import resume_project
     from workers.app import configure

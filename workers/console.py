@@ -37,6 +37,7 @@ def serve_console(
             callbacks=Callbacks(send=send, revoke=revoke),
             pids=[pid] if pid is not None else None, hosts=hosts_for(host),
             public_url=base_url(host, port),
+            folder=str(folder.resolve()) if folder is not None else None,
         )
         shown = link(host, port, token) if configured is None else (
             f"{base_url(host, port)} (token from DEVLOOP_CONSOLE_TOKEN)")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import shutil
 import time
 from pathlib import Path
@@ -42,7 +43,7 @@ def run_demo(name: str, workers: int, settings: Settings, console: Console,
     console.print(
         "\nThe model turns above were scripted, to show the loop without an API key. "
         "To run a project with Claude:\n"
-        f"  ANTHROPIC_API_KEY=... devloop run {dest}"
+        f"  ANTHROPIC_API_KEY=... devloop run {shlex.quote(str(dest))} --llm anthropic"
     )
     return code
 

@@ -194,7 +194,7 @@ def live_view(state: ProjectStatus, footer: str | None = None) -> Group:
     progress.add_row(ProgressBar(total=total, completed=done, width=30), caption)
     parts: list[RenderableType] = [StatusTable(state), progress]
     if marked:
-        parts.append(Text(scripted_legend(marked), style="dim"))
+        parts.append(Text(scripted_legend(marked, state.folder), style="dim"))
     parts += people_lines(state)
     if footer:
         parts.append(Text(footer, style="dim"))
@@ -203,12 +203,13 @@ def live_view(state: ProjectStatus, footer: str | None = None) -> Group:
     return Group(*parts)
 
 
-def scripted_legend(marked: int) -> str:
-    """What `passed (scripted)` means, under the table."""
+def scripted_legend(marked: int, folder: str | None = None) -> str:
+    """What `passed (scripted)` means, under the table (with the command for Claude)."""
     units, them = ("1 unit", "it") if marked == 1 else (f"{marked} units", "them")
+    run = f" (`devloop run {shlex.quote(folder)} --llm anthropic`)" if folder else ""
     return (f"passed (scripted): {units} passed under the stub's scripted turns, which prove "
-            f"the script, not the code; a run with a real model builds {them} again from "
-            "implement")
+            f"the script, not the code; a run with a real model{run} builds {them} again "
+            "from implement")
 
 
 def print_status(console: Console, state: ProjectStatus) -> None:
@@ -253,14 +254,15 @@ def people_lines(state: ProjectStatus) -> list[Text]:
     return lines
 
 
-def human_line(pid: str, row: UnitRow, link: str | None) -> str:
-    """One line a person can act on (or a desktop notifier can show) for a unit that waits."""
+def human_line(target: str, row: UnitRow, link: str | None) -> str:
+    """One line a person can act on (or a desktop notifier can show) for a unit that waits;
+    `target` is what the commands name: the project folder where it is known, else its id."""
     if row.status == "review":
-        what = (f"{row.unit_id} waits for review: `devloop review {pid} {row.unit_id} "
+        what = (f"{row.unit_id} waits for review: `devloop review {target} {row.unit_id} "
                 "--approve` or `--changes TEXT`")
     else:
         why = row.reason or row.blocked_reason or "blocked"  # in full: said once
-        what = (f"{row.unit_id} is blocked ({why}): `devloop unblock {pid} {row.unit_id} "
+        what = (f"{row.unit_id} is blocked ({why}): `devloop unblock {target} {row.unit_id} "
                 '--hint "..."`')
     return f"needs a human: {what}" + (f" or {link}" if link else "")
 
@@ -279,5 +281,6 @@ class HumanNotices:
             key = (row.unit_id, row.status, row.attempt)
             if row.status in HUMAN and key not in self.seen:
                 self.seen.add(key)
-                lines.append(human_line(state.pid, row, self.link(row.unit_id)))
+                target = shlex.quote(state.folder) if state.folder else state.pid
+                lines.append(human_line(target, row, self.link(row.unit_id)))
         return lines

@@ -4,6 +4,7 @@ console as a supervised child, the webhook, and how a paused run ends."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from devloop.embedded import RedisEndpoint
 from devloop.fleet.control import clear_pause
 from devloop.fleet.dispatch import CANCELLED, resume_blocked
 from devloop.fleet.messages import Dispatch
-from devloop.fleet.money import spent_words
+from devloop.fleet.money import raised_cap, spent_words
 from devloop.fleet.status import ProjectStatus
 from devloop.fleet.webhook import Notifier
 from devloop.store import RedisStore
@@ -75,11 +76,14 @@ def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> in
     if final.paused is None or final.finished:
         return None
     spent = spent_words(final.spent_usd, final.max_usd)
+    folder = shlex.quote(str(project_dir))
     if final.paused == "budget":
+        cap = raised_cap(final.spent_usd, final.max_usd)
         console.print(f"paused: budget ({spent}); every session's checkpoint is kept. "
-                      f"Carry on with `devloop resume {project_dir} --max-usd N`",
-                      markup=False, highlight=False)
+                      f"Carry on with a higher cap: `devloop resume {folder} --max-usd {cap}`",
+                      markup=False, highlight=False, soft_wrap=True)
         return EXIT_PAUSED
     console.print(f"cancelled ({spent}); every session's checkpoint is kept. Carry on "
-                  f"with `devloop resume {project_dir}`", markup=False, highlight=False)
+                  f"with `devloop resume {folder}`", markup=False, highlight=False,
+                  soft_wrap=True)
     return EXIT_CANCELLED

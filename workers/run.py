@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import time
 import traceback
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import redis
 from kombu.exceptions import OperationalError
@@ -31,6 +33,7 @@ from devloop.fleet.respec import apply_changes
 from devloop.fleet.scripted import Rebuilt, run_scripted_again
 from devloop.fleet.status import ProjectStatus, mark_run, project_status, scripted
 from devloop.fleet.webhook import console_link
+from devloop.lastrun import Given, RunChoices, carry_on, recall, remember, script_path
 from devloop.llm.base import load_prices, price_of, unpriced_fault
 from devloop.project import Project, load_project
 from devloop.redis_server import RedisServerError, connect
@@ -74,6 +77,28 @@ class RunOptions:
     console_host: str = "127.0.0.1"
     console_port: int = 8765
     resume: bool = False  # `devloop resume`: also carry on units a person cancelled
+    carried: tuple[str, ...] = ()  # flags taken from the folder's last run (said at start)
+
+    def choices(self) -> RunChoices:
+        """What the next printed `devloop run DIR` should carry on with."""
+        return RunChoices(
+            llm="stub" if self.llm == "stub" else "anthropic",
+            script=str(self.script.resolve()) if self.script else None,
+            workers=self.workers, console=self.console, console_host=self.console_host,
+            console_port=self.console_port, flower=self.flower, flower_port=self.flower_port,
+        )
+
+
+def options_for(project_dir: Path, given: Given, **rest: Any) -> RunOptions:
+    """RunOptions for a command on project_dir: what was given, else what its last run
+    used (`rest`: the options that are never remembered, such as --timeout)."""
+    last = recall(project_dir) if missing_folder(project_dir) is None else None
+    choices, carried = carry_on(given, last, project_dir)
+    return RunOptions(
+        project_dir, choices.workers, choices.llm, script_path(choices), choices.flower,
+        choices.flower_port, console=choices.console, console_host=choices.console_host,
+        console_port=choices.console_port, carried=tuple(carried), **rest,
+    )
 
 
 def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
@@ -146,6 +171,7 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
         return EXIT_INVALID
     try:
         with folder_lock(options.project_dir):  # one live run per folder
+            remember(options.project_dir, options.choices())  # what printed commands carry on
             return _run_held(options, settings, console, err)
     except (FolderBusy, NotPrivate) as refused:  # taking the lock: nothing ran yet
         err.print(str(refused), markup=False)
@@ -163,7 +189,8 @@ def _run_held(options: RunOptions, settings: Settings, console: Console, err: Co
         if received.exit_code is not None or isinstance(stopped, KeyboardInterrupt):
             console.print()
             notes = getattr(stopped, "__notes__", None) or [
-                f"interrupted; run `devloop run {options.project_dir}` again to resume"
+                f"interrupted; run `devloop run {shlex.quote(str(options.project_dir))}` "
+                "again to resume"
             ]
             err.print(notes[-1], markup=False)
             return received.exit_code or EXIT_INTERRUPTED
@@ -185,7 +212,8 @@ def _gave_up(error: Exception, options: RunOptions, console: Console, err: Conso
         err.print(f"devloop run: gave up: {error}", markup=False)
     elif isinstance(error, redis.RedisError | OperationalError):
         err.print(f"devloop run: gave up: Redis went away ({one_line(error)}); "
-                  "run `devloop run` again to resume", markup=False)
+                  f"run `devloop run {shlex.quote(str(options.project_dir))}` again to "
+                  "resume", markup=False)
     elif isinstance(error, DevLoopError | OSError):
         err.print(f"devloop run: gave up: {one_line(error)}", markup=False)
     else:
@@ -201,7 +229,8 @@ def _mid_flight(store: RedisStore, pid: str, project_dir: Path) -> str:
     moving = sum(u.status not in ("passed", "blocked", "blocked_upstream", "pending")
                  for u in state.units)
     return (f"interrupted: {moving} unit(s) mid-flight, {state.count('passed')} of "
-            f"{len(state.units)} passed; run `devloop run {project_dir}` again to resume")
+            f"{len(state.units)} passed; run `devloop run {shlex.quote(str(project_dir))}` "
+            "again to resume")
 
 
 def _write_traceback(project_dir: Path) -> Path:
@@ -216,6 +245,8 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
     """Start what the run needs, enqueue (or resume), watch to the end, stop what it started."""
     project_dir = options.project_dir.resolve()
     state_dir = private_state_dir(project_dir)  # 0700: logs, and the embedded Redis
+    if options.carried:
+        console.print(_carried_words(options.carried), markup=False, highlight=False)
     console.print(f"starting Redis and {options.workers} worker(s)...", highlight=False)
     with ExitStack() as stack:
         endpoint = stack.enter_context(redis_endpoint(project_dir, settings))
@@ -272,6 +303,14 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
                 finally:
                     fresh.close()
             raise
+
+
+def _carried_words(carried: tuple[str, ...]) -> str:
+    """The line that says which options came from the folder's last run."""
+    line = f"as this folder's last run: {' '.join(carried)}"
+    if "--llm stub" in carried:
+        line += " (`--llm anthropic` runs Claude instead)"
+    return line
 
 
 def _drop_leases(url: str, pid: str) -> None:

@@ -4,6 +4,7 @@ callbacks `workers/` passes in: nothing here imports Celery."""
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -63,6 +64,15 @@ class ConsoleConfig:
     pids: list[str] | None = None  # None: every project in this Redis
     hosts: Iterable[str] | None = LOOPBACK  # Host names it answers to (None: any)
     public_url: str | None = None  # its base URL (no token), for links in webhooks
+    folder: str | None = None  # the one project's folder: the commands shown name it
+
+
+def command_target(config: ConsoleConfig, pid: str) -> str:
+    """What a command shown for pid names: its folder when this console serves it alone
+    (`devloop resume DIR` works from any shell), else its id (for DEVLOOP_REDIS_URL)."""
+    if config.folder is not None and config.pids == [pid]:
+        return shlex.quote(config.folder)
+    return pid
 
 
 def make_app(config: ConsoleConfig) -> Guard:
@@ -95,6 +105,7 @@ def make_app(config: ConsoleConfig) -> Guard:
         return HTMLResponse(render(
             "project.html.j2", v=view, since=since.encode(), nonce=nonce(request),
             done=DONE.get(request.query_params.get("done", "")),
+            target=command_target(config, pid),
             unit_href=lambda unit: f"/p/{pid}/u/{unit}",
         ))
 
@@ -133,7 +144,7 @@ def make_app(config: ConsoleConfig) -> Guard:
         def fragments() -> list[tuple[str, str]]:
             status, control, calls = summary_view(store, pid)
             context: dict[str, Any] = {"pid": pid, "status": status, "control": control,
-                                       "calls": calls}
+                                       "calls": calls, "target": command_target(config, pid)}
             return [("stats", render("_stats.html.j2", **context)),
                     ("humans", render("_humans.html.j2", **context))]
 

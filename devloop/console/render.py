@@ -10,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from devloop.fleet.money import raised_cap
 from devloop.report.render import (
     GREY,
     ROLE_COLOURS,
@@ -72,6 +73,7 @@ def environment() -> jinja2.Environment:
     )
     base = report_environment()
     env.filters.update(base.filters)
+    env.filters["raised_cap"] = raised_cap
     env.globals.update(
         role_colours=ROLE_COLOURS, status_colours=colours, dag_legend=LEGEND,
     )

@@ -44,3 +44,14 @@ def spent_words(spent: float, cap: float | None) -> str:
     # it, and the calls other sessions had in flight then, finish and are counted.
     return (f"spent {usd(spent)} of {usd(cap)}, ${over} over: model calls under way when "
             "the cap was reached count too")
+
+
+def raised_cap(spent: float, cap: float | None) -> str:
+    """A cap to carry a budget-paused project on with: twice what was spent (or capped),
+    in two significant figures rounded up, as `--max-usd` takes it (`0.12`, `40`)."""
+    wanted = Decimal(repr(float(max(spent, cap or 0.0)))) * 2
+    if wanted <= 0:
+        return "1"
+    step = Decimal(1).scaleb(wanted.adjusted() - 1)  # the second significant figure
+    value = (wanted / step).to_integral_value(rounding="ROUND_CEILING") * step
+    return format(value.normalize(), "f")

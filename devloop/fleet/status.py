@@ -6,6 +6,7 @@ devloop:{pid}:progress   hash   unit -> StepProgress (JSON): the running session
 from __future__ import annotations
 
 import json
+import shlex
 import time
 
 from pydantic import BaseModel, Field
@@ -174,6 +175,7 @@ def project_status(
     now: float | None = None,
     fleet: bool | None = True,
     folder: str | None = None,
+    run_live: str | None = None,
 ) -> ProjectStatus:
     """Rows in units.json order: tokens summed over every finished step, each unit's cost
     its share of the spend ledger (the project's total is the ledger's).
@@ -181,7 +183,8 @@ def project_status(
     fleet says whether workers consume the project's queues: when it is False, a unit that
     should be moving but has no live step shows as `interrupted` (or `paused`, when a pause
     of the project stopped it). A blocked unit's row names the commands that move it on, for
-    the project at `folder` (when known).
+    the project at `folder` (when known), with the pid of the `devloop run` live on that
+    folder (`run_live`), which then picks the unit up.
     """
     now = now or time.time()
     control = read_control(store, pid)
@@ -208,9 +211,11 @@ def project_status(
                 last_hint=state.last_hint,
                 last_error=state.last_error,
                 blocked_reason=state.blocked_reason if state.status == "blocked" else None,
-                reason=reason(state, steps, shown, control.paused),
+                reason=reason(state, steps, shown, control.paused,
+                              shlex.quote(folder) if folder else pid),
                 step=current.describe() if current else None,
-                next_steps=next_steps(state, unit, folder, pid) if shown == "blocked" else [],
+                next_steps=(next_steps(state, unit, folder, pid, run_live)
+                            if shown == "blocked" else []),
                 note=load_note(state),
                 coverage=last_coverage(steps),
                 scripted=is_scripted(state, every_run_scripted),

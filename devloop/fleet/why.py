@@ -47,11 +47,13 @@ def failure_of(steps: Sequence[StepRecord], attempt: int) -> str | None:
 
 
 def reason(
-    state: UnitState, steps: list[StepRecord], shown_status: str, paused: str | None = None
+    state: UnitState, steps: list[StepRecord], shown_status: str, paused: str | None = None,
+    target: str = "DIR",
 ) -> str | None:
-    """Why the unit is where it is, when that needs saying (None: it is moving or done)."""
+    """Why the unit is where it is, when that needs saying (None: it is moving or done);
+    `target` is what a command names: the project's folder, else its id."""
     if shown_status == "paused":
-        return f"paused ({paused}): its checkpoint is kept; `devloop resume` carries it on"
+        return f"paused ({paused}): its checkpoint is kept; `devloop resume {target}` carries it on"
     if shown_status == "interrupted":
         return "interrupted: no worker runs it (the run that drove it stopped)"
     if shown_status == "blocked_upstream":
@@ -130,16 +132,23 @@ def _alike(failure: str, attempt: int) -> str:
     return re.sub(rf"\b(attempt |run-){attempt}\b", r"\1#", failure)
 
 
-def next_steps(state: UnitState, unit: str, folder: str | None, pid: str) -> list[str]:
+def next_steps(
+    state: UnitState, unit: str, folder: str | None, pid: str, run_live: str | None = None
+) -> list[str]:
     """The commands that move a blocked unit on (for the project folder, when it is known;
-    else by the project's id, with DIR for the folder `devloop run` needs)."""
+    else by the project's id, with DIR for the folder `devloop run` needs). While a `devloop
+    run` is live on the folder (`run_live`: its pid) it picks the unit up: no second run."""
     project = shlex.quote(folder or pid)
-    run = f"devloop run {shlex.quote(folder) if folder else 'DIR'}"
+    hint = f'devloop unblock {project} {unit} --hint "what the coder should know this time"'
     kind = state.extra.get("block_kind")
+    fixed = "the model's API" if kind == "model" else "the error above"
+    if run_live is not None:
+        live = f"# the live run (pid {run_live}) on this folder picks it up"
+        if kind in ("model", "infrastructure"):
+            return [f"# once {fixed} is fixed, resume it where it stopped:",
+                    f"devloop unblock {project} {unit}", live]
+        return [hint, live]
+    run = f"devloop run {shlex.quote(folder) if folder else 'DIR'}"
     if kind in ("model", "infrastructure"):
-        what = "the model's API" if kind == "model" else "the error above"
-        return [f"# once {what} is fixed, the next run resumes it where it stopped:", run]
-    return [
-        f'devloop unblock {project} {unit} --hint "what the coder should know this time"',
-        run,
-    ]
+        return [f"# once {fixed} is fixed, the next run resumes it where it stopped:", run]
+    return [hint, run]

@@ -157,7 +157,8 @@ def _agree(project: Path, store: RedisStore, output: str, server: RedisServer) -
     # The console's page and its live stats.
     assert project_view(store, PID).cost_usd == total
     state, controls, calls = summary_view(store, PID)
-    stats = render("_stats.html.j2", pid=PID, status=state, control=controls, calls=calls)
+    stats = render("_stats.html.j2", pid=PID, status=state, control=controls, calls=calls,
+                   target=PID)
     assert f"<b data-spent>{usd(total)}</b>" in stats
     return total
 

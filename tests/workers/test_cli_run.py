@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import yaml
 
+from devloop.llm.stub import StubServer
 from tests.fleet.builder import UnitPlan, build, script
-from tests.proctree import run_bounded
+from tests.proctree import kill_tree, run_bounded
+from tests.workers.printed import harvest, start_printed
 
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
 
@@ -33,8 +37,9 @@ def test_demo_shows_the_red_green_retry_and_both_units_passing(tmp_path: Path) -
     assert "red   run-1-1" in out and "expected 400, got 500" in out
     assert "green run-2-1: 6/6 tests passed" in out
     assert "bugs: 1 opened, 1 fixed" in out
-    assert "scripted" in out and "ANTHROPIC_API_KEY=... devloop run" in out
+    assert "scripted" in out
     [run_dir] = (tmp_path / "out").iterdir()
+    _run_the_closing_hint_as_printed(out, run_dir, tmp_path)
     assert (run_dir / "report.html").is_file()
     result = json.loads((run_dir / "units/todo-be/runs/run-2-1/result.json").read_text())
     assert result["ok"] is True
@@ -43,6 +48,28 @@ def test_demo_shows_the_red_green_retry_and_both_units_passing(tmp_path: Path) -
     made = devloop("assemble", str(run_dir), str(tmp_path / "app"))
     assert made.returncode == 0, made.stdout + made.stderr
     assert "smoke check (node): smoke check passed: 3 modules, 1 components" in made.stdout
+
+
+def _run_the_closing_hint_as_printed(out: str, run_dir: Path, cwd: Path) -> None:
+    """The demo's closing hint runs the folder with Claude, the key as the hint gives it (a
+    stub that accepts only that key stands in for the API); the model's first call ends it."""
+    [hint] = [c for c in harvest(out) if c.startswith("ANTHROPIC_API_KEY=")]
+    assert hint == f"ANTHROPIC_API_KEY=... devloop run {run_dir} --llm anthropic"
+    with StubServer(run_dir / "stub.yaml", api_key="...") as claude:
+        run = start_printed(hint, cwd, cwd / "hint.out", ANTHROPIC_BASE_URL=claude.base_url)
+        try:
+            deadline = time.monotonic() + 120
+            while not claude.requests:
+                assert run.poll() is None, (cwd / "hint.out").read_text()
+                assert time.monotonic() < deadline, (cwd / "hint.out").read_text()
+                time.sleep(0.2)
+            run.send_signal(signal.SIGINT)
+            assert run.wait(timeout=60) == 130, (cwd / "hint.out").read_text()
+        finally:
+            if run.poll() is None:
+                kill_tree(run.pid)
+                run.wait(timeout=30)
+    assert claude.requests[0].status != 401  # the key it was given is the one printed
 
 
 def test_the_inventory_demo_passes_and_assembles_into_one_package_tree(tmp_path: Path) -> None:
