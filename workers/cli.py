@@ -79,7 +79,10 @@ def run(
         bool, typer.Option("--console", help="Serve the live console beside the run.")
     ] = False,
     console_host: Annotated[str, typer.Option(help="The console's address.")] = "127.0.0.1",
-    console_port: Annotated[int, typer.Option(help="The console's port.")] = 8765,
+    console_port: Annotated[
+        int | None, typer.Option(help="The console's port (default DEVLOOP_CONSOLE_PORT, 8765; "
+                                 "a free one when that is taken).", min=1, max=65535)
+    ] = None,
 ) -> None:
     """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input,
     3 gave up (every worker died, --timeout, the environment cannot run sessions, Redis

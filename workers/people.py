@@ -11,6 +11,7 @@ from rich.console import Console
 
 from devloop.config import Settings
 from devloop.console.auth import new_token
+from devloop.console.listen import Listener
 from devloop.console.server import base_url, link
 from devloop.embedded import RedisEndpoint
 from devloop.fleet.control import clear_pause
@@ -41,16 +42,22 @@ def apply_controls(
 
 def start_console(
     children: RunChildren, endpoint: RedisEndpoint, state_dir: Path, project_dir: Path,
-    host: str, port: int, settings: Settings, console: Console,
+    listener: Listener, settings: Settings, console: Console,
 ) -> str:
-    """`devloop console` as a supervised child of the run; prints its link once (the token
-    reaches it by environment, never on a command line); returns its base URL."""
+    """`devloop console` as a supervised child of the run, serving the sockets the run bound
+    (a restarted child serves the same ones); prints its link once (the token reaches it by
+    environment, never on a command line); returns its base URL."""
     configured = settings.console_token.get_secret_value() if settings.console_token else None
     token = configured or new_token()
+    host, port = listener.host, listener.port
     env = {**os.environ, "DEVLOOP_REDIS_URL": endpoint.url, "DEVLOOP_CONSOLE_TOKEN": token}
     command = [sys.executable, "-c", "from workers.cli import main; main()", "console",
                str(project_dir), "--host", host, "--port", str(port)]
-    children.supervisor.add(ChildSpec("console", command, env, state_dir / "console.log"))
+    command += [arg for fd in listener.fds() for arg in ("--fd", str(fd))]
+    children.supervisor.add(ChildSpec("console", command, env, state_dir / "console.log",
+                                      pass_fds=listener.fds()))
+    if listener.moved:
+        console.print(listener.note(), markup=False, highlight=False, soft_wrap=True)
     shown = link(host, port, token) if configured is None else (
         f"{base_url(host, port)} (token from DEVLOOP_CONSOLE_TOKEN)")
     console.print(f"Console: {shown}", markup=False, highlight=False, soft_wrap=True)

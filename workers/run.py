@@ -19,6 +19,7 @@ from rich.live import Live
 
 from devloop.cli import missing_folder
 from devloop.config import Settings, load_settings
+from devloop.console.listen import Listener, ListenFailed, listening
 from devloop.embedded import NotPrivate, private_state_dir, redis_endpoint
 from devloop.errors import DevLoopError, Problem, ProjectInvalid
 from devloop.fleet.control import export_spend, steps_running
@@ -72,7 +73,7 @@ class RunOptions:
     max_usd: float | None = None  # the project's spend cap (else DEVLOOP_PROJECT_MAX_USD)
     console: bool = False  # serve the console beside the run
     console_host: str = "127.0.0.1"
-    console_port: int = 8765
+    console_port: int | None = None  # None: DEVLOOP_CONSOLE_PORT, or a free one if taken
     resume: bool = False  # `devloop resume`: also carry on units a person cancelled
 
 
@@ -145,19 +146,28 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
             err.print(str(problem), markup=False)
         return EXIT_INVALID
     try:
-        with folder_lock(options.project_dir):  # one live run per folder
-            return _run_held(options, settings, console, err)
-    except (FolderBusy, NotPrivate) as refused:  # taking the lock: nothing ran yet
+        with folder_lock(options.project_dir), ExitStack() as held:  # one live run per folder
+            listener = None
+            if options.console:  # bound now: the link is printed only for a socket of ours
+                listener = held.enter_context(listening(
+                    options.console_host, options.console_port or settings.console_port,
+                    explicit=options.console_port is not None, command="devloop run",
+                    option="--console-port"))
+            return _run_held(options, settings, console, err, listener)
+    except (FolderBusy, NotPrivate, ListenFailed) as refused:  # nothing ran yet
         err.print(str(refused), markup=False)
         return EXIT_INVALID
 
 
-def _run_held(options: RunOptions, settings: Settings, console: Console, err: Console) -> int:
-    """run_project once the folder's run lock is held."""
+def _run_held(
+    options: RunOptions, settings: Settings, console: Console, err: Console,
+    listener: Listener | None,
+) -> int:
+    """run_project once the folder's run lock (and the console's port) is held."""
     received = Received()
     try:
         with interrupt_on() as received:  # Ctrl-C, SIGTERM, SIGHUP: children stopped, in order
-            final = _run(options, settings, console)
+            final = _run(options, settings, console, listener)
     except BaseException as stopped:
         # An interrupt may surface as another error (raised mid-import, Python wraps it).
         if received.exit_code is not None or isinstance(stopped, KeyboardInterrupt):
@@ -212,7 +222,9 @@ def _write_traceback(project_dir: Path) -> Path:
     return log
 
 
-def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectStatus:
+def _run(
+    options: RunOptions, settings: Settings, console: Console, listener: Listener | None
+) -> ProjectStatus:
     """Start what the run needs, enqueue (or resume), watch to the end, stop what it started."""
     project_dir = options.project_dir.resolve()
     state_dir = private_state_dir(project_dir)  # 0700: logs, and the embedded Redis
@@ -252,9 +264,9 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
                 flower_port=options.flower_port if options.flower else None,
             )
             stack.callback(children.stop)
-            if options.console:
-                start_console(children, endpoint, state_dir, project_dir, options.console_host,
-                              options.console_port, settings, console)
+            if listener is not None:
+                start_console(children, endpoint, state_dir, project_dir, listener, settings,
+                              console)
             notifier = start_notifier(store, report.pid, settings)
             if notifier is not None:
                 stack.callback(notifier.stop)
