@@ -395,11 +395,57 @@ def test_broken_yaml_syntax(tmp_path: Path) -> None:
     ]
 
 
-def test_a_yaml_indentation_error_names_its_line_and_column(tmp_path: Path) -> None:
-    spec = broken(tmp_path, "    kind: db\n", "   kind: db\n")
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        # The report: PyYAML reads the key as more of `kind`'s value ("be depends_on").
+        ("    depends_on: [stock, prices]\n", "      depends_on: [stock, prices]\n",
+         "19: units[2].depends_on: indented 6 spaces, deeper than `kind` on line 18 (4 spaces); "
+         "fix: indent `depends_on` 4 spaces, in line with `kind`"),
+        ("    depends_on: [orders]\n", "      depends_on:\n        - orders\n",
+         "29: units[3].depends_on: indented 6 spaces, deeper than `kind` on line 28 (4 spaces); "
+         "fix: indent `depends_on` 4 spaces, in line with `kind`"),
+        ("    kind: db\n", "   kind: db\n",
+         "14: units[1].kind: indented 3 spaces, shallower than `id` on line 13 (4 spaces); "
+         "fix: indent `kind` 4 spaces, in line with `id`"),
+        ("    depends_on: [orders]\n", "  depends_on: [orders]\n",
+         "29: units[3].depends_on: indented 2 spaces, shallower than `kind` on line 28 "
+         "(4 spaces); fix: indent `depends_on` 4 spaces, in line with `kind`"),
+        # After a block list: deeper than its items' parent, in line with nothing.
+        ("    acceptance: [summary() names every order]\n",
+         "    acceptance:\n      - summary() names every order\n      review: required\n",
+         "33: units[3].review: indented 6 spaces, deeper than `acceptance` on line 31 (4 spaces);"
+         " fix: indent `review` 4 spaces, in line with `acceptance`"),
+        ("stack: python\n", "  stack: python\n",
+         "3: stack: indented 2 spaces, deeper than `project_id` on line 2 (0 spaces); "
+         "fix: move `stack` to the start of the line, in line with `project_id`"),
+    ],
+    ids=["over-indented-depends-on", "over-indented-block-list", "under-indented-key",
+         "under-indented-to-the-dash", "over-indented-after-a-list", "over-indented-top-level"],
+)
+def test_a_misindented_key_is_named_with_the_indentation_it_needs(
+    tmp_path: Path, old: str, new: str, said: str
+) -> None:
+    """Not PyYAML's "mapping values are not allowed here" with quoting advice: the key, how
+    far it is indented, and the key it belongs in line with."""
+    spec, dest = broken(tmp_path, old, new), tmp_path / "out"
+    assert problems_of(spec, dest) == [f"{spec}:{said}"]
+    result = CliRunner().invoke(app, ["new", str(dest), "--from", str(spec)])
+    assert result.exit_code == 2 and result.stderr.splitlines() == [f"{spec}:{said}"]
+
+
+def test_a_value_that_holds_a_colon_still_gets_the_quoting_advice(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "    kind: db\n", "    kind: db\n    title: Prices: cents\n")
     assert problems_of(spec, tmp_path / "out") == [
-        f"{spec}:14:4: (yaml): expected <block end>, but found '<block mapping start>'; "
-        "fix: fix the YAML syntax at line 14, column 4 (line the key up with the keys around it)"
+        f"{spec}:15:18: (yaml): mapping values are not allowed here; fix: fix the YAML syntax "
+        "at line 15, column 18 (quote a value that holds `: `)"
+    ]
+    # A deeper line that is no key of the spec may be text of the value above: both fixes.
+    text = broken(tmp_path, "    kind: db\n", "    kind: db\n    title: Prices\n      in: cents\n")
+    assert problems_of(text, tmp_path / "out") == [
+        f"{text}:16: units[1].in: indented 6 spaces, deeper than `title` on line 15 (4 spaces); "
+        "fix: indent `in` 4 spaces, in line with `title` (or, if that line belongs to the value "
+        "above, quote the value)"
     ]
 
 

@@ -22,6 +22,7 @@ from devloop.llm.stub.yamlmarks import ScriptInvalid, read_yaml
 from devloop.models import Stack, UnitKind
 from devloop.scaffold.spec import FIXES, NewProject, NewUnit
 from devloop.suggest import closest
+from devloop.yamlindent import Misindent, described, misindented
 
 Lines = dict[tuple[str, ...], int]
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -35,6 +36,7 @@ SYNTAX_HINTS = {
     "found character '\\t'": " (indent with spaces, not tabs)",
     "but got ':'": " (close the bracket, or quote a value that holds `: `)",
 }
+SPEC_KEYS = frozenset(NewProject.model_fields) | frozenset(NewUnit.model_fields)
 KIND_MEANINGS = "be: backend, fe: frontend, db: database, mw: middleware, lib: library"
 
 
@@ -87,6 +89,9 @@ def _syntax_problem(text: str, source: str) -> Problem | None:
         mark = exc.problem_mark or exc.context_mark
         if mark is None:
             return Problem(source, "(yaml)", str(exc), "fix the YAML syntax")
+        misindent = misindented(text, mark.line + 1)
+        if misindent is not None:
+            return _indent_problem(misindent, source)
         problem = str(exc.problem or exc)
         where = f"line {mark.line + 1}, column {mark.column + 1}"
         hint = next((h for key, h in SYNTAX_HINTS.items() if key in problem), "")
@@ -95,6 +100,20 @@ def _syntax_problem(text: str, source: str) -> Problem | None:
     except yaml.YAMLError as exc:
         return Problem(source, "(yaml)", str(exc), "fix the YAML syntax")
     return None
+
+
+def _indent_problem(found: Misindent, source: str) -> Problem:
+    """`spec.yaml:11: units[1].depends_on: indented 6 spaces, deeper than `kind` on line 10
+    (4 spaces); fix: indent `depends_on` 4 spaces, in line with `kind``."""
+    try:
+        _, lines = read_yaml(found.fixed, source)
+        paths = [path for path, n in lines.items() if n == found.line and path
+                 and path[-1] == found.key]
+    except ScriptInvalid:
+        paths = []
+    field = _dotted(paths[0]) if paths else found.key
+    message, fix = described(found, SPEC_KEYS)
+    return Problem(f"{source}:{found.line}", field, message, fix)
 
 
 def _misspellings(errors: list[ErrorDetails]) -> list[ErrorDetails]:
