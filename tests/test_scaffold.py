@@ -456,29 +456,48 @@ def test_several_problems_are_reported_together_in_line_order(tmp_path: Path) ->
     assert [line.split(": ")[0] for line in lines] == [f"{spec}:2", f"{spec}:18", f"{spec}:29"]
     assert lines[0] == (
         f'{spec}:2: project_id: "p shop" is not a valid project id; '
-        "fix: letters, digits, - and _ only"
+        'fix: letters, digits, - and _ only, e.g. "p-shop"'
     )
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "line"),
+    ("old", "new", "line", "meant"),
     [
-        ("  - id: report\n", "  - id: ../report\n", '27: units[3].id: "../report"'),
-        ("  - id: report\n", "  - id: /tmp/x\n", '27: units[3].id: "/tmp/x"'),
-        ("[orders]", "[../orders]", '29: units[3].depends_on[0]: "../orders"'),
+        ("  - id: report\n", "  - id: ../report\n", '27: units[3].id: "../report"', "report"),
+        ("  - id: report\n", "  - id: /tmp/x\n", '27: units[3].id: "/tmp/x"', "tmp-x"),
+        ("[orders]", "[../orders]", '29: units[3].depends_on[0]: "../orders"', "orders"),
     ],
     ids=["climbing-id", "absolute-id", "climbing-dependency"],
 )
 def test_a_unit_id_that_is_a_path_is_refused_by_devloop_new(
-    tmp_path: Path, old: str, new: str, line: str
+    tmp_path: Path, old: str, new: str, line: str, meant: str
 ) -> None:
     spec, dest = broken(tmp_path, old, new), tmp_path / "out"
-    expected = f"{spec}:{line} is not a valid unit id; fix: letters, digits, - and _ only"
+    expected = (f"{spec}:{line} is not a valid unit id; fix: letters, digits, - and _ only, "
+                f'e.g. "{meant}"')
     assert problems_of(spec, dest) == [expected]
     result = CliRunner().invoke(app, ["new", str(dest), "--from", str(spec)])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [expected]
     assert not dest.exists() and not (tmp_path / "report").exists()
+
+
+def test_a_dotted_unit_id_is_one_problem_whose_fix_is_a_valid_id(tmp_path: Path) -> None:
+    """`money.v2` breaks the id rule: its fix names "money-v2", and a dependency written
+    that way is not offered the invalid "money.v2" as the unit it meant."""
+    spec = write_spec(tmp_path, SHOP.replace("  - id: prices\n", "  - id: prices.v2\n")
+                      .replace("[stock, prices]", "[stock, prices-v2]")
+                      .replace("{unit: prices,", "{unit: prices-v2,"))
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:13: units[1].id: "prices.v2" is not a valid unit id; fix: letters, digits, '
+        '- and _ only, e.g. "prices-v2"'
+    ]
+    near = write_spec(tmp_path, SHOP.replace("  - id: prices\n", "  - id: prices.v2\n")
+                      .replace("[stock, prices]", "[stock, prices-v3]"))
+    lines = problems_of(near, tmp_path / "out")
+    assert not any('"prices.v2"?' in line or 'write "prices.v2"' in line for line in lines)
+    assert f'{near}:19: units[2].depends_on[1]: unknown unit "prices-v3"; fix: add a unit with ' \
+        'id "prices-v3" or remove it from depends_on' in lines
 
 
 def test_a_non_empty_folder_is_refused_and_left_as_it_was(tmp_path: Path) -> None:
