@@ -78,8 +78,13 @@ def waits_in_console(state: ProjectStatus, console: bool) -> bool:
 
 
 def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> int | None:
-    """The exit code of a run that ended paused, after saying how to carry on; None if not."""
-    if final.paused is None or final.finished:
+    """The exit code of a run that ended paused, after saying how to carry on; None if not.
+
+    A pause outranks a blocked unit (README, exit codes): a person's cancel reads as
+    cancelled, and a spent budget as paused, even when every unit left is blocked, since
+    nothing starts again before `devloop resume`. Only a project whose every unit passed
+    ends 0 whatever pause came with its last step."""
+    if final.paused is None or final.all_passed:
         return None
     spent = spent_words(final.spent_usd, final.max_usd)
     if final.paused == "budget":

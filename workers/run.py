@@ -136,7 +136,9 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
     """Run the project to the end (or resume it); return the exit code.
 
     0 every unit passed, 1 some unit blocked, 2 bad input, 3 gave up (every worker died,
-    the timeout, the environment cannot run sessions, Redis went away): never a traceback.
+    the timeout, the environment cannot run sessions, Redis went away), 4 paused by its
+    budget, 5 cancelled, 128 + a signal: never a traceback. Precedence (README): 2, a signal,
+    3, 0, the pause (5 or 4, even with units blocked), 1.
     """
     console = console or Console()
     err = Console(stderr=True, highlight=False, soft_wrap=True)
