@@ -18,9 +18,8 @@ from dataclasses import dataclass
 
 from devloop.errors import DevLoopError, Problem
 
-WILDCARDS = ("0.0.0.0", "::", "")
 BACKLOG = 128
-ATTEMPTS = 8  # a free port for every address of a name: another program may win a race
+ATTEMPTS = 8  # tries for one free port on every address of a name (another program may race)
 
 
 class ListenFailed(DevLoopError):
