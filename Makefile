@@ -9,8 +9,8 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml
 	@echo "installing DevLoop and its dependencies into $(VENV) (about a minute the first time)"
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install --upgrade pip
+	$(BIN)/pip install -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)

@@ -156,6 +156,12 @@ class Settings(BaseSettings):
         description="Where a JSON POST goes when a unit is blocked or waits for review "
         "(payload in the README); retried with backoff, sent once per event.",
     )
+    console_port: int = Field(
+        default=8765, ge=1, le=65535,
+        description="The console's port when `--console-port`/`--port` is not given; when "
+        "another program holds it, the console takes a free port and says so (a port given "
+        "on the command line is refused instead).",
+    )
     console_token: SecretStr | None = Field(
         default=None,
         description="The console's access token (`devloop console`, `devloop run --console`); "

@@ -22,6 +22,7 @@ from devloop.errors import DevLoopError
 MAX_ID = 64
 _ID = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_-]{{0,{MAX_ID - 1}}}")
 _CHARS = re.compile(r"[A-Za-z0-9_-]*")
+_OTHERS = re.compile(r"[^A-Za-z0-9_-]+")
 FIX_CHARS = "letters, digits, - and _ only"
 FIX_START = "start it with a letter or a digit"
 FIX_LENGTH = f"at most {MAX_ID} characters of letters, digits, - and _"
@@ -37,17 +38,27 @@ def is_valid_id(value: object) -> bool:
     return isinstance(value, str) and _ID.fullmatch(value) is not None
 
 
+def valid_form(value: str) -> str | None:
+    """The id a person most likely meant by value (`money.v2` -> `money-v2`): every run of
+    other characters one `-`, dropped at either end; None when nothing is left."""
+    form = _OTHERS.sub("-", value).lstrip("-_")[:MAX_ID].rstrip("-")
+    return form if is_valid_id(form) else None
+
+
 def id_fault(value: str, what: str = "id") -> tuple[str, str] | None:
-    """(what is wrong, the fix) for a value that is not a valid id, or None."""
+    """(what is wrong, the fix) for a value that is not a valid id, or None. The fix names
+    a valid id to write where one is near (never an invalid one)."""
     if is_valid_id(value):
         return None
     if len(value) > MAX_ID:
         shown = json.dumps(value[:SHOWN_CHARS]) + "..."
         return f"{shown} is not a valid {what} ({len(value)} characters)", FIX_LENGTH
     shown = json.dumps(value)  # ASCII escapes: a newline or a control character shows as such
+    form = valid_form(value)
+    example = f", e.g. {json.dumps(form)}" if form else ""
     if value and _CHARS.fullmatch(value):
-        return f"{shown} is not a valid {what}", FIX_START
-    return f"{shown} is not a valid {what}", FIX_CHARS
+        return f"{shown} is not a valid {what}", FIX_START + example
+    return f"{shown} is not a valid {what}", FIX_CHARS + example
 
 
 def check_id(value: str, what: str = "id") -> str:

@@ -33,7 +33,7 @@ class RunChoices(BaseModel):
     workers: int = Field(default=2, ge=1, le=64)
     console: bool = False
     console_host: str = "127.0.0.1"
-    console_port: int = Field(default=8765, ge=1, le=65535)
+    console_port: int | None = Field(default=None, ge=1, le=65535)  # None: DevLoop's default
     flower: bool = False
     flower_port: int = Field(default=5555, ge=1, le=65535)
 

@@ -6,6 +6,7 @@ import difflib
 from collections.abc import Iterable
 
 from devloop.errors import Problem
+from devloop.ids import is_valid_id
 
 CUTOFF = 0.6  # difflib's ratio; "carts" -> "cart" is 0.89, "mony" -> "money" 0.89
 LISTED = 20  # known names a fix lists when none is near
@@ -17,11 +18,16 @@ def closest(word: str, choices: Iterable[str]) -> str | None:
     return found[0] if found else None
 
 
+def closest_id(word: str, choices: Iterable[str]) -> str | None:
+    """The valid id nearest to word: an id that breaks the id rule is never suggested."""
+    return closest(word, [c for c in choices if is_valid_id(c)])
+
+
 def unknown(file: str, field: str, kind: str, word: str, choices: Iterable[str]) -> Problem:
     """`FILE: FIELD: no unit "mony"; did you mean "money"?`, or, when no name is near,
-    `no unit "x"; fix: pick one of a, b`."""
-    known = list(choices)
-    near = closest(word, known)
+    `no unit "x"; fix: pick one of a, b` (choices are ids: only valid ones are named)."""
+    known = [c for c in choices if is_valid_id(c)]
+    near = closest_id(word, known)
     if near is not None:
         return Problem(file, field, f'no {kind} "{word}"; did you mean "{near}"?')
     listed = ", ".join(known[:LISTED]) + (", ..." if len(known) > LISTED else "")

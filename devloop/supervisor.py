@@ -114,6 +114,8 @@ class ChildSpec:
     log: Path | None  # None: the child writes to this process's stdout and stderr
     # What the child gets when this process dies: SIGTERM lets Redis flush its AOF.
     death_signal: int = signal.SIGKILL
+    # Descriptors the child inherits under the same numbers (the console's bound sockets).
+    pass_fds: tuple[int, ...] = ()
 
 
 @dataclass
@@ -196,6 +198,7 @@ class Supervisor:
                 # Its own session: a Ctrl-C meant for us reaches it only through stop().
                 start_new_session=True,
                 preexec_fn=die_with_parent(spec.death_signal),
+                pass_fds=spec.pass_fds,
             )
         finally:
             if log is not None:

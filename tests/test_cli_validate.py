@@ -215,16 +215,18 @@ LONG_LINE = (
 @pytest.mark.parametrize(
     ("bad", "line"),
     [
-        ("../../x", f'"../../x" is not a valid unit id; {CHARS_FIX}'),
-        ("a/b", f'"a/b" is not a valid unit id; {CHARS_FIX}'),
+        ("../../x", f'"../../x" is not a valid unit id; {CHARS_FIX}, e.g. "x"'),
+        ("a/b", f'"a/b" is not a valid unit id; {CHARS_FIX}, e.g. "a-b"'),
         ("..", f'".." is not a valid unit id; {CHARS_FIX}'),
-        ("/abs/path", f'"/abs/path" is not a valid unit id; {CHARS_FIX}'),
-        ("a\nb", f'"a\\nb" is not a valid unit id; {CHARS_FIX}'),
+        ("/abs/path", f'"/abs/path" is not a valid unit id; {CHARS_FIX}, e.g. "abs-path"'),
+        ("a\nb", f'"a\\nb" is not a valid unit id; {CHARS_FIX}, e.g. "a-b"'),
         ("", f'"" is not a valid unit id; {CHARS_FIX}'),
-        ("-x", '"-x" is not a valid unit id; fix: start it with a letter or a digit'),
+        ("-x", '"-x" is not a valid unit id; fix: start it with a letter or a digit, e.g. "x"'),
+        ("money.v2", f'"money.v2" is not a valid unit id; {CHARS_FIX}, e.g. "money-v2"'),
         (LONG, LONG_LINE),
     ],
-    ids=["climb", "slash", "dotdot", "absolute", "newline", "empty", "dash-first", "300-chars"],
+    ids=["climb", "slash", "dotdot", "absolute", "newline", "empty", "dash-first", "dotted",
+         "300-chars"],
 )
 def test_a_bad_unit_id_is_refused_with_exit_2_and_one_line(
     todo_project: Path, bad: str, line: str
@@ -240,7 +242,8 @@ def test_a_bad_id_in_depends_on_is_refused(todo_project: Path) -> None:
     code, _, err = validate(todo_project)
     assert code == 2
     assert err.splitlines() == [
-        f'units.json: units[1].depends_on[0]: "../todo-be" is not a valid unit id; {CHARS_FIX}'
+        f'units.json: units[1].depends_on[0]: "../todo-be" is not a valid unit id; {CHARS_FIX}, '
+        'e.g. "todo-be"'
     ]
 
 
@@ -249,8 +252,8 @@ def test_bad_company_and_project_ids_are_refused(todo_project: Path) -> None:
     code, _, err = validate(todo_project)
     assert code == 2
     assert err.splitlines() == [
-        f'units.json: company_id: "../c" is not a valid company id; {CHARS_FIX}',
-        f'units.json: project_id: "p:1\\n" is not a valid project id; {CHARS_FIX}',
+        f'units.json: company_id: "../c" is not a valid company id; {CHARS_FIX}, e.g. "c"',
+        f'units.json: project_id: "p:1\\n" is not a valid project id; {CHARS_FIX}, e.g. "p-1"',
     ]
 
 
@@ -269,7 +272,8 @@ def test_a_spec_json_naming_a_bad_unit_id_is_refused(todo_project: Path) -> None
     code, _, err = validate(todo_project)
     assert code == 2
     assert err.splitlines() == [
-        f'units/todo-be/spec.json: unit_id: "../todo-fe" is not a valid unit id; {CHARS_FIX}'
+        f'units/todo-be/spec.json: unit_id: "../todo-fe" is not a valid unit id; {CHARS_FIX}, '
+        'e.g. "todo-fe"'
     ]
 
 

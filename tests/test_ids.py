@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -16,16 +17,18 @@ from devloop.config import Settings
 from devloop.errors import ProjectInvalid
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.messages import StepMsg
-from devloop.ids import InvalidId, check_id, id_dir, is_valid_id
+from devloop.ids import InvalidId, check_id, id_dir, id_fault, is_valid_id, valid_form
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
+from devloop.suggest import closest_id, unknown
 from devloop.workspace import Workspace
 from tests.proctree import run_bounded
 
 DEVLOOP = Path(sys.executable).parent / "devloop"
 CLIMB = "../../secret"
 REFUSED = [
-    f'units.json: {field}: "{CLIMB}" is not a valid unit id; fix: letters, digits, - and _ only'
+    f'units.json: {field}: "{CLIMB}" is not a valid unit id; fix: letters, digits, - and _ only, '
+    'e.g. "secret"'
     for field in ("units[0].id", "units[1].depends_on[0]")
 ]
 
@@ -129,3 +132,27 @@ def test_store_keys_and_step_messages_refuse_bad_ids(redis_store: RedisStore) ->
         redis_store.keys("p-todo").files("todo-be:files")
     with pytest.raises(ValueError, match="is not a valid unit id"):
         StepMsg(pid="p-todo", unit_id="../x", attempt=1)
+
+
+# --- suggestions: a did-you-mean or an e.g. is always a valid id ----------------------
+
+
+@pytest.mark.parametrize(("value", "meant"), [
+    ("money.v2", "money-v2"), ("../../secret", "secret"), ("-x", "x"), ("a b\tc", "a-b-c"),
+    ("_x.", "x"), ("..", None), ("", None), ("é", None), ("x" * 70 + ".y", "x" * 64),
+])
+def test_the_valid_form_of_an_id_is_valid_or_none(value: str, meant: str | None) -> None:
+    assert valid_form(value) == meant
+    fault = id_fault(value, "unit id")
+    assert fault is not None
+    if meant is not None and len(value) <= 64:
+        assert fault[1].endswith(f', e.g. "{meant}"')
+    for quoted in re.findall(r'e\.g\. "([^"]*)"', fault[1]):
+        assert is_valid_id(quoted)
+
+
+def test_a_did_you_mean_never_names_an_id_that_breaks_the_rule() -> None:
+    """Choices may hold an invalid id (a spec being fixed): it is never offered."""
+    problem = unknown("spec.yaml", "depends_on", "unit", "money-v2", ["money.v2", "cart"])
+    assert str(problem) == 'spec.yaml: depends_on: no unit "money-v2"; fix: pick one of cart'
+    assert closest_id("money.v2", ["money.v2", "money-v2"]) == "money-v2"

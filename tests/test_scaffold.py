@@ -395,11 +395,57 @@ def test_broken_yaml_syntax(tmp_path: Path) -> None:
     ]
 
 
-def test_a_yaml_indentation_error_names_its_line_and_column(tmp_path: Path) -> None:
-    spec = broken(tmp_path, "    kind: db\n", "   kind: db\n")
+@pytest.mark.parametrize(
+    ("old", "new", "said"),
+    [
+        # The report: PyYAML reads the key as more of `kind`'s value ("be depends_on").
+        ("    depends_on: [stock, prices]\n", "      depends_on: [stock, prices]\n",
+         "19: units[2].depends_on: indented 6 spaces, deeper than `kind` on line 18 (4 spaces); "
+         "fix: indent `depends_on` 4 spaces, in line with `kind`"),
+        ("    depends_on: [orders]\n", "      depends_on:\n        - orders\n",
+         "29: units[3].depends_on: indented 6 spaces, deeper than `kind` on line 28 (4 spaces); "
+         "fix: indent `depends_on` 4 spaces, in line with `kind`"),
+        ("    kind: db\n", "   kind: db\n",
+         "14: units[1].kind: indented 3 spaces, shallower than `id` on line 13 (4 spaces); "
+         "fix: indent `kind` 4 spaces, in line with `id`"),
+        ("    depends_on: [orders]\n", "  depends_on: [orders]\n",
+         "29: units[3].depends_on: indented 2 spaces, shallower than `kind` on line 28 "
+         "(4 spaces); fix: indent `depends_on` 4 spaces, in line with `kind`"),
+        # After a block list: deeper than its items' parent, in line with nothing.
+        ("    acceptance: [summary() names every order]\n",
+         "    acceptance:\n      - summary() names every order\n      review: required\n",
+         "33: units[3].review: indented 6 spaces, deeper than `acceptance` on line 31 (4 spaces);"
+         " fix: indent `review` 4 spaces, in line with `acceptance`"),
+        ("stack: python\n", "  stack: python\n",
+         "3: stack: indented 2 spaces, deeper than `project_id` on line 2 (0 spaces); "
+         "fix: move `stack` to the start of the line, in line with `project_id`"),
+    ],
+    ids=["over-indented-depends-on", "over-indented-block-list", "under-indented-key",
+         "under-indented-to-the-dash", "over-indented-after-a-list", "over-indented-top-level"],
+)
+def test_a_misindented_key_is_named_with_the_indentation_it_needs(
+    tmp_path: Path, old: str, new: str, said: str
+) -> None:
+    """Not PyYAML's "mapping values are not allowed here" with quoting advice: the key, how
+    far it is indented, and the key it belongs in line with."""
+    spec, dest = broken(tmp_path, old, new), tmp_path / "out"
+    assert problems_of(spec, dest) == [f"{spec}:{said}"]
+    result = CliRunner().invoke(app, ["new", str(dest), "--from", str(spec)])
+    assert result.exit_code == 2 and result.stderr.splitlines() == [f"{spec}:{said}"]
+
+
+def test_a_value_that_holds_a_colon_still_gets_the_quoting_advice(tmp_path: Path) -> None:
+    spec = broken(tmp_path, "    kind: db\n", "    kind: db\n    title: Prices: cents\n")
     assert problems_of(spec, tmp_path / "out") == [
-        f"{spec}:14:4: (yaml): expected <block end>, but found '<block mapping start>'; "
-        "fix: fix the YAML syntax at line 14, column 4 (line the key up with the keys around it)"
+        f"{spec}:15:18: (yaml): mapping values are not allowed here; fix: fix the YAML syntax "
+        "at line 15, column 18 (quote a value that holds `: `)"
+    ]
+    # A deeper line that is no key of the spec may be text of the value above: both fixes.
+    text = broken(tmp_path, "    kind: db\n", "    kind: db\n    title: Prices\n      in: cents\n")
+    assert problems_of(text, tmp_path / "out") == [
+        f"{text}:16: units[1].in: indented 6 spaces, deeper than `title` on line 15 (4 spaces); "
+        "fix: indent `in` 4 spaces, in line with `title` (or, if that line belongs to the value "
+        "above, quote the value)"
     ]
 
 
@@ -410,29 +456,48 @@ def test_several_problems_are_reported_together_in_line_order(tmp_path: Path) ->
     assert [line.split(": ")[0] for line in lines] == [f"{spec}:2", f"{spec}:18", f"{spec}:29"]
     assert lines[0] == (
         f'{spec}:2: project_id: "p shop" is not a valid project id; '
-        "fix: letters, digits, - and _ only"
+        'fix: letters, digits, - and _ only, e.g. "p-shop"'
     )
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "line"),
+    ("old", "new", "line", "meant"),
     [
-        ("  - id: report\n", "  - id: ../report\n", '27: units[3].id: "../report"'),
-        ("  - id: report\n", "  - id: /tmp/x\n", '27: units[3].id: "/tmp/x"'),
-        ("[orders]", "[../orders]", '29: units[3].depends_on[0]: "../orders"'),
+        ("  - id: report\n", "  - id: ../report\n", '27: units[3].id: "../report"', "report"),
+        ("  - id: report\n", "  - id: /tmp/x\n", '27: units[3].id: "/tmp/x"', "tmp-x"),
+        ("[orders]", "[../orders]", '29: units[3].depends_on[0]: "../orders"', "orders"),
     ],
     ids=["climbing-id", "absolute-id", "climbing-dependency"],
 )
 def test_a_unit_id_that_is_a_path_is_refused_by_devloop_new(
-    tmp_path: Path, old: str, new: str, line: str
+    tmp_path: Path, old: str, new: str, line: str, meant: str
 ) -> None:
     spec, dest = broken(tmp_path, old, new), tmp_path / "out"
-    expected = f"{spec}:{line} is not a valid unit id; fix: letters, digits, - and _ only"
+    expected = (f"{spec}:{line} is not a valid unit id; fix: letters, digits, - and _ only, "
+                f'e.g. "{meant}"')
     assert problems_of(spec, dest) == [expected]
     result = CliRunner().invoke(app, ["new", str(dest), "--from", str(spec)])
     assert result.exit_code == 2
     assert result.stderr.splitlines() == [expected]
     assert not dest.exists() and not (tmp_path / "report").exists()
+
+
+def test_a_dotted_unit_id_is_one_problem_whose_fix_is_a_valid_id(tmp_path: Path) -> None:
+    """`money.v2` breaks the id rule: its fix names "money-v2", and a dependency written
+    that way is not offered the invalid "money.v2" as the unit it meant."""
+    spec = write_spec(tmp_path, SHOP.replace("  - id: prices\n", "  - id: prices.v2\n")
+                      .replace("[stock, prices]", "[stock, prices-v2]")
+                      .replace("{unit: prices,", "{unit: prices-v2,"))
+    assert problems_of(spec, tmp_path / "out") == [
+        f'{spec}:13: units[1].id: "prices.v2" is not a valid unit id; fix: letters, digits, '
+        '- and _ only, e.g. "prices-v2"'
+    ]
+    near = write_spec(tmp_path, SHOP.replace("  - id: prices\n", "  - id: prices.v2\n")
+                      .replace("[stock, prices]", "[stock, prices-v3]"))
+    lines = problems_of(near, tmp_path / "out")
+    assert not any('"prices.v2"?' in line or 'write "prices.v2"' in line for line in lines)
+    assert f'{near}:19: units[2].depends_on[1]: unknown unit "prices-v3"; fix: add a unit with ' \
+        'id "prices-v3" or remove it from depends_on' in lines
 
 
 def test_a_non_empty_folder_is_refused_and_left_as_it_was(tmp_path: Path) -> None:

@@ -84,12 +84,16 @@ def run(
     ] = None,
     console: Annotated[
         bool | None, typer.Option("--console/--no-console",
-                                  help="Serve the live console beside the run.")
+                                  help="Serve the live console beside the run [last run's].")
     ] = None,
     console_host: Annotated[
-        str | None, typer.Option(help="The console's address [127.0.0.1].")
+        str | None, typer.Option(help="The console's address [last run's, else 127.0.0.1].")
     ] = None,
-    console_port: Annotated[int | None, typer.Option(help="The console's port [8765].")] = None,
+    console_port: Annotated[
+        int | None, typer.Option(help="The console's port (default: the last run's, else "
+                                 "DEVLOOP_CONSOLE_PORT, 8765; a free one when that is taken).",
+                                 min=1, max=65535)
+    ] = None,
 ) -> None:
     """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input,
     3 gave up (every worker died, --timeout, the environment cannot run sessions, Redis

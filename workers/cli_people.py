@@ -31,18 +31,30 @@ def console_command(
                                     "DEVLOOP_REDIS_URL when omitted.")
     ] = None,
     host: Annotated[str, typer.Option(help="Address to listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8765,
+    port: Annotated[
+        int | None, typer.Option(help="Port to listen on (default DEVLOOP_CONSOLE_PORT, 8765; "
+                                 "a free one when that is taken).", min=1, max=65535)
+    ] = None,
+    fd: Annotated[
+        list[int] | None, typer.Option(hidden=True, help="Listening sockets handed down by "
+                                       "`devloop run` (it bound them and printed the link).")
+    ] = None,
 ) -> None:
     """The live console: the unit DAG, live test output, who needs a human, review, budget
     and cancel; behind a token printed in the link at start."""
-    from workers.console import serve_console
+    from devloop.console.listen import ListenFailed
+    from workers.console import bind_console, serve_console
 
     settings = load_settings()
     pid, folder = _store_for(project) if project is not None else (None, None)
     if project is None and not settings.redis_url:
         fail([Problem("DEVLOOP_REDIS_URL", "environment", "not set",
                       "pass the project folder, or point it at the Redis your workers use")])
-    serve_console(pid, folder, host, port, settings, out)
+    try:  # bound before anything starts: a link is printed only for a socket of ours
+        sockets, bound = bind_console(host, port, fd or [], settings, out)
+    except ListenFailed as refused:
+        fail([refused.problem])
+    serve_console(pid, folder, host, sockets, bound, settings, out)
 
 
 @app.command()
@@ -131,7 +143,11 @@ def resume(
         bool | None, typer.Option("--console/--no-console",
                                   help="Serve the live console beside the run [last run's].")
     ] = None,
-    console_port: Annotated[int | None, typer.Option(help="The console's port [8765].")] = None,
+    console_port: Annotated[
+        int | None, typer.Option(help="The console's port (default: the last run's, else "
+                                 "DEVLOOP_CONSOLE_PORT, 8765; a free one when that is taken).",
+                                 min=1, max=65535)
+    ] = None,
 ) -> None:
     """Carry a paused or cancelled project on from its checkpoints: a folder runs again as
     `devloop run` does (same exit codes); an id re-sends its units to your workers."""

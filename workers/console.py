@@ -3,6 +3,7 @@ chains and revoke tasks (Celery lives here, not in devloop/console)."""
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 
 from rich.console import Console
@@ -10,6 +11,7 @@ from rich.console import Console
 from devloop.config import Settings
 from devloop.console import Callbacks, ConsoleConfig
 from devloop.console.auth import new_token
+from devloop.console.listen import adopt, listen
 from devloop.console.server import base_url, hosts_for, link, serve
 from devloop.embedded import redis_endpoint
 from devloop.fleet.webhook import Notifier
@@ -19,11 +21,27 @@ from workers.app import configure
 from workers.dispatch import revoke, send
 
 
+def bind_console(
+    host: str, port: int | None, fds: list[int], settings: Settings, out: Console
+) -> tuple[list[socket.socket], int]:
+    """The console's listening sockets and their port: handed down by `devloop run` (fds),
+    else bound here (ListenFailed when --port is taken)."""
+    if fds:
+        sockets = adopt(fds)
+        return sockets, int(sockets[0].getsockname()[1])
+    listener = listen(host, settings.console_port if port is None else port,
+                      explicit=port is not None, command="devloop console", option="--port")
+    if listener.moved:
+        out.print(listener.note(), markup=False, highlight=False, soft_wrap=True)
+    return listener.sockets, listener.port
+
+
 def serve_console(
-    pid: str | None, folder: Path | None, host: str, port: int, settings: Settings,
-    out: Console,
+    pid: str | None, folder: Path | None, host: str, sockets: list[socket.socket], port: int,
+    settings: Settings, out: Console,
 ) -> None:
-    """Serve the console until a signal stops it; print its link (with a fresh token) once."""
+    """Serve the console on its bound sockets until a signal stops it; print its link (with
+    a fresh token) once."""
     configured = settings.console_token.get_secret_value() if settings.console_token else None
     token = configured or new_token()
     with redis_endpoint(folder or Path("."), settings) as endpoint:
@@ -43,7 +61,7 @@ def serve_console(
             f"{base_url(host, port)} (token from DEVLOOP_CONSOLE_TOKEN)")
         out.print(f"DevLoop console: {shown}", markup=False, highlight=False, soft_wrap=True)
         try:
-            serve(config, host)
+            serve(config, sockets)
         finally:
             if notifier is not None:
                 notifier.stop()

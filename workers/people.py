@@ -12,6 +12,7 @@ from rich.console import Console
 
 from devloop.config import Settings
 from devloop.console.auth import new_token
+from devloop.console.listen import Listener
 from devloop.console.server import base_url, link
 from devloop.embedded import RedisEndpoint
 from devloop.fleet.control import clear_pause
@@ -42,16 +43,22 @@ def apply_controls(
 
 def start_console(
     children: RunChildren, endpoint: RedisEndpoint, state_dir: Path, project_dir: Path,
-    host: str, port: int, settings: Settings, console: Console,
+    listener: Listener, settings: Settings, console: Console,
 ) -> str:
-    """`devloop console` as a supervised child of the run; prints its link once (the token
-    reaches it by environment, never on a command line); returns its base URL."""
+    """`devloop console` as a supervised child of the run, serving the sockets the run bound
+    (a restarted child serves the same ones); prints its link once (the token reaches it by
+    environment, never on a command line); returns its base URL."""
     configured = settings.console_token.get_secret_value() if settings.console_token else None
     token = configured or new_token()
+    host, port = listener.host, listener.port
     env = {**os.environ, "DEVLOOP_REDIS_URL": endpoint.url, "DEVLOOP_CONSOLE_TOKEN": token}
     command = [sys.executable, "-c", "from workers.cli import main; main()", "console",
                str(project_dir), "--host", host, "--port", str(port)]
-    children.supervisor.add(ChildSpec("console", command, env, state_dir / "console.log"))
+    command += [arg for fd in listener.fds() for arg in ("--fd", str(fd))]
+    children.supervisor.add(ChildSpec("console", command, env, state_dir / "console.log",
+                                      pass_fds=listener.fds()))
+    if listener.moved:
+        console.print(listener.note(), markup=False, highlight=False, soft_wrap=True)
     shown = link(host, port, token) if configured is None else (
         f"{base_url(host, port)} (token from DEVLOOP_CONSOLE_TOKEN)")
     console.print(f"Console: {shown}", markup=False, highlight=False, soft_wrap=True)
@@ -72,8 +79,13 @@ def waits_in_console(state: ProjectStatus, console: bool) -> bool:
 
 
 def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> int | None:
-    """The exit code of a run that ended paused, after saying how to carry on; None if not."""
-    if final.paused is None or final.finished:
+    """The exit code of a run that ended paused, after saying how to carry on; None if not.
+
+    A pause outranks a blocked unit (README, exit codes): a person's cancel reads as
+    cancelled, and a spent budget as paused, even when every unit left is blocked, since
+    nothing starts again before `devloop resume`. Only a project whose every unit passed
+    ends 0 whatever pause came with its last step."""
+    if final.paused is None or final.all_passed:
         return None
     spent = spent_words(final.spent_usd, final.max_usd)
     folder = shlex.quote(str(project_dir))

@@ -21,6 +21,7 @@ from rich.live import Live
 
 from devloop.cli import missing_folder
 from devloop.config import Settings, load_settings
+from devloop.console.listen import Listener, ListenFailed, listening
 from devloop.embedded import NotPrivate, private_state_dir, redis_endpoint
 from devloop.errors import DevLoopError, Problem, ProjectInvalid
 from devloop.fleet.control import export_spend, steps_running
@@ -75,7 +76,8 @@ class RunOptions:
     max_usd: float | None = None  # the project's spend cap (else DEVLOOP_PROJECT_MAX_USD)
     console: bool = False  # serve the console beside the run
     console_host: str = "127.0.0.1"
-    console_port: int = 8765
+    console_port: int | None = None  # None: DEVLOOP_CONSOLE_PORT, or a free one if taken
+    console_port_preferred: int | None = None  # the last run's: taken, another one is chosen
     resume: bool = False  # `devloop resume`: also carry on units a person cancelled
     carried: tuple[str, ...] = ()  # flags taken from the folder's last run (said at start)
 
@@ -85,7 +87,8 @@ class RunOptions:
             llm="stub" if self.llm == "stub" else "anthropic",
             script=str(self.script.resolve()) if self.script else None,
             workers=self.workers, console=self.console, console_host=self.console_host,
-            console_port=self.console_port, flower=self.flower, flower_port=self.flower_port,
+            console_port=self.console_port or self.console_port_preferred,
+            flower=self.flower, flower_port=self.flower_port,
         )
 
 
@@ -94,10 +97,13 @@ def options_for(project_dir: Path, given: Given, **rest: Any) -> RunOptions:
     used (`rest`: the options that are never remembered, such as --timeout)."""
     last = recall(project_dir) if missing_folder(project_dir) is None else None
     choices, carried = carry_on(given, last, project_dir)
+    # A port the last run used is a preference: if it is taken now, another is chosen (a
+    # port given on this command line is refused when taken).
     return RunOptions(
         project_dir, choices.workers, choices.llm, script_path(choices), choices.flower,
         choices.flower_port, console=choices.console, console_host=choices.console_host,
-        console_port=choices.console_port, carried=tuple(carried), **rest,
+        console_port=given.console_port, console_port_preferred=choices.console_port,
+        carried=tuple(carried), **rest,
     )
 
 
@@ -160,7 +166,9 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
     """Run the project to the end (or resume it); return the exit code.
 
     0 every unit passed, 1 some unit blocked, 2 bad input, 3 gave up (every worker died,
-    the timeout, the environment cannot run sessions, Redis went away): never a traceback.
+    the timeout, the environment cannot run sessions, Redis went away), 4 paused by its
+    budget, 5 cancelled, 128 + a signal: never a traceback. Precedence (README): 2, a signal,
+    3, 0, the pause (5 or 4, even with units blocked), 1.
     """
     console = console or Console()
     err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -170,20 +178,31 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
             err.print(str(problem), markup=False)
         return EXIT_INVALID
     try:
-        with folder_lock(options.project_dir):  # one live run per folder
+        with folder_lock(options.project_dir), ExitStack() as held:  # one live run per folder
             remember(options.project_dir, options.choices())  # what printed commands carry on
-            return _run_held(options, settings, console, err)
-    except (FolderBusy, NotPrivate) as refused:  # taking the lock: nothing ran yet
+            listener = None
+            if options.console:  # bound now: the link is printed only for a socket of ours
+                listener = held.enter_context(listening(
+                    options.console_host,
+                    options.console_port or options.console_port_preferred
+                    or settings.console_port,
+                    explicit=options.console_port is not None, command="devloop run",
+                    option="--console-port"))
+            return _run_held(options, settings, console, err, listener)
+    except (FolderBusy, NotPrivate, ListenFailed) as refused:  # nothing ran yet
         err.print(str(refused), markup=False)
         return EXIT_INVALID
 
 
-def _run_held(options: RunOptions, settings: Settings, console: Console, err: Console) -> int:
-    """run_project once the folder's run lock is held."""
+def _run_held(
+    options: RunOptions, settings: Settings, console: Console, err: Console,
+    listener: Listener | None,
+) -> int:
+    """run_project once the folder's run lock (and the console's port) is held."""
     received = Received()
     try:
         with interrupt_on() as received:  # Ctrl-C, SIGTERM, SIGHUP: children stopped, in order
-            final = _run(options, settings, console)
+            final = _run(options, settings, console, listener)
     except BaseException as stopped:
         # An interrupt may surface as another error (raised mid-import, Python wraps it).
         if received.exit_code is not None or isinstance(stopped, KeyboardInterrupt):
@@ -241,7 +260,9 @@ def _write_traceback(project_dir: Path) -> Path:
     return log
 
 
-def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectStatus:
+def _run(
+    options: RunOptions, settings: Settings, console: Console, listener: Listener | None
+) -> ProjectStatus:
     """Start what the run needs, enqueue (or resume), watch to the end, stop what it started."""
     project_dir = options.project_dir.resolve()
     state_dir = private_state_dir(project_dir)  # 0700: logs, and the embedded Redis
@@ -283,9 +304,9 @@ def _run(options: RunOptions, settings: Settings, console: Console) -> ProjectSt
                 flower_port=options.flower_port if options.flower else None,
             )
             stack.callback(children.stop)
-            if options.console:
-                start_console(children, endpoint, state_dir, project_dir, options.console_host,
-                              options.console_port, settings, console)
+            if listener is not None:
+                start_console(children, endpoint, state_dir, project_dir, listener, settings,
+                              console)
             notifier = start_notifier(store, report.pid, settings)
             if notifier is not None:
                 stack.callback(notifier.stop)

@@ -83,7 +83,9 @@ def make_app(config: ConsoleConfig) -> Guard:
     def known(pid: str) -> bool:
         if not is_valid_id(pid):
             return False
-        return pid in config.pids if config.pids is not None else store.has_project(pid)
+        # A folder's console may open before its first run imported it: no page yet, not a 500.
+        listed = config.pids is None or pid in config.pids
+        return listed and store.has_project(pid)
 
     def nonce(request: Request) -> str:
         return str(request.scope.get("state", {}).get("nonce", ""))

@@ -1,6 +1,9 @@
-"""Serve the console with uvicorn (127.0.0.1 unless told otherwise) and say where it is."""
+"""Serve the console with uvicorn on sockets DevLoop bound (127.0.0.1 unless told otherwise)
+and say where it is."""
 
 from __future__ import annotations
+
+import socket
 
 import uvicorn
 
@@ -30,10 +33,11 @@ def hosts_for(host: str) -> tuple[str, ...] | None:
     return (*LOOPBACK, host.lower())
 
 
-def serve(config: ConsoleConfig, host: str) -> None:
-    """Run the console until a signal stops it."""
+def serve(config: ConsoleConfig, sockets: list[socket.socket]) -> None:
+    """Run the console on the bound sockets (devloop.console.listen) until a signal stops it:
+    uvicorn never binds a port itself, so the printed link is always this server's."""
     server = uvicorn.Server(uvicorn.Config(
-        make_app(config), host=host, port=config.port, log_level="warning",
+        make_app(config), port=config.port, log_level="warning",
         timeout_graceful_shutdown=GRACE_S, proxy_headers=False, server_header=False,
     ))
-    server.run()
+    server.run(sockets=sockets)

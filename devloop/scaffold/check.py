@@ -17,11 +17,12 @@ from pydantic_core import ErrorDetails
 
 from devloop import dag
 from devloop.errors import DevLoopError, Problem
-from devloop.ids import is_valid_id
+from devloop.ids import is_valid_id, valid_form
 from devloop.llm.stub.yamlmarks import ScriptInvalid, read_yaml
 from devloop.models import Stack, UnitKind
 from devloop.scaffold.spec import FIXES, NewProject, NewUnit
-from devloop.suggest import closest
+from devloop.suggest import closest, closest_id
+from devloop.yamlindent import Misindent, described, misindented
 
 Lines = dict[tuple[str, ...], int]
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -35,6 +36,7 @@ SYNTAX_HINTS = {
     "found character '\\t'": " (indent with spaces, not tabs)",
     "but got ':'": " (close the bracket, or quote a value that holds `: `)",
 }
+SPEC_KEYS = frozenset(NewProject.model_fields) | frozenset(NewUnit.model_fields)
 KIND_MEANINGS = "be: backend, fe: frontend, db: database, mw: middleware, lib: library"
 
 
@@ -87,6 +89,9 @@ def _syntax_problem(text: str, source: str) -> Problem | None:
         mark = exc.problem_mark or exc.context_mark
         if mark is None:
             return Problem(source, "(yaml)", str(exc), "fix the YAML syntax")
+        misindent = misindented(text, mark.line + 1)
+        if misindent is not None:
+            return _indent_problem(misindent, source)
         problem = str(exc.problem or exc)
         where = f"line {mark.line + 1}, column {mark.column + 1}"
         hint = next((h for key, h in SYNTAX_HINTS.items() if key in problem), "")
@@ -95,6 +100,20 @@ def _syntax_problem(text: str, source: str) -> Problem | None:
     except yaml.YAMLError as exc:
         return Problem(source, "(yaml)", str(exc), "fix the YAML syntax")
     return None
+
+
+def _indent_problem(found: Misindent, source: str) -> Problem:
+    """`spec.yaml:11: units[1].depends_on: indented 6 spaces, deeper than `kind` on line 10
+    (4 spaces); fix: indent `depends_on` 4 spaces, in line with `kind``."""
+    try:
+        _, lines = read_yaml(found.fixed, source)
+        paths = [path for path, n in lines.items() if n == found.line and path
+                 and path[-1] == found.key]
+    except ScriptInvalid:
+        paths = []
+    field = _dotted(paths[0]) if paths else found.key
+    message, fix = described(found, SPEC_KEYS)
+    return Problem(f"{source}:{found.line}", field, message, fix)
 
 
 def _misspellings(errors: list[ErrorDetails]) -> list[ErrorDetails]:
@@ -238,8 +257,13 @@ def _graph_problems(data: Any, source: str, lines: Lines) -> list[tuple[int, Pro
                         "list each dependency once",
                     )
                 )
+    # `depends_on: [money-v2]` on a unit spelt `money.v2`: one mistake, told on the id, whose
+    # fix names "money-v2".
+    renamed = {valid_form(uid) for uid in graph if not is_valid_id(uid)}
     for issue in dag.check_graph(graph):
-        if issue.kind == "unknown_dependency" and not is_valid_id(issue.dependency):
+        if issue.kind == "unknown_dependency" and (
+            not is_valid_id(issue.dependency) or issue.dependency in renamed
+        ):
             continue  # already reported as an invalid id
         found.append(_issue_problem(issue, graph, first, source, lines))
     found += _consumes_problems(units, graph, first, source, lines)
@@ -257,7 +281,7 @@ def _issue_problem(
     dep = issue.dependency if issue.kind != "cycle" else issue.cycle[1 % len(issue.cycle)]
     path = ("units", first[issue.unit], "depends_on", graph[issue.unit].index(dep or ""))
     if issue.kind == "unknown_dependency":
-        near = closest(dep or "", [u for u in graph if u != issue.unit])
+        near = closest_id(dep or "", [u for u in graph if u != issue.unit])
         fix = f'add a unit with id "{dep}" or remove it from depends_on'
         if near is not None:
             fix = f'write "{near}" (or add a unit with id "{dep}")'
@@ -294,11 +318,11 @@ def _consumes_problems(
         if not isinstance(consumes, list):
             continue
         # A misspelt dependency is reported once, on depends_on, not again on each use.
-        meant = {closest(d, graph) for d in graph[uid] if d not in graph}
+        meant = {closest_id(d, graph) for d in graph[uid] if d not in graph}
         for j, entry in enumerate(consumes):
             used = entry.get("unit") if isinstance(entry, dict) else None
             if isinstance(used, str) and used not in graph[uid] and used not in meant:
-                near = closest(used, graph[uid]) if used not in graph else None
+                near = closest_id(used, graph[uid]) if used not in graph else None
                 message = f'"{used}" is not in depends_on'
                 fix = f'add "{used}" to depends_on or remove this entry'
                 if near is not None:

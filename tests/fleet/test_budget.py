@@ -125,6 +125,28 @@ def test_devloop_cancel_ends_the_run_with_every_checkpoint_kept(
     assert {store.get_state(PID, u.id).status for u in plans} == {"passed"}
 
 
+@pytest.mark.timeout(300)
+def test_a_cancel_while_a_unit_is_blocked_ends_the_run_cancelled_with_exit_5(
+    tmp_path: Path
+) -> None:
+    """The exit codes' precedence (README): a person's cancel reads as cancelled (5) even
+    when a unit is blocked and no unit can move (the console keeps such a run waiting)."""
+    plans = [UnitPlan("stuck", bad=True), UnitPlan("after", ["stuck"])]
+    project = build(tmp_path / "p", plans)
+    (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    run = RunProcess(project, args=["--console"])
+    try:
+        run.start()
+        run.wait_for("the blocked unit", lambda: "needs a human: stuck is blocked" in
+                     run.output(), 180 + SLACK_S)
+        cancelled = devloop("cancel", str(project), timeout=60)
+        assert cancelled.returncode == 0, cancelled.stdout + cancelled.stderr
+        assert run.wait(60 + SLACK_S) == 5, run.output()
+        assert f"Carry on with `devloop resume {project}`" in run.output()
+    finally:
+        run.close()
+
+
 def _figures(text: str) -> set[str]:
     """Every dollar figure a text prints."""
     return set(re.findall(r"\$\d+\.\d{4}", text))

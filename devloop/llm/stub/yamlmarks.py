@@ -11,6 +11,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from devloop.errors import DevLoopError, Problem
+from devloop.yamlindent import described, misindented
 
 Path = tuple[str, ...]
 DOCS = "docs/stub-script.md"
@@ -47,6 +48,10 @@ def read_yaml(text: str, source: str) -> tuple[Any, dict[Path, int]]:
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else None
+        misindent = misindented(text, line) if line else None
+        if misindent is not None:  # not "mapping values are not allowed": the indentation
+            raise ScriptInvalid.one(source, line, misindent.key,
+                                    *described(misindent, ())) from None
         raise ScriptInvalid.one(
             source, line, "(yaml)", str(exc.problem or exc), "fix the YAML syntax on that line"
         ) from None

@@ -132,6 +132,14 @@ def test_yaml_syntax_errors_and_duplicate_keys_name_the_line() -> None:
     assert duplicate.startswith("stub.yaml:3: sessions.s: duplicate key")
 
 
+def test_an_over_indented_key_names_the_indentation_it_needs() -> None:
+    text = "sessions:\n  s:\n    latency_ms: 5\n      turns: {}\n"
+    assert _problem_text(text) == (
+        "stub.yaml:4: turns: indented 6 spaces, deeper than `latency_ms` on line 3 (4 spaces); "
+        "fix: indent `turns` 4 spaces, in line with `latency_ms` (or, if that line belongs to "
+        "the value above, quote the value)")
+
+
 def test_a_script_must_be_a_mapping() -> None:
     assert "a script must be a mapping" in _problem_text("- 1\n- 2\n")
     assert Script.from_yaml("", "empty.yaml") == Script()
