@@ -3,7 +3,9 @@ console as a supervised child, the webhook, and how a paused run ends."""
 
 from __future__ import annotations
 
+import math
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -13,7 +15,7 @@ from devloop.config import Settings
 from devloop.console.auth import new_token
 from devloop.console.server import base_url, link
 from devloop.embedded import RedisEndpoint
-from devloop.fleet.control import clear_pause
+from devloop.fleet.control import clear_pause, set_default_cap
 from devloop.fleet.dispatch import CANCELLED, resume_blocked
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.money import spent_words
@@ -32,10 +34,13 @@ def apply_controls(
     store: RedisStore, pid: str, max_usd: float | None, resume: bool, settings: Settings
 ) -> list[Dispatch]:
     """A run starts: lift the project's pause (a spent budget pauses it again at the first
-    step unless the cap was raised) and set the cap; a resume also carries on the units a
-    person cancelled one by one. The chains to send for those."""
-    cap = max_usd if max_usd is not None else settings.project_max_usd
+    step unless the cap was raised) and set the cap (a person's, else DevLoop's default); a
+    resume also carries on the units a person cancelled one by one. The chains to send for
+    those."""
+    cap = max_usd if max_usd is not None else settings.given_project_cap()
     clear_pause(store, pid, cap, units=resume)
+    if cap is None:
+        set_default_cap(store, pid, settings.project_max_usd)
     return resume_blocked(store, pid, kinds=(CANCELLED,)) if resume else []
 
 
@@ -70,11 +75,30 @@ def waits_in_console(state: ProjectStatus, console: bool) -> bool:
     return console and state.count("blocked") > 0 and state.paused is None
 
 
+def default_cap_words(final: ProjectStatus, project_dir: Path) -> str:
+    """Why DevLoop's default cap paused the run, and the commands that carry it on (with a
+    cap one default above what was spent)."""
+    cap = final.default_max_usd or 0.0
+    more = math.ceil(final.real_spent_usd + cap)
+    folder = shlex.quote(str(project_dir))
+    return (f"paused: budget: DevLoop's default spend cap was reached ("
+            f"{spent_words(final.real_spent_usd, cap)} on model calls; no cap was given, by "
+            "--max-usd or DEVLOOP_PROJECT_MAX_USD); every session's checkpoint is kept. "
+            f"Carry on with a higher cap: `devloop resume {folder} --max-usd {more}`, or give "
+            f"every run one: `export DEVLOOP_PROJECT_MAX_USD={more}`, then `devloop resume "
+            f"{folder}`")
+
+
 def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> int | None:
     """The exit code of a run that ended paused, after saying how to carry on; None if not."""
     if final.paused is None or final.finished:
         return None
     spent = spent_words(final.spent_usd, final.max_usd)
+    if final.paused == "budget" and final.max_usd is None and final.default_max_usd:
+        # One line however narrow the terminal: the commands in it are copied whole.
+        console.print(default_cap_words(final, project_dir), markup=False, highlight=False,
+                      soft_wrap=True)
+        return EXIT_PAUSED
     if final.paused == "budget":
         console.print(f"paused: budget ({spent}); every session's checkpoint is kept. "
                       f"Carry on with `devloop resume {project_dir} --max-usd N`",

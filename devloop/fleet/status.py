@@ -78,7 +78,9 @@ class ProjectStatus(BaseModel):
     scripted: bool = False  # the costs are a stub's scripted turns priced, not money spent
     paused: str | None = None  # "budget" or "cancelled": no new session starts until resumed
     spent_usd: float = 0.0  # the project's model spend, every model call counted as it ran
-    max_usd: float | None = None  # the project's cap (devloop run --max-usd)
+    max_usd: float | None = None  # a person's cap (devloop run --max-usd)
+    default_max_usd: float | None = None  # DevLoop's cap, standing when no person gave one
+    real_spent_usd: float = 0.0  # the spend but scripted turns': what the default counts
     # The folder the commands shown name (else the project id); not part of the JSON.
     folder: str | None = Field(default=None, exclude=True)
 
@@ -220,4 +222,6 @@ def project_status(
         pid=pid, units=rows, environment_error=environment_error(store, pid),
         scripted=every_run_scripted, paused=control.paused,
         spent_usd=control.spent_usd, max_usd=control.max_usd, folder=folder,
+        default_max_usd=control.default_max_usd if control.max_usd is None else None,
+        real_spent_usd=control.real_spent_usd,
     )
