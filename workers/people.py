@@ -81,12 +81,11 @@ def default_cap_words(final: ProjectStatus, project_dir: Path) -> str:
     cap = final.default_max_usd or 0.0
     more = math.ceil(final.real_spent_usd + cap)
     folder = shlex.quote(str(project_dir))
-    return (f"paused: budget: DevLoop's default spend cap was reached ("
-            f"{spent_words(final.real_spent_usd, cap)} on model calls; no cap was given, by "
-            "--max-usd or DEVLOOP_PROJECT_MAX_USD); every session's checkpoint is kept. "
-            f"Carry on with a higher cap: `devloop resume {folder} --max-usd {more}`, or give "
-            f"every run one: `export DEVLOOP_PROJECT_MAX_USD={more}`, then `devloop resume "
-            f"{folder}`")
+    return (f"paused: budget: DevLoop's default cap on calls to a real model was reached "
+            f"({spent_words(final.real_spent_usd, cap)}); no cap was given (--max-usd, "
+            "DEVLOOP_PROJECT_MAX_USD). Every session's checkpoint is kept. Carry on with a "
+            f"higher cap: `devloop resume {folder} --max-usd {more}`, or give every run one: "
+            f"`export DEVLOOP_PROJECT_MAX_USD={more}`, then `devloop resume {folder}`")
 
 
 def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> int | None:

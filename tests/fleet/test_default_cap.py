@@ -41,9 +41,8 @@ def redis_server(tmp_path: Path) -> Iterator[RedisServer]:
 
 def default_pause_commands(output: str) -> list[str]:
     """The commands in the line that says the default cap paused the run."""
-    line = next((ln for ln in output.splitlines()
-                 if ln.startswith("paused: budget: DevLoop's default spend cap was reached")),
-                None)
+    said = "paused: budget: DevLoop's default cap on calls to a real model"
+    line = next((ln for ln in output.splitlines() if ln.startswith(said)), None)
     assert line is not None, output
     return re.findall(r"`([^`]+)`", line)
 
@@ -73,7 +72,7 @@ def test_a_real_run_given_no_cap_pauses_at_the_default_and_the_printed_commands_
             assert commands == [f"devloop resume {project} --max-usd {more}",
                                 f"export DEVLOOP_PROJECT_MAX_USD={more}",
                                 f"devloop resume {project}"]
-            assert f"(spent ${spent:.4f} of $25.0000" in run.output()
+            assert f"was reached (spent ${spent:.4f} of $25.0000, $" in run.output()
 
             # Each way on, exactly as printed (at the usual price now: more such calls
             # would reach the new cap too).
