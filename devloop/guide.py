@@ -200,10 +200,16 @@ def cost_table(m: Measured = MEASURED) -> str:
     head = ("| requests per unit | " + " | ".join(f"`{x}`" for x in GUIDE_MODELS)
             + f" | units in the default ${cap:g} (`{GUIDE_MODELS[0]}`) |")
     lines = [head, "|---|" + "---|" * (len(GUIDE_MODELS) + 1)]
+    first: list[float] = []
     for label, requests, output in cost_cases(m):
         costs = [unit_cost(DEFAULT_PRICES[x], requests, output, m) for x in GUIDE_MODELS]
         cells = [f"${c:.2f}" for c in costs] + [f"{math.floor(cap / costs[0]):,}"]
         lines.append(f"| {requests:.1f} ({label}) | " + " | ".join(cells) + " |")
+        first.append(costs[0])
+    *passing, heavy = first
+    lines += ["", f"So expect about ${min(passing):.2f} to ${max(passing):.2f} a unit on "
+              f"`{GUIDE_MODELS[0]}` for a unit that passes at the pace above, and up to "
+              f"${heavy:.2f} for one that spends its whole retry budget."]
     return "\n".join(lines) + "\n"
 
 
