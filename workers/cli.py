@@ -18,7 +18,7 @@ from devloop.cli import app, err, fail, out
 from devloop.config import load_settings
 from devloop.embedded import RedisEndpoint, redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
-from devloop.fleet.control import export_spend
+from devloop.fleet.control import export_spend, set_default_cap, set_max_usd
 from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
 from devloop.fleet.marks import forget_llm
 from devloop.fleet.records import export_steps
@@ -159,6 +159,11 @@ def enqueue(project_dir: Annotated[Path, typer.Argument(help="The project folder
     except ProjectInvalid as exc:
         fail(exc.problems)
     forget_llm(store, report.pid)  # the workers' model is theirs: no decision is marked scripted
+    # The workers keep the project's cap: DEVLOOP_PROJECT_MAX_USD when given, else the default.
+    if (cap := settings.given_project_cap()) is not None:
+        set_max_usd(store, report.pid, cap)
+    else:
+        set_default_cap(store, report.pid, settings.project_max_usd)
     reruns, lines = apply_changes(store, load_project(project_dir), str(project_dir))
     for line in lines:
         out.print(line, markup=False, highlight=False)

@@ -15,10 +15,10 @@ from devloop.console.auth import new_token
 from devloop.console.listen import Listener
 from devloop.console.server import base_url, link
 from devloop.embedded import RedisEndpoint
-from devloop.fleet.control import clear_pause
+from devloop.fleet.control import clear_pause, set_default_cap
 from devloop.fleet.dispatch import CANCELLED, resume_blocked
 from devloop.fleet.messages import Dispatch
-from devloop.fleet.money import raised_cap, spent_words
+from devloop.fleet.money import raised_cap, resume_cap, spent_words
 from devloop.fleet.status import ProjectStatus
 from devloop.fleet.webhook import Notifier
 from devloop.store import RedisStore
@@ -34,10 +34,13 @@ def apply_controls(
     store: RedisStore, pid: str, max_usd: float | None, resume: bool, settings: Settings
 ) -> list[Dispatch]:
     """A run starts: lift the project's pause (a spent budget pauses it again at the first
-    step unless the cap was raised) and set the cap; a resume also carries on the units a
-    person cancelled one by one. The chains to send for those."""
-    cap = max_usd if max_usd is not None else settings.project_max_usd
+    step unless the cap was raised) and set the cap (a person's, else DevLoop's default); a
+    resume also carries on the units a person cancelled one by one. The chains to send for
+    those."""
+    cap = max_usd if max_usd is not None else settings.given_project_cap()
     clear_pause(store, pid, cap, units=resume)
+    if cap is None:
+        set_default_cap(store, pid, settings.project_max_usd)
     return resume_blocked(store, pid, kinds=(CANCELLED,)) if resume else []
 
 
@@ -78,6 +81,19 @@ def waits_in_console(state: ProjectStatus, console: bool) -> bool:
     return console and state.count("blocked") > 0 and state.paused is None
 
 
+def default_cap_words(final: ProjectStatus, project_dir: Path) -> str:
+    """Why DevLoop's default cap paused the run, and the commands that carry it on (with a
+    cap one default above what was spent)."""
+    cap = final.default_max_usd or 0.0
+    more = resume_cap(final.spent_usd, None, final.real_spent_usd, cap)
+    folder = shlex.quote(str(project_dir))
+    return (f"paused: budget: DevLoop's default cap on calls to a real model was reached "
+            f"({spent_words(final.real_spent_usd, cap)}); no cap was given (--max-usd, "
+            "DEVLOOP_PROJECT_MAX_USD). Every session's checkpoint is kept. Carry on with a "
+            f"higher cap: `devloop resume {folder} --max-usd {more}`, or give every run one: "
+            f"`export DEVLOOP_PROJECT_MAX_USD={more}`, then `devloop resume {folder}`")
+
+
 def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> int | None:
     """The exit code of a run that ended paused, after saying how to carry on; None if not.
 
@@ -88,6 +104,11 @@ def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> in
     if final.paused is None or final.all_passed:
         return None
     spent = spent_words(final.spent_usd, final.max_usd)
+    if final.paused == "budget" and final.max_usd is None and final.default_max_usd:
+        # One line however narrow the terminal: the commands in it are copied whole.
+        console.print(default_cap_words(final, project_dir), markup=False, highlight=False,
+                      soft_wrap=True)
+        return EXIT_PAUSED
     folder = shlex.quote(str(project_dir))
     if final.paused == "budget":
         cap = raised_cap(final.spent_usd, final.max_usd)

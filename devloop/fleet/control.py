@@ -1,19 +1,24 @@
 """A project's controls: its budget, the money spent, pauses and cancels.
 
-devloop:{pid}:control   hash    max_usd, paused ("budget" | "cancelled"), paused_at,
+devloop:{pid}:control   hash    max_usd (a person's cap), default_max_usd (DevLoop's, when no
+                                one gave a cap), paused ("budget" | "cancelled"), paused_at,
                                 epoch (bumped by each cancel), cancel:{unit}, console_url
-devloop:{pid}:spend     hash    total, unit:{id}: nanodollars spent on model calls (HINCRBY)
+devloop:{pid}:spend     hash    total, unit:{id}, scripted: nanodollars spent on model calls
+                                (HINCRBY); `scripted` is the part `--llm stub`'s turns cost
 devloop:{pid}:spent     string  dollars an earlier DevLoop counted (INCRBYFLOAT); still counted
 
 The spend hash is the ledger of record: the cap is enforced against its total, and every
 figure shown (status, the live table, the end of a run, the console, the report through
 agent-state/spend.json) reads it. Every model call adds its cost, in whole nanodollars, to
 the total and to its unit's share in one transaction (integers, so concurrent workers never
-lose an update and the units always add up to the total); the call that reaches `max_usd`
-pauses the project. A paused project starts no new session and its running sessions stop
-before their next turn (`StopFlag`), keeping their checkpoints; `resume` clears the pause
-and they carry on. Calls already under way when the cap is reached finish and count, so
-the total can pass the cap by what they cost.
+lose an update and the units always add up to the total); the call that reaches the cap
+pauses the project. A person's cap counts every call priced (a stub run's scripted turns
+too, so a cap can be tried without spending); DevLoop's default counts only the calls a real
+model may have charged for, so scripted runs and the benchmarks never reach it. A paused
+project starts no new session and its running sessions stop before their next turn
+(`StopFlag`), keeping their checkpoints; `resume` clears the pause and they carry on. Calls
+already under way when the cap is reached finish and count, so the total can pass the cap
+by what they cost.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from redis.client import Pipeline
+
+from devloop.fleet.marks import scripted_now
 from devloop.fleet.money import from_nano, to_nano
 from devloop.ids import check_id
 from devloop.llm.base import LLMProvider, LLMRequest, LLMResponse
@@ -34,13 +42,24 @@ from devloop.store.keys import EVENTS_MAXLEN
 PAUSES = ("budget", "cancelled")
 SPEND_FILE = "agent-state/spend.json"  # the ledger as exported to the folder (the report's)
 
-# KEYS: control, events.  ARGV: the total spent (just added), now, events maxlen.  When the
-# total reaches the cap, pauses the project (once: the first call past the cap). The
-# INCRBYFLOAT itself runs outside the script: inside one, Redis 6.2 rewrites its arguments
-# for the AOF under Lua's feet, and the server crashed with a corrupt heap.
-CAP_CHECK = """
-local cap = redis.call('HGET', KEYS[1], 'max_usd')
-if cap and tonumber(ARGV[1]) >= tonumber(cap)
+# Whether `spent` (everything) or `real` (all but scripted turns) reached the project's cap:
+# a person's counts everything, DevLoop's default only the real part (it stands only when no
+# person gave a cap).
+REACHED = """
+local function reached(control, spent, real)
+  local cap = redis.call('HGET', control, 'max_usd')
+  if cap then return spent >= tonumber(cap) end
+  local default = redis.call('HGET', control, 'default_max_usd')
+  return default ~= false and real >= tonumber(default)
+end
+"""
+
+# KEYS: control, events.  ARGV: the total spent (just added), now, events maxlen, the real
+# part of the total.  When a cap is reached, pauses the project (once: the first call past
+# it). The HINCRBYs themselves run outside the script: inside one, Redis 6.2 rewrote an
+# INCRBYFLOAT's arguments for the AOF under Lua's feet, and the server crashed.
+CAP_CHECK = REACHED + """
+if reached(KEYS[1], tonumber(ARGV[1]), tonumber(ARGV[4]))
     and redis.call('HSETNX', KEYS[1], 'paused', 'budget') == 1 then
   redis.call('HSET', KEYS[1], 'paused_at', ARGV[2])
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', 'kind', 'paused', 'reason', 'budget')
@@ -51,16 +70,15 @@ return 1
 # KEYS: control, spend, events, the earlier float total.  ARGV: unit ('' for the project),
 # now, events maxlen.  Why a step or session must stop now, or false; a cap already spent
 # pauses the project.
-STOP_REASON = """
+STOP_REASON = REACHED + """
 local paused = redis.call('HGET', KEYS[1], 'paused')
 if paused then return paused end
 if ARGV[1] ~= '' and redis.call('HEXISTS', KEYS[1], 'cancel:' .. ARGV[1]) == 1 then
   return 'cancelled'
 end
-local cap = redis.call('HGET', KEYS[1], 'max_usd')
-local spent = tonumber(redis.call('HGET', KEYS[2], 'total') or '0') / 1e9
-  + tonumber(redis.call('GET', KEYS[4]) or '0')
-if cap and spent >= tonumber(cap) then
+local ledger = redis.call('HMGET', KEYS[2], 'total', 'scripted')
+local spent = tonumber(ledger[1] or '0') / 1e9 + tonumber(redis.call('GET', KEYS[4]) or '0')
+if reached(KEYS[1], spent, spent - tonumber(ledger[2] or '0') / 1e9) then
   redis.call('HSET', KEYS[1], 'paused', 'budget', 'paused_at', ARGV[2])
   redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'kind', 'paused', 'reason', 'budget')
   return 'budget'
@@ -73,14 +91,28 @@ return false
 class Control:
     """A project's controls as stored: the cap, what was spent, and why it is paused."""
 
-    max_usd: float | None = None
+    max_usd: float | None = None  # a person's cap (--max-usd, DEVLOOP_PROJECT_MAX_USD)
     spent_usd: float = 0.0  # the ledger's total: every model call of the project
+    default_max_usd: float | None = None  # DevLoop's cap, standing when no person gave one
+    scripted_usd: float = 0.0  # the part of the total `--llm stub`'s scripted turns cost
     unit_spent: dict[str, float] = field(default_factory=dict)  # each unit's share of it
     paused: str | None = None
     paused_at: float | None = None
     epoch: int = 0
     console_url: str | None = None
     cancelled_units: tuple[str, ...] = ()
+
+    @property
+    def real_spent_usd(self) -> float:
+        """What the calls a real model may have charged for cost (the default cap's count)."""
+        return from_nano(to_nano(self.spent_usd) - to_nano(self.scripted_usd))
+
+    @property
+    def default_cap_reached(self) -> bool:
+        """Paused by DevLoop's default cap (no person gave one)."""
+        return (self.paused == "budget" and self.max_usd is None
+                and self.default_max_usd is not None
+                and self.real_spent_usd >= self.default_max_usd)
 
 
 def control_key(store: RedisStore, pid: str) -> str:
@@ -114,6 +146,9 @@ def read_control(store: RedisStore, pid: str) -> Control:
     return Control(
         max_usd=float(fields["max_usd"]) if "max_usd" in fields else None,
         spent_usd=_total(ledger.get(b"total"), earlier),
+        default_max_usd=(float(fields["default_max_usd"]) if "default_max_usd" in fields
+                         else None),
+        scripted_usd=from_nano(int(ledger.get(b"scripted", 0))),
         unit_spent=shares,
         paused=fields.get("paused"),
         paused_at=float(fields["paused_at"]) if "paused_at" in fields else None,
@@ -129,26 +164,49 @@ def current_epoch(store: RedisStore, pid: str) -> int:
 
 
 def set_max_usd(store: RedisStore, pid: str, max_usd: float | None) -> None:
-    """Set the project's cap in dollars (None removes it)."""
+    """Set a person's cap in dollars, in place of the default (None removes it)."""
     if max_usd is None:
         store.client.hdel(control_key(store, pid), "max_usd")
-    else:
-        store.client.hset(control_key(store, pid), "max_usd", repr(float(max_usd)))
+        return
+    with store.client.pipeline(transaction=True) as pipe:
+        _set_cap(pipe, control_key(store, pid), max_usd)
+        pipe.execute()
 
 
-def spend(store: RedisStore, pid: str, usd: float, unit: str = "") -> float:
-    """Add one model call's cost to the project's ledger (and to `unit`'s share); the total
-    (the call reaching the cap pauses the project)."""
+def _set_cap(pipe: Pipeline, key: str, max_usd: float) -> None:
+    """A person's cap: the default no longer stands."""
+    pipe.hset(key, "max_usd", repr(float(max_usd)))
+    pipe.hdel(key, "default_max_usd")
+
+
+def set_default_cap(store: RedisStore, pid: str, max_usd: float) -> None:
+    """DevLoop's cap, counting real model calls only, unless a person's cap stands."""
+    key = control_key(store, pid)
+    if not store.client.hexists(key, "max_usd"):
+        store.client.hset(key, "default_max_usd", repr(float(max_usd)))
+
+
+def spend(
+    store: RedisStore, pid: str, usd: float, unit: str = "", scripted: bool = False
+) -> float:
+    """Add one model call's cost to the project's ledger (and to `unit`'s share; `scripted`:
+    a stub run's turn, priced but not paid); the total (the call reaching a cap pauses the
+    project)."""
     key, nano = spend_key(store, pid), to_nano(usd)
     with store.client.pipeline(transaction=True) as pipe:
         pipe.hincrby(key, "total", nano)
         if unit:
             pipe.hincrby(key, f"unit:{check_id(unit, 'unit id')}", nano)
+        if scripted:
+            pipe.hincrby(key, "scripted", nano)
+        else:
+            pipe.hget(key, "scripted")
         pipe.get(spent_key(store, pid))
         replies = pipe.execute()
     total = _total(replies[0], replies[-1])
+    real = from_nano(to_nano(total) - int(replies[-2] or 0))
     keys = [control_key(store, pid), store.keys(pid).events]
-    store.client.eval(CAP_CHECK, 2, *keys, repr(total), time.time(), EVENTS_MAXLEN)
+    store.client.eval(CAP_CHECK, 2, *keys, repr(total), time.time(), EVENTS_MAXLEN, repr(real))
     return total
 
 
@@ -209,7 +267,7 @@ def clear_pause(
     with store.client.pipeline(transaction=False) as pipe:
         pipe.hdel(key, "paused", "paused_at", *cancels)
         if max_usd is not None:
-            pipe.hset(key, "max_usd", repr(float(max_usd)))
+            _set_cap(pipe, key, max_usd)
         if before.paused:
             pipe.xadd(store.keys(pid).events, {"kind": "resumed"}, maxlen=EVENTS_MAXLEN,
                       approximate=True)
@@ -249,11 +307,14 @@ class MeteredProvider:
 
     def __init__(self, inner: LLMProvider, store: RedisStore, pid: str, unit: str) -> None:
         self.inner, self.store, self.pid, self.unit = inner, store, pid, unit
+        self.scripted: bool | None = None  # the run serves scripted turns (asked once)
 
     def complete(self, request: LLMRequest) -> LLMResponse:
         response = self.inner.complete(request)
         if response.cost_usd:
-            spend(self.store, self.pid, response.cost_usd, self.unit)
+            if self.scripted is None:
+                self.scripted = scripted_now(self.store, self.pid)
+            spend(self.store, self.pid, response.cost_usd, self.unit, self.scripted)
         return response
 
 

@@ -7,6 +7,7 @@ figure a person reads goes through `usd`: four decimals, rounded half up.
 
 from __future__ import annotations
 
+import math
 from decimal import ROUND_HALF_UP, Decimal
 
 NANO = 10**9  # ledger units per dollar
@@ -55,3 +56,12 @@ def raised_cap(spent: float, cap: float | None) -> str:
     step = Decimal(1).scaleb(wanted.adjusted() - 1)  # the second significant figure
     value = (wanted / step).to_integral_value(rounding="ROUND_CEILING") * step
     return format(value.normalize(), "f")
+
+
+def resume_cap(spent: float, cap: float | None, real_spent: float,
+               default_cap: float | None) -> str:
+    """The `--max-usd` that carries a budget-paused project on: under DevLoop's default cap
+    (no person gave one), one default above the real spend; else `raised_cap`."""
+    if cap is None and default_cap:
+        return str(math.ceil(real_spent + default_cap))
+    return raised_cap(spent, cap)

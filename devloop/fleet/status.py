@@ -13,6 +13,7 @@ from pydantic import BaseModel, Field
 
 from devloop.fleet.control import read_control
 from devloop.fleet.marks import is_scripted, note_llm
+from devloop.fleet.money import resume_cap
 from devloop.fleet.records import StepRecord, environment_error, steps_of
 from devloop.fleet.why import next_steps, reason
 from devloop.loop import awaited_tester_try
@@ -79,7 +80,9 @@ class ProjectStatus(BaseModel):
     scripted: bool = False  # the costs are a stub's scripted turns priced, not money spent
     paused: str | None = None  # "budget" or "cancelled": no new session starts until resumed
     spent_usd: float = 0.0  # the project's model spend, every model call counted as it ran
-    max_usd: float | None = None  # the project's cap (devloop run --max-usd)
+    max_usd: float | None = None  # a person's cap (devloop run --max-usd)
+    default_max_usd: float | None = None  # DevLoop's cap, standing when no person gave one
+    real_spent_usd: float = 0.0  # the spend but scripted turns': what the default counts
     # The folder the commands shown name (else the project id); not part of the JSON.
     folder: str | None = Field(default=None, exclude=True)
 
@@ -193,6 +196,10 @@ def project_status(
     states, steps_by_unit = store.get_states(pid, units), steps_of(store, pid, units)
     live, progress = _live_units(store, pid, states), _progress(store, pid)
     every_run_scripted = scripted(store, pid)
+    resume = f"devloop resume {shlex.quote(folder) if folder else pid}"
+    if control.paused == "budget":
+        resume += " --max-usd " + resume_cap(control.spent_usd, control.max_usd,
+                                             control.real_spent_usd, control.default_max_usd)
     for unit in units:
         state, steps = states[unit], steps_by_unit[unit]
         shown: str = state.status
@@ -211,8 +218,7 @@ def project_status(
                 last_hint=state.last_hint,
                 last_error=state.last_error,
                 blocked_reason=state.blocked_reason if state.status == "blocked" else None,
-                reason=reason(state, steps, shown, control.paused,
-                              shlex.quote(folder) if folder else pid),
+                reason=reason(state, steps, shown, control.paused, resume),
                 step=current.describe() if current else None,
                 next_steps=(next_steps(state, unit, folder, pid, run_live)
                             if shown == "blocked" else []),
@@ -225,4 +231,6 @@ def project_status(
         pid=pid, units=rows, environment_error=environment_error(store, pid),
         scripted=every_run_scripted, paused=control.paused,
         spent_usd=control.spent_usd, max_usd=control.max_usd, folder=folder,
+        default_max_usd=control.default_max_usd if control.max_usd is None else None,
+        real_spent_usd=control.real_spent_usd,
     )

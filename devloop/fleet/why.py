@@ -48,12 +48,12 @@ def failure_of(steps: Sequence[StepRecord], attempt: int) -> str | None:
 
 def reason(
     state: UnitState, steps: list[StepRecord], shown_status: str, paused: str | None = None,
-    target: str = "DIR",
+    resume: str = "devloop resume DIR",
 ) -> str | None:
     """Why the unit is where it is, when that needs saying (None: it is moving or done);
-    `target` is what a command names: the project's folder, else its id."""
+    `resume` is the command that carries a paused project on."""
     if shown_status == "paused":
-        return f"paused ({paused}): its checkpoint is kept; `devloop resume {target}` carries it on"
+        return f"paused ({paused}): its checkpoint is kept; `{resume}` carries it on"
     if shown_status == "interrupted":
         return "interrupted: no worker runs it (the run that drove it stopped)"
     if shown_status == "blocked_upstream":

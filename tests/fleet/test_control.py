@@ -11,6 +11,7 @@ from devloop.fleet.control import (
     clear_pause,
     mark_unit_cancelled,
     read_control,
+    set_default_cap,
     set_max_usd,
     spend,
     spent_key,
@@ -112,3 +113,45 @@ def test_each_calls_cost_goes_to_its_units_share_and_an_earlier_float_total_stil
     assert read_control(redis_store, PID).spent_usd == 2.1
     set_max_usd(redis_store, PID, 2.0)
     assert stop_reason(redis_store, PID, "a") == "budget"
+
+
+def test_the_default_cap_counts_real_calls_only_and_pauses_once_they_reach_it(
+    redis_store: RedisStore,
+) -> None:
+    set_default_cap(redis_store, PID, 25.0)
+    for _ in range(40):  # $40 of scripted turns: priced as Claude, nothing spent
+        spend(redis_store, PID, 1.0, "a", scripted=True)
+    assert stop_reason(redis_store, PID, "a") is None
+    spend(redis_store, PID, 24.0, "a")
+    control = read_control(redis_store, PID)
+    assert (control.paused, control.spent_usd, control.real_spent_usd) == (None, 64.0, 24.0)
+    spend(redis_store, PID, 1.0, "b")  # the real call reaching $25
+    control = read_control(redis_store, PID)
+    assert control.paused == "budget" and control.default_cap_reached
+    assert control.unit_spent == {"a": 64.0, "b": 1.0}  # the shares count every call
+
+
+def test_a_cap_already_spent_on_real_calls_stops_the_next_step_under_the_default(
+    redis_store: RedisStore,
+) -> None:
+    spend(redis_store, PID, 30.0, "a", scripted=True)
+    spend(redis_store, PID, 26.0, "a")
+    set_default_cap(redis_store, PID, 25.0)
+    assert stop_reason(redis_store, PID, "a") == "budget"
+    clear_pause(redis_store, PID)
+    set_default_cap(redis_store, PID, 60.0)  # above the real $26, under the $56 in all
+    assert stop_reason(redis_store, PID, "a") is None
+
+
+def test_a_persons_cap_replaces_the_default_and_counts_scripted_turns_too(
+    redis_store: RedisStore,
+) -> None:
+    set_default_cap(redis_store, PID, 25.0)
+    clear_pause(redis_store, PID, 2.0)  # `devloop resume DIR --max-usd 2`
+    control = read_control(redis_store, PID)
+    assert (control.max_usd, control.default_max_usd) == (2.0, None)
+    set_default_cap(redis_store, PID, 25.0)  # a later run without a cap keeps the person's
+    assert read_control(redis_store, PID).default_max_usd is None
+    spend(redis_store, PID, 2.0, "a", scripted=True)
+    control = read_control(redis_store, PID)
+    assert control.paused == "budget" and not control.default_cap_reached

@@ -62,13 +62,20 @@ def test_the_quick_start_assembles_as_the_readme_shows_and_its_check_runs(
     passed_folder(tmp_path, quick_start_spec(), "shop")
     done = devloop("assemble", "shop", "shop-app", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
-    readme = (REPO / "README.md").read_text()
-    assert f"$ devloop assemble shop shop-app\n{done.stdout}```" in readme
+    guide = (REPO / "docs/user-guide.md").read_text()
+    for doc in ((REPO / "README.md").read_text(), guide):
+        assert f"$ devloop assemble shop shop-app\n{done.stdout}```" in doc
     check = subprocess.run(["bash", "-c", printed(done.stdout, "check it:")], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60)
     assert check.returncode == 0, check.stderr
     assert check.stdout.splitlines() == ["imported units.cart.cart", "imported units.money.money",
                                          "smoke check passed: 2 modules"]
+    # The user guide's way to use the result from one's own program, run as it shows it.
+    use = next(line for line in guide.splitlines()
+               if line.startswith("PYTHONPATH=shop-app/python "))
+    used = subprocess.run(["bash", "-c", use], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert used.returncode == 0 and used.stdout.strip(), used.stderr
     assert "from units.money import add, format_cents" in (
         tmp_path / "shop-app/python/units/cart/cart.py").read_text()
 

@@ -15,9 +15,12 @@ import pytest
 import redis
 import yaml
 
+from devloop.config import DEFAULT_PROJECT_MAX_USD
+from devloop.fleet.control import read_control
 from devloop.llm.stub import StubServer
 from devloop.project import load_project
 from devloop.redis_server import RedisServer
+from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.proctree import kill_tree, run_bounded
 from tests.workers.runproc import DEVLOOP, RunProcess, clean_env
@@ -100,6 +103,21 @@ def test_enqueue_a_worker_status_and_pull(
     assert again.returncode == 0, again.stderr
     assert not list((project / "sdd/mvcp").glob("a.html"))
 
+
+
+def test_enqueue_gives_the_project_the_cap_in_the_environment_else_the_default(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    project = build(tmp_path / "p", [UnitPlan("a")])
+    env = clean_env(DEVLOOP_REDIS_URL=redis_server.celery_url)
+    store = RedisStore(redis_server.client())
+    assert run_bounded([DEVLOOP, "enqueue", str(project)], timeout=120, env=env).returncode == 0
+    control = read_control(store, "p-fleet")
+    assert (control.max_usd, control.default_max_usd) == (None, DEFAULT_PROJECT_MAX_USD)
+    env["DEVLOOP_PROJECT_MAX_USD"] = "7"
+    assert run_bounded([DEVLOOP, "enqueue", str(project)], timeout=120, env=env).returncode == 0
+    control = read_control(store, "p-fleet")
+    assert (control.max_usd, control.default_max_usd) == (7.0, None)
 
 def test_status_repair_resends_a_unit_whose_task_was_lost(
     redis_server: RedisServer, redis_client: redis.Redis, tmp_path: Path

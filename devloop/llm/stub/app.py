@@ -49,6 +49,7 @@ class RecordedRequest:
     turn: int = 0
     status: int = 0  # 0 when the connection was dropped
     fault: str | None = None
+    usage: dict[str, int] | None = None  # the usage it answered with (a scripted turn)
 
 
 @dataclass
@@ -183,7 +184,7 @@ class StubApp:
         answer = build_message(spec, body, key, turn, fault)
         if self.script.answer_model:
             answer["model"] = self.script.answer_model
-        with_usage(answer, self.cache.account(blocks))
+        record.usage = with_usage(answer, self.cache.account(blocks))["usage"]
         if body.get("stream"):
             headers = {
                 "content-type": "text/event-stream",

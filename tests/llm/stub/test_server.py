@@ -61,6 +61,15 @@ def test_stream_events_come_in_the_order_the_sdk_accumulates(stub_server: Start)
     assert stub.requests[0].body["stream"] is True
 
 
+
+def test_each_answered_request_keeps_the_usage_it_answered_with(stub_server: Start) -> None:
+    # bench/unit_cost.py reads a run's tokens per request from here.
+    stub = stub_server({"default": {"content": [{"text": "x" * 100}]}})
+    answer = _create(_client(stub), USER)
+    assert stub.requests[0].usage == answer.usage.model_dump(
+        include={"input_tokens", "output_tokens", "cache_creation_input_tokens",
+                 "cache_read_input_tokens"}) and answer.usage.output_tokens == 25
+
 def test_count_tokens_answers_the_total_of_the_prompt(stub_server: Start) -> None:
     stub = stub_server({"default": {"content": [{"text": "hi"}]}})
     counted = _client(stub).messages.count_tokens(model=MODEL, system="be brief", messages=USER)
