@@ -132,7 +132,8 @@ def _alike(failure: str, attempt: int) -> str:
 
 def next_steps(state: UnitState, unit: str, folder: str | None, pid: str) -> list[str]:
     """The commands that move a blocked unit on (for the project folder, when it is known;
-    else by the project's id, with DIR for the folder `devloop run` needs)."""
+    else by the project's id, with DIR for the folder `devloop run` and `reset` need): a
+    unit its code or its tests blocked can also start over (`devloop reset`)."""
     project = shlex.quote(folder or pid)
     run = f"devloop run {shlex.quote(folder) if folder else 'DIR'}"
     kind = state.extra.get("block_kind")
@@ -142,4 +143,8 @@ def next_steps(state: UnitState, unit: str, folder: str | None, pid: str) -> lis
     return [
         f'devloop unblock {project} {unit} --hint "what the coder should know this time"',
         run,
+        # A fresh budget may not be the way on (a spec edit the script or code cannot
+        # carry, a wrong turn taken early): starting it over is.
+        "# or start it over (its code, tests and attempts go, the spec stays), then run:",
+        f"devloop reset {shlex.quote(folder) if folder else 'DIR'} {unit}",
     ]
