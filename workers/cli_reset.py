@@ -17,7 +17,7 @@ from devloop.errors import Problem, ProjectInvalid
 from devloop.fleet.marks import STUB, llm_key
 from devloop.fleet.reset import agreed, plan_reset, question, told
 from devloop.fleet.wipe import live_steps, reset_in_folder, reset_in_store
-from devloop.project import load_project
+from devloop.project import Project, load_project
 from devloop.redis_server import connect
 from devloop.runlock import FolderBusy, folder_lock
 from devloop.store import RedisStore
@@ -54,7 +54,7 @@ def reset(
     folder = shlex.quote(str(project_dir))
     try:
         with folder_lock(project_dir):  # no run may start (or be live) while it resets
-            _reset_held(project_dir, wanted, yes)
+            _reset_held(project, project_dir, wanted, yes)
     except FolderBusy as busy:
         fail([Problem(str(project_dir), "devloop run",
                       f"a run (pid {busy.pid or '?'}) is live on this folder",
@@ -64,9 +64,8 @@ def reset(
         fail([str(refused)])
 
 
-def _reset_held(project_dir: Path, wanted: list[str], yes: bool) -> None:
+def _reset_held(project: Project, project_dir: Path, wanted: list[str], yes: bool) -> None:
     """reset, once the folder's run lock is held."""
-    project = load_project(project_dir)
     pid, graph = project.pid, project.graph()
     folder = shlex.quote(str(project_dir))
     with redis_endpoint(project_dir, load_settings()) as endpoint:
