@@ -8,6 +8,9 @@
                    \\      |-> the tester's own failure -> testing (twice at most) -> blocked
                     \\-> validation_failed -> coding (retry)
     the same failure signature 3 times, or the retry budget spent -> blocked
+        (both counted from the attempt a person or a pass last started: `devloop unblock`,
+        `--rerun`, a review's changes, a re-test, a rebuild; so an unblocked unit gets the
+        whole budget again, not the rest of a spent one)
     model unavailable -> waiting_model (growing backoff) -> the same step, or blocked
     a step raised -> the same step after a backoff (bounded) -> blocked
     review -> passed (a person approves) | coding (a person requests changes, with a note)
@@ -29,6 +32,9 @@ RETRY_BUDGET = 5
 SAME_FAILURE_LIMIT = 3
 TESTER_RETRIES = 2  # the tester's own failure: the tester tries again, twice at most
 CRASH_RETRIES = 1  # a crashed run: the tester once more, then the coder gets the crash
+# Unit-state extra: the first attempt the retry budget counts (absent: attempt 1). A person
+# or a pass starting the unit again sets it to the attempt they start.
+BUDGET_FROM = "budget_from"
 # Unit-state extras the waits and step retries keep; a step that ends normally clears them.
 RECOVERY_KEYS = ("waiting_since", "model_waits", "resume_at", "step_failures")
 # A run starved of CPU (a busy machine) is re-run, not judged: this many times, each
@@ -129,7 +135,7 @@ def decide(
         blocked = _with(state, "blocked", failure_signature=signature, signature_repeats=repeats,
                         last_hint=outcome.hint, blocked_reason=f"the same failure {repeats} times")
         return Decision("block", blocked, f"the same failure {repeats} times", True)
-    if state.attempt >= budget:
+    if attempts_spent(state) >= budget:
         blocked = _with(state, "blocked", failure_signature=signature, signature_repeats=repeats,
                         last_hint=outcome.hint,
                         blocked_reason=f"retry budget of {budget} attempts spent")
@@ -141,6 +147,17 @@ def decide(
                "last_outcome": status},
     )
     return Decision("retry_coder", retry, f"{status}; coder retries as attempt {retry.attempt}")
+
+
+def attempts_spent(state: UnitState) -> int:
+    """The attempts counted against the retry budget, the current one included: those since
+    the last one a person or a pass started (why.py tells the same attempts)."""
+    return state.attempt - int(state.extra.get(BUDGET_FROM, 1)) + 1
+
+
+def attempts_left(state: UnitState, budget: int = RETRY_BUDGET) -> int:
+    """How many more attempts the budget allows after the current one."""
+    return max(0, budget - attempts_spent(state))
 
 
 def _starved(state: UnitState) -> Decision:
@@ -244,7 +261,8 @@ def unblock(state: UnitState, hint: str) -> UnitState:
         "status": "coding", "attempt": state.attempt + 1, "failure_signature": None,
         "signature_repeats": 0, "last_hint": hint, "last_error": None, "blocked_reason": None,
         "extra": {**{k: v for k, v in _cleared(state).items() if k != "block_kind"},
-                  "human_hint": hint, "tester_retries": 0, "starved_reruns": 0},
+                  "human_hint": hint, "tester_retries": 0, "starved_reruns": 0,
+                  BUDGET_FROM: state.attempt + 1},
     })
 
 
@@ -255,7 +273,7 @@ def retest(state: UnitState, why: str) -> UnitState:
         "status": "testing", "attempt": state.attempt + 1, "failure_signature": None,
         "signature_repeats": 0, "last_hint": None, "last_error": None, "blocked_reason": None,
         "extra": {**_cleared(state), "retest": why, "retest_attempt": state.attempt + 1,
-                  "tester_retries": 0, "starved_reruns": 0},
+                  "tester_retries": 0, "starved_reruns": 0, BUDGET_FROM: state.attempt + 1},
     })
 
 
@@ -271,7 +289,8 @@ def request_changes(state: UnitState, note: str) -> UnitState:
         "status": "coding", "attempt": state.attempt + 1, "failure_signature": None,
         "signature_repeats": 0, "last_hint": note, "last_error": None,
         "extra": {**_cleared(state), "review_note": note, "tester_retries": 0,
-                  "starved_reruns": 0, "last_outcome": "changes_requested"},
+                  "starved_reruns": 0, "last_outcome": "changes_requested",
+                  BUDGET_FROM: state.attempt + 1},
     })
 
 
@@ -299,7 +318,7 @@ def started_again(state: UnitState, now: float) -> UnitState:
     attempt = state.attempt + 1
     return state.model_copy(update={
         "status": "coding", "attempt": attempt, "started_at": now, "updated_at": now,
-        "extra": {**state.extra, IMPLEMENT_ATTEMPT: attempt},
+        "extra": {**state.extra, IMPLEMENT_ATTEMPT: attempt, BUDGET_FROM: attempt},
     })
 
 

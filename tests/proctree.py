@@ -81,15 +81,17 @@ def kill_tree(root: int) -> list[Proc]:
 
 
 def run_bounded(
-    argv: list[str], *, timeout: float, **kwargs: object
+    argv: list[str], *, timeout: float, input: str | None = None, **kwargs: object
 ) -> subprocess.CompletedProcess[str]:
-    """subprocess.run(text, captured) that, past `timeout`, kills the whole tree it started
-    (workers and Redis in sessions of their own included) before raising TimeoutExpired."""
+    """subprocess.run(text, captured, `input` on stdin) that, past `timeout`, kills the whole
+    tree it started (workers and Redis in sessions of their own included) before raising
+    TimeoutExpired."""
+    stdin = subprocess.PIPE if input is not None else kwargs.pop("stdin", None)
     with subprocess.Popen(  # type: ignore[call-overload]
-        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs
+        argv, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kwargs
     ) as proc:
         try:
-            out, err = proc.communicate(timeout=timeout)
+            out, err = proc.communicate(input=input, timeout=timeout)
         except subprocess.TimeoutExpired:
             kill_tree(proc.pid)
             out, err = proc.communicate()

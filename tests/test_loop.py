@@ -6,11 +6,17 @@ from devloop import dag
 from devloop.loop import (
     AttemptOutcome,
     after_step_error,
+    attempts_left,
+    attempts_spent,
     decide,
     failure_signature,
     recovered,
+    request_changes,
+    retest,
+    started_again,
     unblock,
     wait_for_model,
+    waiting_again,
 )
 from devloop.store.records import UnitState
 
@@ -79,6 +85,60 @@ def test_changing_failures_run_until_the_budget_is_spent() -> None:
         state = d.state
     assert d.action == "block" and d.reason == "retry budget of 5 attempts spent"
     assert state.attempt == 5
+
+
+def _fail_until_blocked(state: UnitState, tag: str) -> tuple[UnitState, list[int]]:
+    """Changing failures (so never the same one twice) until the loop blocks the unit; the
+    attempts it retried through."""
+    tried = []
+    while True:
+        tried.append(state.attempt)
+        outcome = AttemptOutcome("completed", tester_ran=True,
+                                 failures=((f"{tag}{state.attempt}", "500"),))
+        d = decide(state.model_copy(update={"status": "testing"}), outcome)
+        if d.action == "block":
+            return d.state, tried
+        state = d.state
+
+
+def test_an_unblocked_unit_gets_the_whole_retry_budget_again() -> None:
+    """`devloop unblock --hint` (and `--rerun` of a blocked unit) is a person starting the
+    unit again: the budget counts from there, not from attempt 1."""
+    blocked, tried = _fail_until_blocked(coding(), "t")
+    assert tried == [1, 2, 3, 4, 5] and blocked.blocked_reason == "retry budget of 5 attempts spent"
+    again = unblock(blocked, "use integers")
+    assert (again.attempt, attempts_spent(again), attempts_left(again)) == (6, 1, 4)
+    blocked_again, tried = _fail_until_blocked(again, "u")
+    assert tried == [6, 7, 8, 9, 10]  # five more, not one
+    assert blocked_again.blocked_reason == "retry budget of 5 attempts spent"
+
+
+def test_the_same_failure_count_starts_again_when_a_person_unblocks() -> None:
+    state = coding()
+    for _ in range(3):
+        d = decide(state.model_copy(update={"status": "testing"}), RED)
+        state = d.state
+    assert d.reason == "the same failure 3 times"
+    state = unblock(state, "look at the status code")
+    actions = []
+    for _ in range(3):
+        d = decide(state.model_copy(update={"status": "testing"}), RED)
+        actions.append(d.action)
+        state = d.state
+    assert actions == ["retry_coder", "retry_coder", "block"]
+    assert state.attempt == 6
+
+
+def test_a_re_test_a_review_or_a_rebuild_starts_the_budget_again() -> None:
+    """What a pass or a person starts counts as a fresh start too (why.py tells the same
+    attempts as the chain that led to a block)."""
+    passed = UnitState(status="passed", attempt=4)
+    for started in (retest(passed, "a passed again"),
+                    request_changes(passed.model_copy(update={"status": "review"}), "rename"),
+                    started_again(waiting_again(passed), now=1.0)):
+        assert (started.attempt, attempts_spent(started)) == (5, 1)
+        _, tried = _fail_until_blocked(started, "r")
+        assert tried == [5, 6, 7, 8, 9]
 
 
 def test_a_tester_that_fails_its_own_self_check_on_green_tests_is_retried_not_the_coder() -> None:

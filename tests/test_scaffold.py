@@ -202,8 +202,10 @@ def test_trivial_script_is_a_valid_stub_script_with_one_session_per_role_and_uni
         for unit in ("stock", "prices", "orders", "report")
         for role in ("coder", "tester")
     ]
-    coder = script["sessions"]["coder.c-acme.p-shop.orders"]["turns"]
-    assert coder[1]["latency_ms"] == 150 and len(coder) == 2 * 5  # two turns per attempt
+    session = script["sessions"]["coder.c-acme.p-shop.orders"]
+    coder = session["turns"]
+    assert coder[1]["latency_ms"] == 150 and len(coder) == 2  # the first attempt's two turns
+    assert len(session["repeat"]) == 2  # every later attempt's two, at any turn number
     contract = next(
         json.loads(b["tool_use"]["input"]["content"])
         for b in coder[1]["content"]

@@ -1,5 +1,5 @@
 """The commands for people in the loop, added to the `devloop` CLI: console, review, cancel,
-resume (registered when workers.cli imports this module)."""
+resume (registered when workers.cli imports this module), and reset (workers.cli_reset)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,9 @@ from devloop.embedded import redis_endpoint
 from devloop.errors import Problem
 from devloop.redis_server import connect
 from devloop.store import RedisStore
+
+# reset: starting units over registers itself.
+from workers import cli_reset  # noqa: F401  isort: skip
 
 Llm = Literal["anthropic", "stub"]
 

@@ -162,7 +162,11 @@ def apply_changes(
             start(change.unit, f"{change.reason} since this unit passed", change.reason)
         elif change.status in ("passed", "blocked"):
             after = f" once {', '.join(behind)} passed again" if behind else ""
-            lines.append(f"{change.unit}: {change.reason}; to run it again{after}: {fix}")
+            # A blocked unit's kept conversation and attempts may not carry the edit: it
+            # can also start over on the new spec.
+            over = (f", or to start it over on it: `devloop reset {folder} {change.unit}`"
+                    if change.status == "blocked" else "")
+            lines.append(f"{change.unit}: {change.reason}; to run it again{after}: {fix}{over}")
         else:
             lines.append(f"{change.unit}: {change.reason}; its next attempt works from it")
     record_definitions(store, project)

@@ -136,8 +136,10 @@ def next_steps(
     state: UnitState, unit: str, folder: str | None, pid: str, run_live: str | None = None
 ) -> list[str]:
     """The commands that move a blocked unit on (for the project folder, when it is known;
-    else by the project's id, with DIR for the folder `devloop run` needs). While a `devloop
-    run` is live on the folder (`run_live`: its pid) it picks the unit up: no second run."""
+    else by the project's id, with DIR for the folder `devloop run` and `reset` need): a
+    unit its code or its tests blocked can also start over (`devloop reset`). While a
+    `devloop run` is live on the folder (`run_live`: its pid) it picks the unit up: no
+    second run, and no reset (refused while a run is live)."""
     project = shlex.quote(folder or pid)
     hint = f'devloop unblock {project} {unit} --hint "what the coder should know this time"'
     kind = state.extra.get("block_kind")
@@ -151,4 +153,11 @@ def next_steps(
     run = f"devloop run {shlex.quote(folder) if folder else 'DIR'}"
     if kind in ("model", "infrastructure"):
         return [f"# once {fixed} is fixed, the next run resumes it where it stopped:", run]
-    return [hint, run]
+    return [
+        hint,
+        run,
+        # A fresh budget may not be the way on (a spec edit the script or code cannot
+        # carry, a wrong turn taken early): starting it over is.
+        "# or start it over (its code, tests and attempts go, the spec stays), then run:",
+        f"devloop reset {shlex.quote(folder) if folder else 'DIR'} {unit}",
+    ]

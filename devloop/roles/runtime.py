@@ -21,6 +21,7 @@ from devloop.config import Settings
 from devloop.fleet.output import LiveOutput
 from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
+from devloop.loop import attempts_left
 from devloop.models import HistoryEntry, UnitSpec
 from devloop.roles import checks, context, excerpt, verify
 from devloop.roles.adequacy import Claims
@@ -104,6 +105,14 @@ def session_key(company_id: str, request: RoleRequest) -> str:
     return f"{request.role}.{company_id}.{request.pid}.{request.unit_id}"
 
 
+def _budget_left(store: RedisStore, settings: Settings, request: RoleRequest) -> int:
+    """The attempts the retry budget allows after this one (for result.json)."""
+    state = store.get_state(request.pid, request.unit_id)
+    if state.attempt != request.attempt:  # a late delivery: count from the attempt alone
+        return max(0, settings.retry_budget - request.attempt)
+    return attempts_left(state, settings.retry_budget)
+
+
 def prepare(
     store: RedisStore,
     settings: Settings,
@@ -175,7 +184,8 @@ def _build(
         owned=ws.owned,
         runner=runner,
         run_id=request.run_id,
-        retry_budget_left=max(0, settings.retry_budget - request.attempt),
+        # Counted from the attempt a person or a pass last started (loop.attempts_spent).
+        retry_budget_left=_budget_left(store, settings, request),
         mode=request.mode,
         live_output=lambda run_id: LiveOutput(
             store, pid, unit, run_id, cap_bytes=settings.output_cap_bytes,

@@ -6,9 +6,12 @@ it is done; the tester plans, writes one test per acceptance criterion and decla
 status, runs them and ticks its todolist, then says it is done. The runtime's
 self-checks still run for real, as do the syntax check and the tests.
 
-A unit run again (`devloop run --rerun`, or after its spec changed) continues the same
-conversations: later attempts re-plan, re-check and log (the coder) or re-run the tests
-(the tester) on the files the first attempt wrote, two turns each.
+A unit run again (after its spec changed, `devloop run --rerun`, `devloop unblock`)
+continues the same conversations, at whatever turn they reached: each session's `repeat`
+turns (docs/stub-script.md) write the code and the tests again for the spec the script was
+made from, with a retry's workflow (BASELINE, VERIFY, DONE WHEN) and log, two turns an
+attempt. So after a spec edit, `devloop new DIR --from spec.yaml --force` rewrites this
+script with the new criteria's tests, and the next `devloop run DIR --llm stub` passes.
 """
 
 from __future__ import annotations
@@ -33,12 +36,20 @@ CODER_PLAN = (
     "contract_bridge",
     "Log the decision in coder.log",
 )
+# A retry's plan states its workflow (the self-check wants BASELINE, VERIFY, DONE WHEN).
+CODER_RETRY_PLAN = (
+    "BASELINE: the runtime's run of the existing tests before any edit",
+    "Read spec.json and the upstream contracts",
+    "Write code/ and contract.json for the spec as it is now",
+    "VERIFY: verify_tests after the change",
+    "DONE WHEN: every test passes and nothing that passed in the baseline fails",
+    "Log the decision in coder.log",
+)
 TESTER_PLAN = (
     "Write one test per acceptance criterion and per declared status",
     "Run the tests",
     "Review the result",
 )
-ATTEMPTS = 5  # the loop's retry budget: every attempt a unit can get is scripted
 HEADER = (
     "# A generated stub script (format: docs/stub-script.md): every unit passes first time.\n"
     "# Session keys are {role}.{company}.{project}.{unit}.\n"
@@ -77,22 +88,27 @@ def unit_files(project: Project, unit_id: str) -> TrivialUnit:
     return node_unit(unit_id, entry.kind, contract, acceptance)
 
 
-def coder_session(project: Project, unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
-    """The coder's turns: everything in one turn, then done."""
+def _contract(project: Project, unit_id: str) -> dict[str, Any]:
     sdd = project.sdd_contracts[unit_id]
-    contract = {
+    return {
         "unit_id": unit_id,
         "version": hash_contract(sdd),
         "exports": sdd["exports"],
         "consumes": sdd.get("consumes", []),
     }
+
+
+def coder_session(project: Project, unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
+    """The coder's turns: everything in one turn, then done; every later attempt (a retry
+    after a spec edit, `--rerun`, `devloop unblock`) the retry's workflow, then done."""
+    contract = json.dumps(_contract(project, unit_id), indent=2) + "\n"
     written = [*files.code, "contract.json"]
     work = [
         {"text": f"Plan, then a minimal {unit_id} that meets its contract."},
         _use("write_todolist", items=_plan(CODER_PLAN)),
         _use("Read", path="spec.json"),
         *(_use("Write", path=p, content=c) for p, c in files.code.items()),
-        _use("Write", path="contract.json", content=json.dumps(contract, indent=2) + "\n"),
+        _use("Write", path="contract.json", content=contract),
         _use("contract_bridge"),
         _use(
             "append_coder_log",
@@ -106,32 +122,39 @@ def coder_session(project: Project, unit_id: str, files: TrivialUnit, latency_ms
         *_ticks(CODER_PLAN),
     ]
     done = [{"text": f"Implemented {unit_id}: {', '.join(written)}; contract_bridge ok."}]
-    turns = {1: _turn(work, latency_ms), 2: _turn(done, latency_ms)}
-    for attempt in range(2, ATTEMPTS + 1):
-        again = [
-            {"text": f"Attempt {attempt}: re-read the spec; the code stands as written."},
-            _use("write_todolist", items=_plan(CODER_PLAN)),
-            _use("Read", path="spec.json"),
-            _use("contract_bridge"),
-            _use(
-                "append_coder_log",
-                decision={
-                    "last_failure": "none recorded: the unit was asked to run again",
-                    "last_cause": "its definition changed or a person asked for a re-run",
-                    "this_fix": f"Attempt {attempt} of {unit_id}: the code checked, unchanged",
-                    "rationale": "The trivial code still meets the contract",
-                    "changed_files": list(files.code),  # checked; the log wants the files
-                },
-            ),
-            *_ticks(CODER_PLAN),
-        ]
-        turns[2 * attempt - 1] = _turn(again, latency_ms)
-        turns[2 * attempt] = _turn(done, latency_ms)
-    return {"turns": turns, "default": {"content": done}}
+    again = [
+        {"text": f"Run again: {unit_id}'s code, written for its spec as it is now."},
+        _use("write_todolist", items=_plan(CODER_RETRY_PLAN)),
+        _use("Read", path="spec.json"),
+        *(_use("Write", path=p, content=c) for p, c in files.code.items()),
+        _use("Write", path="contract.json", content=contract),
+        _use("contract_bridge"),
+        _use("verify_tests"),
+        _use(
+            "append_coder_log",
+            decision={
+                "last_failure": "none recorded: the unit was asked to run again",
+                "last_cause": "its definition changed, or a person asked for a run again",
+                "this_fix": f"{unit_id} written again for its spec: {', '.join(files.code)}",
+                "rationale": "The trivial code meets the contract as the spec states it now",
+                "changed_files": written,
+            },
+        ),
+        _use("timeline_append", kind="code_patched", summary=f"{unit_id}: written again"),
+        *_ticks(CODER_RETRY_PLAN),
+    ]
+    return {
+        "turns": {1: _turn(work, latency_ms), 2: _turn(done, latency_ms)},
+        # Past the first attempt's turns, whatever number a later attempt starts at: one
+        # that starts on `done` finds the self-check unmet, gets `again`, then `done`.
+        "repeat": [_turn(again, latency_ms), _turn(done, latency_ms)],
+        "default": {"content": done},
+    }
 
 
 def tester_session(unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
-    """The tester's turns: plan, write the tests, run them and tick the plan, then done."""
+    """The tester's turns: plan, write the tests, run them and tick the plan, then done;
+    every later attempt the same, with the tests for the spec the script was made from."""
     work = [
         _use("write_todolist", items=_plan(TESTER_PLAN)),
         *(_use("Write", path=p, content=c) for p, c in files.tests.items()),
@@ -141,13 +164,11 @@ def tester_session(unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
         *_ticks(TESTER_PLAN),
     ]
     done = [{"text": f"Tests for {unit_id} written and run: {', '.join(files.tests)}."}]
-    again = [_use("write_todolist", items=_plan(TESTER_PLAN)), _use("run_tests"),
-             *_ticks(TESTER_PLAN)]
-    turns = {1: _turn(work, latency_ms), 2: _turn(done, latency_ms)}
-    for attempt in range(2, ATTEMPTS + 1):
-        turns[2 * attempt - 1] = _turn(again, latency_ms)
-        turns[2 * attempt] = _turn(done, latency_ms)
-    return {"turns": turns, "default": {"content": done}}
+    return {
+        "turns": {1: _turn(work, latency_ms), 2: _turn(done, latency_ms)},
+        "repeat": [_turn(work, latency_ms), _turn(done, latency_ms)],
+        "default": {"content": done},
+    }
 
 
 def trivial_script(project_dir: Path, latency_ms: int = 0) -> dict[str, Any]:

@@ -40,21 +40,23 @@ class UnitPlan:
     deps: list[str] = field(default_factory=list)
     bad: bool = False  # shorthand for coder=["bad"]
     coder_latency_ms: dict[int, int] = field(default_factory=dict)  # turn -> latency
-    coder: list[str] = field(default_factory=list)  # per attempt: good | good2 | bad | unlogged
+    # per attempt: good | good2 | bad | bad2 | unlogged
+    coder: list[str] = field(default_factory=list)
     tester: list[str] = field(default_factory=list)  # per session: proper | mock | mocker
     coder_faults: dict[int, dict[str, Any]] = field(default_factory=dict)  # turn -> stub fault
     seeded_tests: str | None = None  # tests/test_unit.py in the folder before the run
     review: str | None = None  # units.json's "review" for this unit ("required" | "none")
     tests_text: str | None = None  # what a proper tester session writes (default: TESTS)
+    attempts: int = ATTEMPTS  # how many coder attempts are scripted
 
     def coder_attempts(self) -> list[str]:
-        """ATTEMPTS attempts: the plan's, then its last one again."""
+        """`attempts` attempts: the plan's, then its last one again."""
         plan = self.coder or (["bad"] if self.bad else ["good"])
-        return (plan + [plan[-1]] * ATTEMPTS)[:ATTEMPTS]
+        return (plan + [plan[-1]] * self.attempts)[: self.attempts]
 
     def tester_sessions(self) -> list[str]:
         """The plan's sessions, then proper ones for any later session."""
-        return (self.tester or []) + ["proper"] * ATTEMPTS
+        return (self.tester or []) + ["proper"] * max(ATTEMPTS, self.attempts)
 
 
 def _turn(*blocks: Any, latency: int = 0) -> dict[str, Any]:
@@ -70,7 +72,8 @@ def _coder_session(plan: UnitPlan, attempt: int, kind: str) -> list[dict[str, An
     """write, log, finish; an unlogged attempt finishes three times without a log entry."""
     version = hash_contract(CONTRACT)
     contract = json.dumps({"unit_id": plan.id, "version": version, **CONTRACT}, indent=2)
-    value = {"bad": "41", "good2": "40 + 2"}.get(kind, "42")  # good2: 42 by other code
+    # good2: 42 by other code; bad2: wrong another way (a failure of its own)
+    value = {"bad": "41", "bad2": "43", "good2": "40 + 2"}.get(kind, "42")
     code = f"def value():\n    return {value}\n"
     decision: dict[str, Any] = {"this_fix": f"value() returns the constant (try {attempt})",
                                 "rationale": "the contract asks for 42",

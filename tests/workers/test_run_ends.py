@@ -45,8 +45,9 @@ def rows(project: Path) -> dict[str, dict[str, object]]:
 def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_runs_them(
     tmp_path: Path, python_toolchain_dir: Path
 ) -> None:
-    plans = [UnitPlan("bad", bad=True), UnitPlan("after", ["bad"]),
-             UnitPlan("unlogged", coder=["unlogged"]), UnitPlan("good")]
+    # Scripted past an unblock: the budget and the same-failure count start again there.
+    plans = [UnitPlan("bad", bad=True, attempts=10), UnitPlan("after", ["bad"]),
+             UnitPlan("unlogged", coder=["unlogged"], attempts=10), UnitPlan("good")]
     p = build(tmp_path / "p", plans)
     (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
 
@@ -60,7 +61,9 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     # Each blocked unit: which failure, and the exact commands to go on.
     assert f"blocked: bad: {SAME}: {FAILED_TEST} (attempts 1-3)\n" in out
     assert (f'  devloop unblock {p} bad --hint "what the coder should know this time"\n'
-            f"  devloop run {p}\n") in out
+            f"  devloop run {p}\n"
+            "  # or start it over (its code, tests and attempts go, the spec stays), then run:\n"
+            f"  devloop reset {p} bad\n") in out
     assert f"blocked: unlogged: {SAME}: {UNLOGGED.format(3)} (attempts 1-3)\n" in out
     assert "waiting on a blocked unit: after (waits for bad, which is blocked)" in out
 
@@ -71,6 +74,8 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     assert now["bad"]["next_steps"] == [
         f'devloop unblock {p} bad --hint "what the coder should know this time"',
         f"devloop run {p}",
+        "# or start it over (its code, tests and attempts go, the spec stays), then run:",
+        f"devloop reset {p} bad",
     ]
     assert now["good"]["reason"] is None and now["good"]["next_steps"] == []
     table = devloop("status", str(p), timeout=120)
@@ -103,20 +108,19 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     assert waiting["status"] == "interrupted" and waiting["attempt"] == 4
     assert waiting["reason"] == "interrupted: no worker runs it (the run that drove it stopped)"
 
-    # The next run picks it up, says it resumes, and ends on the spent budget, naming why.
+    # The next run picks it up, says it resumes, and ends on the same failure 3 times again,
+    # counted from the person's unblock (attempt 4), as the chain that led there is told.
     second = devloop("run", str(p), "--llm", "stub")
     assert second.returncode == 1, second.stdout + second.stderr
     assert "resuming: 1 passed, 3 to go" in second.stdout
-    # The chain that led here starts at the person's unblock (attempt 4).
-    assert (f"blocked: bad: retry budget of 5 attempts spent: {FAILED_TEST} (attempts 4-5)\n"
-            in second.stdout)
+    assert f"blocked: bad: {SAME}: {FAILED_TEST} (attempts 4-6)\n" in second.stdout
 
     # --run: unblock and run in one go.
     both = devloop("unblock", str(p), "unlogged", "--hint", "log it", "--run", "--llm", "stub")
     assert both.returncode == 1, both.stdout + both.stderr
     assert both.stdout.startswith(f"unlogged: re-queued as attempt 4 with your hint\n"
                                   f"running: devloop run {p}\n")
-    assert "blocked: unlogged: retry budget of 5 attempts spent: validation failed" in both.stdout
+    assert f"blocked: unlogged: {SAME}: {UNLOGGED.format(6)} (attempts 4-6)" in both.stdout
 
 
 def test_a_unit_blocked_after_a_real_failure_then_bookkeeping_names_the_first_cause(

@@ -106,7 +106,19 @@ class Session(_Strict):
     """The turns of every session whose key matches this entry's pattern."""
 
     turns: dict[TurnNumber, Turn] = Field(default_factory=dict)
+    # Served in order, round and round, for every turn past the highest numbered one: a
+    # conversation that goes on over later attempts, however many turns came before.
+    repeat: list[Turn] = Field(default_factory=list)
     default: Turn | None = None
+
+    def turn(self, n: int) -> Turn | None:
+        """Turn n: numbered, else from `repeat` past the numbered ones, else the default."""
+        if n in self.turns:
+            return self.turns[n]
+        last = max(self.turns, default=0)
+        if self.repeat and n > last:
+            return self.repeat[(n - last - 1) % len(self.repeat)]
+        return self.default
 
 
 class CacheOptions(_Strict):
@@ -151,10 +163,11 @@ class Script(_Strict):
         return None
 
     def turn_for(self, session_key: str, turn: int) -> Turn | None:
-        """The session's turn, else its default, else the script's default, else None."""
+        """The session's turn (numbered, repeated, its default), else the script's default,
+        else None."""
         session = self.session_for(session_key)
         if session is not None:
-            found = session.turns.get(turn) or session.default
+            found = session.turn(turn)
             if found is not None:
                 return found
         return self.default

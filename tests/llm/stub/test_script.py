@@ -52,6 +52,18 @@ def test_missing_turn_falls_back_to_session_default_then_script_default() -> Non
     assert Script.from_dict({"sessions": {"a.*": {"turns": {1: TEXT}}}}).turn_for("a.x", 2) is None
 
 
+def test_repeat_serves_its_turns_round_and_round_past_the_numbered_ones() -> None:
+    """A conversation kept over attempts reaches any turn number: `repeat` covers them all,
+    whatever number the later attempts start at."""
+    work, done = {"content": [{"text": "work"}]}, {"content": [{"text": "done"}]}
+    script = Script.from_dict({"sessions": {"s": {
+        "turns": {1: TEXT, 2: TEXT}, "repeat": [work, done], "default": TEXT}}})
+    assert [_text(script.turn_for("s", n)) for n in (1, 2, 3, 4, 5, 6, 41, 42)] == [
+        "t", "t", "work", "done", "work", "done", "work", "done"]
+    alone = Script.from_dict({"sessions": {"s": {"repeat": [work, done]}}})
+    assert [_text(alone.turn_for("s", n)) for n in (1, 2, 3)] == ["work", "done", "work"]
+
+
 def test_stop_reason_defaults_from_the_content() -> None:
     script = Script.from_dict(
         {
@@ -101,7 +113,7 @@ def test_a_misspelt_key_lists_what_is_allowed_there() -> None:
     text = _problem_text("sessions:\n  s:\n    turnz: {}\n")
     assert text == (
         "stub.yaml:3: sessions.s.turnz: Extra inputs are not permitted; "
-        "fix: remove `turnz` or fix its spelling; allowed here: turns, default"
+        "fix: remove `turnz` or fix its spelling; allowed here: turns, repeat, default"
     )
 
 
