@@ -49,16 +49,31 @@ class ExportMixin(StoreBase):
         even from a folder this export left half-written when it was killed.
         """
         dest = Path(dest)
-        contents, units = self._export_contents(pid)
         dest.mkdir(parents=True, exist_ok=True)
-        if not as_source:
-            with Dir.open(dest.resolve()) as root:
-                # Check every target first: an unsafe path refuses the export before any write.
-                for rel in contents:
-                    check_target(root, rel)
-                return [dest.resolve() / rel for rel, data in contents.items()
-                        if write_atomic(root, rel, data)]
-        with folder_synced(dest), Dir.open(dest.resolve()) as root:
+        # Exports into one folder take turns (a pull beside a run's sync among them), and
+        # each reads Redis once it has its turn: one that read before the other wrote would
+        # put older files back, which the next import would take for the user's edits.
+        with folder_synced(dest, create=as_source or (dest / "units.json").is_file()):
+            contents, units = self._export_contents(pid)
+            if not as_source:
+                return self._export_copy(dest, contents)
+            return self._export_source(pid, dest, contents, units)
+
+    @staticmethod
+    def _export_copy(dest: Path, contents: dict[str, bytes]) -> list[Path]:
+        """Write contents under dest (a copy: nothing there is deleted or marked known)."""
+        with Dir.open(dest.resolve()) as root:
+            # Check every target first: an unsafe path refuses the export before any write.
+            for rel in contents:
+                check_target(root, rel)
+            return [dest.resolve() / rel for rel, data in contents.items()
+                    if write_atomic(root, rel, data)]
+
+    def _export_source(
+        self, pid: str, dest: Path, contents: dict[str, bytes], units: dict[str, _UnitSnapshot]
+    ) -> list[Path]:
+        """Mirror Redis into the folder the project is imported from (the lock is held)."""
+        with Dir.open(dest.resolve()) as root:
             for rel in contents:
                 check_target(root, rel)
             stale = {unit: _stale(root, f"units/{unit}", snap) for unit, snap in units.items()}
