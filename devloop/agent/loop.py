@@ -51,6 +51,10 @@ from devloop.llm.base import (
 # A session ended because the model API refuses DevLoop itself (the key, its permissions,
 # the account, a model id it does not know): the run stops for a person to fix it.
 REFUSED = "llm_refused"
+# The API refused one request as invalid (400/413/422): not the code's failure and not the
+# model's either; the step is retried like one that raised, then the unit is blocked as
+# infrastructure with the API's message (no attempt spent, nothing offered as a hint).
+INVALID = "llm_invalid_request"
 
 # Finished checkpoints a later run of the same (attempt, try) carries on from: the model
 # was unavailable, or the session was stopped between turns (cancel, the project's budget).
@@ -276,7 +280,7 @@ class AgentSession:
             return self._finish("recovery_required", REFUSED, str(exc))
         except LLMBadRequest as exc:
             if exc.status != 404 or "model" not in str(exc):
-                return self._finish("failed", "llm_error", str(exc))
+                return self._finish("recovery_required", INVALID, str(exc))
             return self._finish("recovery_required", REFUSED, f"unknown model: {exc}")
         except LLMError as exc:
             return self._finish("failed", "llm_error", str(exc))

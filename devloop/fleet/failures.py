@@ -139,6 +139,23 @@ def infra_flake(
     return _apply(store, msg, role, state, decision)
 
 
+def request_refused(
+    store: RedisStore, settings: Settings, msg: StepMsg, role: str, error: str
+) -> StepStopped | StepWaiting:
+    """The model API refused a session's request as invalid: run the step again (from its
+    checkpoint) like one that raised, then block the unit as infrastructure with the API's
+    message. No attempt is spent and nothing reaches the coder as a hint."""
+    state = store.get_state(msg.pid, msg.unit_id)
+    if _superseded(state, msg):
+        return StepSuperseded(f"{msg.task_id(role)}: unit is at attempt {state.attempt}")
+    why = f"the model API refused the {role}'s request as invalid ({error})"
+    decision = after_step_error(
+        state, why[:ERROR_CHARS], settings.step_retries, settings.step_retry_base_s,
+        settings.retry_max_s,
+    )
+    return _apply(store, msg, role, state, decision)
+
+
 def _superseded(state: UnitState, msg: StepMsg) -> bool:
     return state.attempt != msg.attempt or state.status in TERMINAL
 

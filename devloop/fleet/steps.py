@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import redis
 
-from devloop.agent.loop import REFUSED
+from devloop.agent.loop import INVALID, REFUSED
 from devloop.agent.tools import ProgressEvent
 from devloop.config import Settings
 from devloop.errors import DevLoopError
@@ -31,6 +31,7 @@ from devloop.fleet.failures import (
     infra_flake,
     model_refused,
     model_unavailable,
+    request_refused,
     step_failed,
 )
 from devloop.fleet.messages import Dispatch, StepMsg, StepRole
@@ -151,6 +152,8 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
             raise model_refused(store, msg, role, error)
         if outcome.reason == "infra_flake":
             raise infra_flake(store, env.settings, msg, role, error)
+        if outcome.reason == INVALID:
+            raise request_refused(store, env.settings, msg, role, error)
         raise model_unavailable(store, env.settings, msg, role, error)
     # The record and the lease's release are one fenced step: the next step waits on it.
     try:

@@ -152,3 +152,22 @@ def test_once_the_model_api_refuses_devloop_no_step_starts_and_the_cause_stays_o
     assert c.requests("coder.") == [(1, 401)]  # no model call after the refusal
     state = redis_store.get_state(c.pid, "u")
     assert state.attempt == 1 and "the model API refused" in (state.last_error or "")
+
+
+def test_a_request_the_api_refuses_as_invalid_blocks_the_unit_as_infrastructure_spending_nothing(
+    redis_store: RedisStore, settings: Settings, python_toolchain_dir: Path, tmp_path: Path
+) -> None:
+    plans = [UnitPlan("u", coder_faults={1: {"kind": "invalid_request", "times": 10**6}})]
+    with chains(redis_store, settings, build(tmp_path / "p", plans), script(plans),
+                step_retries=2, step_retry_base_s=0.1) as c:
+        c.run()
+    state = redis_store.get_state(c.pid, "u")
+    assert (state.status, state.attempt, state.failure_signature) == ("blocked", 1, None)
+    assert state.extra["block_kind"] == "infrastructure"
+    reason = state.blocked_reason or ""
+    assert reason.startswith("infrastructure: the model API refused the coder's request as "
+                             "invalid (session 'coder.c-test.p-fleet.u', HTTP 400: ")
+    assert "messages.1.content.0.tool_use.input: Input should be a valid dictionary" in reason
+    assert coder_log(redis_store, c.pid, "u") == []  # the coder was never sent back
+    assert [s for _, s in c.requests("coder.")] == [400] * 3  # the step, then two retries
+    assert state.last_hint is None  # nothing offered to the coder

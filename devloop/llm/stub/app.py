@@ -35,6 +35,8 @@ _FAULT_REPLIES = {  # kind -> (status, error type, message)
     "server_error": (500, "api_error", "Internal server error"),
     "authentication": (401, "authentication_error", "invalid x-api-key"),
     "unknown_model": (404, "not_found_error", "model: {model}"),
+    "invalid_request": (400, "invalid_request_error",
+                        "messages.1.content.0.tool_use.input: Input should be a valid dictionary"),
 }
 
 

@@ -25,10 +25,11 @@ from devloop.llm.stub.yamlmarks import ScriptInvalid, problems_from_validation, 
 
 FaultKind = Literal[
     "rate_limit", "overloaded", "server_error", "drop", "malformed_tool_input", "unknown_tool",
-    "authentication", "unknown_model",
+    "authentication", "unknown_model", "invalid_request",
 ]
 HTTP_FAULTS = frozenset(
-    {"rate_limit", "overloaded", "server_error", "drop", "authentication", "unknown_model"}
+    {"rate_limit", "overloaded", "server_error", "drop", "authentication", "unknown_model",
+     "invalid_request"}
 )
 
 
