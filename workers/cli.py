@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 from kombu.exceptions import OperationalError
@@ -43,32 +43,34 @@ from workers.procs import (
     worker_command,
 )
 from workers.run import options_for, run_project
+from workers.runflags import (
+    ConsoleHostOpt,
+    ConsoleOpt,
+    ConsolePortOpt,
+    FlowerPortOpt,
+    Llm,
+    LlmOpt,
+    ScriptOpt,
+    WorkersOpt,
+)
 
 # console, review, cancel, resume: the commands for people in the loop register themselves.
 from workers import cli_people  # noqa: F401  isort: skip
 
-Llm = Literal["anthropic", "stub"]
 PING_S = 1.0  # how long `status` and `unblock` wait for workers to answer
 
 
 @app.command()
 def run(
     project_dir: Annotated[Path, typer.Argument(help="The project folder.")],
-    workers: Annotated[
-        int | None, typer.Option(min=1, max=64, help="Worker processes [last run's, else 2].")
-    ] = None,
-    llm: Annotated[
-        Llm | None, typer.Option(help="Claude (ANTHROPIC_API_KEY) or the stub [last run's, "
-                                 "else anthropic].")
-    ] = None,
-    script: Annotated[
-        Path | None, typer.Option(help="Stub script [last run's, else DIR/stub.yaml].")
-    ] = None,
+    workers: WorkersOpt = None,
+    llm: LlmOpt = None,
+    script: ScriptOpt = None,
     flower: Annotated[
         bool | None,
         typer.Option(help="Start Flower on the same broker (DEVLOOP_FLOWER_ADDRESS, basic auth).")
     ] = None,
-    flower_port: Annotated[int | None, typer.Option(help="Flower's port [5555].")] = None,
+    flower_port: FlowerPortOpt = None,
     timeout: Annotated[
         float | None, typer.Option(min=1, help="Give up (exit 3) after this many seconds.")
     ] = None,
@@ -82,18 +84,9 @@ def run(
         typer.Option(min=0.000001, help="The project's spend cap in dollars (else "
                      "DEVLOOP_PROJECT_MAX_USD): reached, the run ends paused (exit 4)."),
     ] = None,
-    console: Annotated[
-        bool | None, typer.Option("--console/--no-console",
-                                  help="Serve the live console beside the run [last run's].")
-    ] = None,
-    console_host: Annotated[
-        str | None, typer.Option(help="The console's address [last run's, else 127.0.0.1].")
-    ] = None,
-    console_port: Annotated[
-        int | None, typer.Option(help="The console's port (default: the last run's, else "
-                                 "DEVLOOP_CONSOLE_PORT, 8765; a free one when that is taken).",
-                                 min=1, max=65535)
-    ] = None,
+    console: ConsoleOpt = None,
+    console_host: ConsoleHostOpt = None,
+    console_port: ConsolePortOpt = None,
 ) -> None:
     """Run a whole project through the fleet: exit 0 all passed, 1 any blocked, 2 bad input,
     3 gave up (every worker died, --timeout, the environment cannot run sessions, Redis
@@ -264,10 +257,11 @@ def unblock(
                      "consumes its queues."),
     ] = False,
     llm: Annotated[
-        Llm | None, typer.Option(help="With --run: Claude or the stub [last run's].")
+        Llm | None, typer.Option(help="With --run: Claude or the stub (default: the last run's).")
     ] = None,
     workers: Annotated[
-        int | None, typer.Option(min=1, max=64, help="With --run: workers [last run's].")
+        int | None, typer.Option(min=1, max=64, help="With --run: workers (default: the last "
+                                 "run's).")
     ] = None,
 ) -> None:
     """Re-queue a blocked unit: with a human's hint, or resume one the model or the

@@ -4,7 +4,7 @@ resume (registered when workers.cli imports this module), and reset (workers.cli
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated
 
 import typer
 
@@ -14,11 +14,11 @@ from devloop.embedded import redis_endpoint
 from devloop.errors import Problem
 from devloop.redis_server import connect
 from devloop.store import RedisStore
+from workers.runflags import ConsoleOpt, ConsolePortOpt, LlmOpt, ScriptOpt, WorkersOpt
 
 # reset: starting units over registers itself.
 from workers import cli_reset  # noqa: F401  isort: skip
 
-Llm = Literal["anthropic", "stub"]
 
 
 def _store_for(project: Path) -> tuple[str, Path | None]:
@@ -132,25 +132,11 @@ def resume(
     max_usd: Annotated[
         float | None, typer.Option(min=0.000001, help="A new spend cap in dollars.")
     ] = None,
-    workers: Annotated[
-        int | None, typer.Option(min=1, max=64, help="Worker processes [last run's, else 2].")
-    ] = None,
-    llm: Annotated[
-        Llm | None, typer.Option(help="Claude (ANTHROPIC_API_KEY) or the stub [last run's, "
-                                 "else anthropic].")
-    ] = None,
-    script: Annotated[
-        Path | None, typer.Option(help="Stub script [last run's, else DIR/stub.yaml].")
-    ] = None,
-    console: Annotated[
-        bool | None, typer.Option("--console/--no-console",
-                                  help="Serve the live console beside the run [last run's].")
-    ] = None,
-    console_port: Annotated[
-        int | None, typer.Option(help="The console's port (default: the last run's, else "
-                                 "DEVLOOP_CONSOLE_PORT, 8765; a free one when that is taken).",
-                                 min=1, max=65535)
-    ] = None,
+    workers: WorkersOpt = None,
+    llm: LlmOpt = None,
+    script: ScriptOpt = None,
+    console: ConsoleOpt = None,
+    console_port: ConsolePortOpt = None,
 ) -> None:
     """Carry a paused or cancelled project on from its checkpoints: a folder runs again as
     `devloop run` does (same exit codes); an id re-sends its units to your workers."""
