@@ -187,6 +187,7 @@ def _call(live: LiveConsole, unit: str, event: str) -> dict[str, Any]:
 
     wait_until(f"{event} webhook call for {unit}", arrived, 60)
     assert len(found) == 1, found  # never twice for one event
+    assert live.receiver.bad_signatures == []  # each call signed with DEVLOOP_WEBHOOK_SECRET
     return found[0]
 
 
