@@ -160,7 +160,14 @@ class Settings(BaseSettings):
     webhook_url: SecretStr | None = Field(
         default=None,
         description="Where a JSON POST goes when a unit is blocked or waits for review "
-        "(payload in the README); retried with backoff, sent once per event.",
+        "(payload in the README); retried with backoff, sent once per event, never to where a "
+        "redirect points. Needs `DEVLOOP_WEBHOOK_SECRET`.",
+    )
+    webhook_secret: SecretStr | None = Field(
+        default=None,
+        description="The key every webhook call is signed with (HMAC-SHA256 of the timestamp "
+        "and body, in `X-DevLoop-Signature`); at least 32 characters, e.g. `openssl rand -hex "
+        "32`; the receiver holds the same. A webhook URL without it is refused at start.",
     )
     console_port: int = Field(
         default=8765, ge=1, le=65535,

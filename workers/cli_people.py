@@ -47,12 +47,15 @@ def console_command(
     and cancel; behind a token printed in the link at start."""
     from devloop.console.listen import ListenFailed
     from workers.console import bind_console, serve_console
+    from workers.people import webhook_settings_problem
 
     settings = load_settings()
     pid, folder = _store_for(project) if project is not None else (None, None)
     if project is None and not settings.redis_url:
         fail([Problem("DEVLOOP_REDIS_URL", "environment", "not set",
                       "pass the project folder, or point it at the Redis your workers use")])
+    if pid is not None and (webhook := webhook_settings_problem(settings)) is not None:
+        fail([webhook])
     try:  # bound before anything starts: a link is printed only for a socket of ours
         sockets, bound = bind_console(host, port, fd or [], settings, out)
     except ListenFailed as refused:

@@ -19,6 +19,7 @@ from devloop.redis_server import connect
 from devloop.store import RedisStore
 from workers.app import configure
 from workers.dispatch import revoke, send
+from workers.people import webhook_settings
 
 
 def bind_console(
@@ -49,7 +50,7 @@ def serve_console(
         store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
         notifier = None
         if settings.webhook_url is not None and pid is not None:
-            notifier = Notifier(store, [pid], settings.webhook_url.get_secret_value()).start()
+            notifier = Notifier(store, [pid], *webhook_settings(settings)).start()
         config = ConsoleConfig(
             store=store, redis_url=endpoint.url, token=token, port=port,
             callbacks=Callbacks(send=send, revoke=revoke),

@@ -15,12 +15,13 @@ from devloop.console.auth import new_token
 from devloop.console.listen import Listener
 from devloop.console.server import base_url, link
 from devloop.embedded import RedisEndpoint
+from devloop.errors import Problem
 from devloop.fleet.control import clear_pause, set_default_cap
 from devloop.fleet.dispatch import CANCELLED, resume_blocked
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.money import raised_cap, resume_cap, spent_words
 from devloop.fleet.status import ProjectStatus
-from devloop.fleet.webhook import Notifier
+from devloop.fleet.webhook import Notifier, webhook_problem
 from devloop.store import RedisStore
 from devloop.supervisor import ChildSpec
 from workers.children import RunChildren
@@ -72,7 +73,20 @@ def start_notifier(store: RedisStore, pid: str, settings: Settings) -> Notifier 
     """The webhook notifier of DEVLOOP_WEBHOOK_URL, following the project (None: unset)."""
     if settings.webhook_url is None:
         return None
-    return Notifier(store, [pid], settings.webhook_url.get_secret_value()).start()
+    return Notifier(store, [pid], *webhook_settings(settings)).start()
+
+
+def webhook_settings(settings: Settings) -> tuple[str, str]:
+    """DEVLOOP_WEBHOOK_URL and DEVLOOP_WEBHOOK_SECRET ("" for one unset)."""
+    url, secret = settings.webhook_url, settings.webhook_secret
+    return (url.get_secret_value() if url else "", secret.get_secret_value() if secret else "")
+
+
+def webhook_settings_problem(settings: Settings) -> Problem | None:
+    """Why the webhook settings cannot start (exit 2 before anything runs), or None."""
+    if settings.webhook_url is None:
+        return None
+    return webhook_problem(*webhook_settings(settings))
 
 
 def waits_in_console(state: ProjectStatus, console: bool) -> bool:

@@ -50,11 +50,12 @@ def worker_command(
 
 
 def flower_command(port: int, address: str = "127.0.0.1") -> list[str]:
-    """Flower on the same broker, listening on address:port (credentials come by env)."""
+    """Flower on the same broker, listening on address:port (credentials come by env), its
+    metrics and health check behind them too (workers/flower.py)."""
     return [
         sys.executable,
         "-m",
-        "celery",
+        "workers.flower",
         "-A",
         "workers.app",
         "flower",

@@ -52,6 +52,7 @@ from workers.people import (
     start_console,
     start_notifier,
     waits_in_console,
+    webhook_settings_problem,
 )
 from workers.procs import flower_auth_problem
 
@@ -120,6 +121,8 @@ def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
                      for unit in options.reruns if unit not in known]
     if unknown_units:
         return unknown_units
+    if (webhook := webhook_settings_problem(settings)) is not None:
+        return [webhook]
     auth = settings.flower_auth.get_secret_value() if settings.flower_auth else ""
     if options.flower and auth and (why := flower_auth_problem(auth)):
         return [Problem("DEVLOOP_FLOWER_AUTH", "environment", why, "set it to user:password")]

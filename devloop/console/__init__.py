@@ -1,7 +1,8 @@
 """The live console: a small web app over the project's Redis (Starlette, SSE, no build step).
 
-    auth.py     the token (a link once, then an HttpOnly SameSite=Strict cookie), the host
-                and same-origin checks, the security headers (a CSP with a nonce)
+    auth.py     the token (a link once, then a cookie and a key in the pages' URLs, neither
+                of which opens anything alone), the host and same-origin checks, the
+                security headers (a CSP with a nonce)
     views.py    what a page shows, read from Redis (the report's DAG drawing, live)
     render.py   jinja2 with autoescape: every text from models and projects is escaped
     sse.py      one event stream per page, fed by XREAD BLOCK on the project's streams;

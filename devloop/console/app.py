@@ -19,7 +19,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Route
 
 from devloop.console import sse
-from devloop.console.auth import LOOPBACK, Guard
+from devloop.console.auth import LOOPBACK, Guard, page_key, with_key
 from devloop.console.render import render
 from devloop.console.views import project_ids, project_view, summary_view, unit_view
 from devloop.fleet.control import set_console_url
@@ -90,12 +90,18 @@ def make_app(config: ConsoleConfig) -> Guard:
     def nonce(request: Request) -> str:
         return str(request.scope.get("state", {}).get("nonce", ""))
 
+    def link(request: Request) -> Callable[[str], str]:
+        """A console path as this browser's pages link it: with its key (auth.py)."""
+        key = page_key(request.scope)
+        return lambda path: with_key(path, key)
+
     async def index(request: Request) -> Response:
         pids = config.pids if config.pids is not None else await run_in_threadpool(
             project_ids, store)
         if len(pids) == 1:
-            return RedirectResponse(f"/p/{pids[0]}", status_code=303)
-        return HTMLResponse(render("index.html.j2", pids=pids, nonce=nonce(request)))
+            return RedirectResponse(link(request)(f"/p/{pids[0]}"), status_code=303)
+        return HTMLResponse(render("index.html.j2", pids=pids, nonce=nonce(request),
+                                   link=link(request)))
 
     async def project_page(request: Request) -> Response:
         pid = request.path_params["pid"]
@@ -104,11 +110,12 @@ def make_app(config: ConsoleConfig) -> Guard:
         # The position first: a change made while the view is read is then sent, not lost.
         since = await run_in_threadpool(sse.position_now, store, pid)
         view = await run_in_threadpool(project_view, store, pid)
+        keyed = link(request)
         return HTMLResponse(render(
             "project.html.j2", v=view, since=since.encode(), nonce=nonce(request),
             done=DONE.get(request.query_params.get("done", "")),
-            target=command_target(config, pid),
-            unit_href=lambda unit: f"/p/{pid}/u/{unit}",
+            target=command_target(config, pid), link=keyed,
+            unit_href=lambda unit: keyed(f"/p/{pid}/u/{unit}"),
         ))
 
     async def human_page(request: Request) -> Response:
@@ -119,7 +126,7 @@ def make_app(config: ConsoleConfig) -> Guard:
         _, _, calls = await run_in_threadpool(summary_view, store, pid)
         return HTMLResponse(render(
             "human.html.j2", pid=pid, calls=calls, since=since.encode(), nonce=nonce(request),
-            done=DONE.get(request.query_params.get("done", "")),
+            done=DONE.get(request.query_params.get("done", "")), link=link(request),
         ))
 
     async def unit_page(request: Request) -> Response:
@@ -134,7 +141,7 @@ def make_app(config: ConsoleConfig) -> Guard:
         since = replace(first, run=view.output.run_id, output=view.output.last_id)
         return HTMLResponse(render(
             "unit.html.j2", v=view, since=since.encode(), nonce=nonce(request),
-            done=DONE.get(request.query_params.get("done", "")),
+            done=DONE.get(request.query_params.get("done", "")), link=link(request),
         ))
 
     async def project_events(request: Request) -> Response:
@@ -142,11 +149,13 @@ def make_app(config: ConsoleConfig) -> Guard:
         if not await run_in_threadpool(known, pid):
             return _missing(f"no project {pid!r} here")
         pos = await _position(request, lambda: sse.position_now(store, pid))
+        keyed = link(request)
 
         def fragments() -> list[tuple[str, str]]:
             status, control, calls = summary_view(store, pid)
             context: dict[str, Any] = {"pid": pid, "status": status, "control": control,
-                                       "calls": calls, "target": command_target(config, pid)}
+                                       "calls": calls, "target": command_target(config, pid),
+                                       "link": keyed}
             return [("stats", render("_stats.html.j2", **context)),
                     ("humans", render("_humans.html.j2", **context))]
 
@@ -162,10 +171,11 @@ def make_app(config: ConsoleConfig) -> Guard:
             return sse.position_now(store, pid, run, read_output(store, pid, unit, run).last_id)
 
         pos = await _position(request, now)
+        keyed = link(request)
 
         def fragments() -> list[tuple[str, str]]:
             view = unit_view(store, pid, unit)
-            return [(name, render(f"_unit_{name}.html.j2", v=view))
+            return [(name, render(f"_unit_{name}.html.j2", v=view, link=keyed))
                     for name in ("head", "actions", "details")]
 
         return _events(sse.unit_stream(client, store, pid, unit, pos, fragments))
@@ -183,11 +193,12 @@ def make_app(config: ConsoleConfig) -> Guard:
                 code = await run_in_threadpool(work, pid, unit, form)
             except ValueError as exc:
                 return HTMLResponse(render("refused.html.j2", why=str(exc), pid=pid, unit=unit,
-                                           nonce=nonce(request)), status_code=409)
+                                           nonce=nonce(request), link=link(request)),
+                                    status_code=409)
             # Back to the page the form was on (a fixed choice, never a URL from the form).
             on_unit = unit and form.get("back") != "project"
             back = f"/p/{pid}/u/{unit}" if on_unit else f"/p/{pid}"
-            return RedirectResponse(f"{back}?done={code}", status_code=303)
+            return RedirectResponse(link(request)(f"{back}?done={code}"), status_code=303)
 
         return handle
 

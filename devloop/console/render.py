@@ -10,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from devloop.console.auth import KEY_PARAM, STORED_KEY
 from devloop.fleet.money import raised_cap
 from devloop.report.render import (
     GREY,
@@ -76,6 +77,7 @@ def environment() -> jinja2.Environment:
     env.filters["raised_cap"] = raised_cap
     env.globals.update(
         role_colours=ROLE_COLOURS, status_colours=colours, dag_legend=LEGEND,
+        key_param=KEY_PARAM, stored_key=STORED_KEY,
     )
     return env
 

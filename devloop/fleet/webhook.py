@@ -1,5 +1,7 @@
 """Calling a person: a JSON POST to DEVLOOP_WEBHOOK_URL when a unit is blocked or waits for
-review (the payload is in the README, "Calling a human").
+review (the payload is in the README, "Calling a human"), signed with DEVLOOP_WEBHOOK_SECRET
+(devloop.fleet.signing) and sent to that URL only: a redirect is an answer that is not 2xx,
+never followed (a 302 would turn the POST into a GET to wherever it points).
 
 A `Notifier` thread follows the projects' live event streams (XREAD BLOCK); each event of a
 unit turning blocked or review is claimed once in Redis (SET NX on its stream id, so two
@@ -21,6 +23,8 @@ from typing import Any
 
 import redis
 
+from devloop.errors import Problem
+from devloop.fleet import signing
 from devloop.fleet.control import read_control
 from devloop.fleet.dispatch import CANCELLED
 from devloop.fleet.human import HUMAN, HumanCall, human_call
@@ -30,6 +34,32 @@ from devloop.store import RedisStore
 log = logging.getLogger(__name__)
 CLAIM_TTL_S = 7 * 24 * 3600
 READ_BLOCK_MS = 2000
+# Printed in the fix when the secret is missing: 32 random bytes, hex (a test runs it).
+SECRET_COMMAND = "export DEVLOOP_WEBHOOK_SECRET=$(openssl rand -hex 32)"
+Post = Callable[[str, bytes, dict[str, str], float], int]
+
+
+def webhook_problem(url: str | None, secret: str | None) -> Problem | None:
+    """What stops the webhook of these settings from starting (None: fine, or no webhook).
+
+    A URL without a secret is refused rather than given a generated one: the receiver must
+    hold the same secret to check anything, so a person has to set it on both sides anyway,
+    and a secret made per run would change under the receiver at every start."""
+    if url is None:
+        return None
+    if not url.startswith(("http://", "https://")):
+        return Problem("DEVLOOP_WEBHOOK_URL", "environment", "not an http:// or https:// URL",
+                       "set it to the receiver's URL")
+    if not secret:
+        return Problem("DEVLOOP_WEBHOOK_SECRET", "environment",
+                       "not set, and DEVLOOP_WEBHOOK_URL is: every call is signed with it",
+                       f"`{SECRET_COMMAND}`, and give the receiver the same value (README, "
+                       "Calling a human: checking the signature)")
+    if len(secret) < signing.MIN_SECRET_CHARS:
+        return Problem("DEVLOOP_WEBHOOK_SECRET", "environment",
+                       f"shorter than {signing.MIN_SECRET_CHARS} characters",
+                       f"`{SECRET_COMMAND}`, and give the receiver the same value")
+    return None
 
 
 def payload(pid: str, call: HumanCall, event_id: str, console: str | None) -> dict[str, Any]:
@@ -63,17 +93,17 @@ class Notifier:
         store: RedisStore,
         pids: list[str],
         url: str,
+        secret: str,
         *,
         attempts: int = 5,
         base_s: float = 1.0,
         max_s: float = 60.0,
         timeout_s: float = 10.0,
-        post: Callable[[str, bytes, float], int] | None = None,
+        post: Post | None = None,
     ) -> None:
-        if not url.startswith(("http://", "https://")):
-            raise ValueError("DEVLOOP_WEBHOOK_URL: not an http:// or https:// URL; fix: set "
-                             "it to the receiver's URL")
-        self.store, self.pids, self.url = store, pids, url
+        if (problem := webhook_problem(url, secret)) is not None:
+            raise ValueError(str(problem))
+        self.store, self.pids, self.url, self.secret = store, pids, url, secret
         self.attempts, self.base_s, self.max_s, self.timeout_s = attempts, base_s, max_s, timeout_s
         self.post = post or _post
         # The last calls that went out, for the caller to show.
@@ -146,10 +176,16 @@ class Notifier:
         data = json.dumps(body).encode()
         delay = self.base_s
         for attempt in range(1, self.attempts + 1):
-            status_code = self.post(self.url, data, self.timeout_s)
+            # Signed at each try: a retry carries a fresh timestamp, the same body and id.
+            headers = {signing.HEADER: signing.sign(self.secret, data)}
+            status_code = self.post(self.url, data, headers, self.timeout_s)
             if 200 <= status_code < 300:
                 self.delivered.append(body)
                 return
+            if 300 <= status_code < 400:
+                log.warning("webhook: %s answered %d: redirects are not followed; set "
+                            "DEVLOOP_WEBHOOK_URL to the URL that answers 2xx", self.url,
+                            status_code)
             if attempt < self.attempts and self._stop.wait(delay):
                 return
             delay = min(delay * 2, self.max_s)
@@ -164,14 +200,26 @@ def _last_id(store: RedisStore, pid: str) -> str:
     return last[0][0].decode() if last else "0-0"
 
 
-def _post(url: str, data: bytes, timeout_s: float) -> int:
-    """POST data as JSON; the HTTP status, or 0 when the receiver could not be reached."""
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """A 3xx stays the answer: the call goes to the configured URL or nowhere."""
+
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+_OPENER = urllib.request.build_opener(_NoRedirect)
+
+
+def _post(url: str, data: bytes, headers: dict[str, str], timeout_s: float) -> int:
+    """POST data as JSON; the HTTP status (a redirect's own, not followed), or 0 when the
+    receiver could not be reached."""
     request = urllib.request.Request(
         url, data=data, method="POST",
-        headers={"Content-Type": "application/json", "User-Agent": "devloop-webhook"},
+        headers={"Content-Type": "application/json", "User-Agent": "devloop-webhook",
+                 **headers},
     )
     try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+        with _OPENER.open(request, timeout=timeout_s) as response:
             return int(response.status)
     except urllib.error.HTTPError as exc:
         return int(exc.code)

@@ -21,6 +21,7 @@ from tests.webhook_receiver import Receiver
 from tests.workers.runproc import RunProcess, clean_env
 
 PID = "p-console"
+WEBHOOK_SECRET = "console-tests-webhook-secret-0123456789abcdef"
 # Chromium as root on these machines, closed network (see tests/report/browser.py).
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
@@ -83,9 +84,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
     """`devloop run --console` on a scripted python project, with DEVLOOP_WEBHOOK_URL."""
     project = build(tmp_path_factory.mktemp("console") / "p", PLANS, pid=PID)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(PLANS)))
-    receiver = Receiver()
+    receiver = Receiver(secret=WEBHOOK_SECRET)
     port = free_port()
-    run = RunProcess(project, workers=3, env=clean_env(DEVLOOP_WEBHOOK_URL=receiver.url),
+    env = clean_env(DEVLOOP_WEBHOOK_URL=receiver.url, DEVLOOP_WEBHOOK_SECRET=WEBHOOK_SECRET)
+    run = RunProcess(project, workers=3, env=env,
                      args=["--console", "--console-port", str(port),
                            "--max-usd", "50"])
     try:

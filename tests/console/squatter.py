@@ -53,7 +53,8 @@ class Squatter:
 
 
 def opener() -> urllib.request.OpenerDirector:
-    """A client that keeps cookies, as a browser would (the console's token becomes one)."""
+    """A client that keeps cookies, as a browser would (the link's token becomes one, with a
+    key in the URL it is sent on to)."""
     return urllib.request.build_opener(
         urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
 

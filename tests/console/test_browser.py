@@ -1,7 +1,8 @@
 """The console in real headless Chromium, on one live stub-driven `devloop run --console`:
 colours change without a reload, a running test's stdout streams in, a blocked unit calls a
 person (page and webhook) and a hint unblocks it, a review unit waits for its approval, and
-requests without the token or from another origin are refused.
+requests without the token or from another origin are refused, and a server on another port
+that the signed-in browser visits gets nothing that opens the console.
 
 The tests share the run and follow its story in file order; each waits for what it needs.
 """
@@ -9,18 +10,23 @@ The tests share the run and follow its story in file order; each waits for what 
 from __future__ import annotations
 
 import json
+import os
 import struct
 import subprocess
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from playwright.sync_api import Browser, BrowserContext
 
 from tests.conftest import REPO
-from tests.console.conftest import LiveConsole, open_page, wait_until
+from tests.console.conftest import PID, LiveConsole, open_page, wait_until
 from tests.workers.runproc import DEVLOOP, clean_env
 from tests.workers.test_flower import listen_addresses
 
@@ -65,8 +71,8 @@ def test_the_console_listens_on_loopback_and_gets_its_token_by_environment_only(
 def test_a_cross_origin_post_is_refused_even_with_the_cookie(
     signed_in: BrowserContext, live: LiveConsole
 ) -> None:
-    # Another port of the same host is the same site: the SameSite cookie goes along, so
-    # the Origin check is what refuses the forged form.
+    # Another port of the same host is the same site: the SameSite cookie goes along (the
+    # page's key does not), and the Origin check refuses the forged form first.
     evil = _serve(f"""<!DOCTYPE html><form method="post" action="{live.url('/cancel')}">
         </form><script>document.forms[0].submit()</script>""")
     try:
@@ -123,7 +129,7 @@ def test_a_review_unit_waits_and_its_approval_in_the_page_releases_its_dependent
     call = _call(live, "gate", "unit_review")
     assert call["console"] == live.url("/u/gate")
 
-    page = open_page(signed_in, live.url("/u/gate"))
+    page = open_page(signed_in, call["console"])  # the webhook's link: no key in it
     diff = page.text_content("#diff") or ""
     assert "code/unit.py" in diff and "+    return 42" in diff and "tests/test_unit.py" in diff
     assert "acceptance criteria 100%" in (page.text_content("[data-coverage]") or "")
@@ -152,6 +158,74 @@ def test_a_running_tests_stdout_appears_in_the_unit_page_while_it_runs(
     assert page.get_attribute('[data-unit-status="slow"]', "data-status") == "testing"
     page.locator("#output", has_text="tick 8").wait_for(timeout=60_000)
     page.wait_for_selector('[data-unit-status="slow"][data-status="passed"]', timeout=WAIT_MS)
+
+
+ATTACKER_UID = 4242  # another local user (not 65534, the sandbox's)
+
+
+@pytest.mark.timeout(240)
+def test_a_page_on_another_port_receives_nothing_that_opens_the_console(
+    signed_in: BrowserContext, live: LiveConsole
+) -> None:
+    console = open_page(signed_in, live.url())
+    keys = parse_qs(urlsplit(console.url).query).get("key", [])
+    with _snoop(live) as elsewhere:  # another user's server on 127.0.0.1
+        # The person leaves a console page for it (a Referer would go along), then opens it
+        # in a tab of its own; each time its page reports what it sees and the server
+        # replays what it received against the console.
+        console.evaluate(f"window.location.href = {json.dumps(elsewhere.url)}")
+        wait_until("the first replay", lambda: elsewhere.count("replayed") >= 1, 60)
+        signed_in.new_page().goto(elsewhere.url)
+        wait_until("the second replay", lambda: elsewhere.count("replayed") >= 2, 60)
+    got = json.dumps([r for r in elsewhere.records if r["kind"] == "request"])
+    assert live.token not in got and not any(key in got for key in keys)
+    cookie = f"devloop_console_{int(live.base.rsplit(':', 1)[1])}="
+    assert cookie in got  # the browser did hand it the console's cookie: it opens nothing
+    replays = [r for r in elsewhere.records if r["kind"] == "replay"]
+    assert len(replays) >= 8 and all(r["status"] in (401, 403) for r in replays), replays
+    assert _paused(live) is None
+
+
+@dataclass
+class _Snooping:
+    """tests/console/snoop.py running as another uid: its URL and what it printed."""
+
+    url: str
+    records: list[dict[str, Any]]
+
+    def count(self, kind: str) -> int:
+        return sum(1 for r in self.records if r["kind"] == kind)
+
+
+@contextmanager
+def _snoop(live: LiveConsole) -> Iterator[_Snooping]:
+    """snoop.py as another local user (uid 4242 when the tests run as root), its source
+    handed over by -c (a checkout in a 0700 dir is out of that uid's reach)."""
+    source = (Path(__file__).parent / "snoop.py").read_text()
+    as_other = (["setpriv", f"--reuid={ATTACKER_UID}", f"--regid={ATTACKER_UID}",
+                 "--clear-groups"] if os.geteuid() == 0 else [])
+    port = live.base.rsplit(":", 1)[1]
+    proc = subprocess.Popen([*as_other, "/usr/bin/python3", "-I", "-c", source, port, PID],
+                            stdout=subprocess.PIPE, text=True, cwd="/")
+    records: list[dict[str, Any]] = []
+
+    def read() -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            records.append(json.loads(line))
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    try:
+        wait_until("the other user's server", lambda: bool(records), 30)
+        if as_other:  # it is another uid's process indeed
+            status = Path(f"/proc/{proc.pid}/status").read_text()
+            assert f"Uid:\t{ATTACKER_UID}\t" in status
+        yield _Snooping(f"http://127.0.0.1:{records[0]['port']}/", records)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        reader.join(timeout=10)
 
 
 @pytest.mark.timeout(500)
@@ -187,6 +261,7 @@ def _call(live: LiveConsole, unit: str, event: str) -> dict[str, Any]:
 
     wait_until(f"{event} webhook call for {unit}", arrived, 60)
     assert len(found) == 1, found  # never twice for one event
+    assert live.receiver.bad_signatures == []  # each call signed with DEVLOOP_WEBHOOK_SECRET
     return found[0]
 
 

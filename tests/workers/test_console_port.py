@@ -61,10 +61,10 @@ def test_a_taken_console_port_is_reported_and_the_link_is_to_a_port_the_run_hold
         assert f"{PID} · DevLoop console" in get(client, link, timeout_s=60)
 
         # The console child dies: the port stays the run's (connections wait in its queue)
-        # and the restarted child serves the same link.
+        # and the restarted child serves the same link (its pages' keys are new: auth.py).
         [child] = [p for p in run.children() if " console " in p.cmdline]
         os.kill(child.pid, signal.SIGKILL)
-        page = get(client, f"http://127.0.0.1:{port}/p/{PID}", timeout_s=60)
+        page = get(client, link, timeout_s=60)
         assert f"{PID} · DevLoop console" in page
         [again] = [p for p in run.children() if " console " in p.cmdline]
         assert again.pid != child.pid

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import pytest
 import redis
 import yaml
 
@@ -138,6 +139,28 @@ def test_flower_answers_401_without_credentials_even_with_the_unauthenticated_sw
         assert redis_client.llen("control") == 1  # the holder of the credentials may
 
 
+@pytest.mark.timeout(180)
+def test_flower_metrics_and_healthcheck_need_the_credentials_too(
+    redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
+) -> None:
+    with flower(redis_server, tmp_path / "flower.log") as (port, auth, _):
+        plans = [UnitPlan("seen")]  # events, so the metrics have worker names and tasks
+        with fleet(redis_store, redis_server.celery_url, build(tmp_path / "p", plans),
+                   script(plans), workers=1) as f:
+            f.wait()
+        base = f"http://127.0.0.1:{port}"
+        user, _, password = auth.partition(":")
+        for path in ("/metrics", "/healthcheck"):
+            for who in (None, f"{user}:wrong", f"someone:{password}"):
+                status, body = http(base + path, who)
+                assert status == 401, (path, who, body[:200])
+                assert b"devloop" not in body and body != b"OK"
+        status, metrics = http(f"{base}/metrics", auth)
+        assert status == 200 and b"flower_events_total" in metrics
+        assert b'task="devloop.coder"' in metrics  # what a stranger was shown before
+        assert http(f"{base}/healthcheck", auth) == (200, b"OK")
+
+
 def test_flower_listens_on_loopback_only_and_shows_no_secret(
     redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -184,6 +207,7 @@ def test_devloop_run_flower_is_authenticated_and_prints_its_credentials_once(
             wait_listening(port, project / ".devloop/flower.log")
             base = f"http://127.0.0.1:{port}"
             assert http(f"{base}/api/workers")[0] == 401
+            assert http(f"{base}/metrics")[0] == 401 and http(f"{base}/healthcheck")[0] == 401
             assert http(f"{base}/api/task/async-apply/devloop.decide", None, FORGED)[0] == 401
             assert http(f"{base}/api/workers", auth)[0] == 200
             assert listen_addresses(port) == {"0100007F"}
@@ -233,8 +257,24 @@ def test_devloop_flower_serves_behind_the_configured_credentials(
     try:
         wait_listening(port, log)
         assert http(f"http://127.0.0.1:{port}/api/workers")[0] == 401
+        assert http(f"http://127.0.0.1:{port}/metrics")[0] == 401
         assert http(f"http://127.0.0.1:{port}/api/workers", auth)[0] == 200
+        assert http(f"http://127.0.0.1:{port}/metrics", auth)[0] == 200
         assert listen_addresses(port) == {"0100007F"}
         assert "correct-horse" not in Path(f"/proc/{proc.pid}/cmdline").read_text()
     finally:
         stop([proc])
+
+
+def test_a_flower_without_the_routes_it_guards_is_refused_rather_than_run_open() -> None:
+    from tornado.web import RequestHandler
+
+    from workers.flower import GUARDED, FlowerChanged, guard_routes
+
+    routes: list[object] = [("/metrics", RequestHandler), ("/api/workers", RequestHandler)]
+    with pytest.raises(FlowerChanged, match="/healthcheck"):
+        guard_routes(routes)
+    routes.append(("/healthcheck", RequestHandler))
+    guard_routes(routes)
+    assert routes == [("/metrics", GUARDED["/metrics"]), ("/api/workers", RequestHandler),
+                      ("/healthcheck", GUARDED["/healthcheck"])]
