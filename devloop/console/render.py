@@ -10,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from devloop.artifacts import pieces
 from devloop.fleet.money import raised_cap
 from devloop.report.render import (
     GREY,
@@ -74,6 +75,7 @@ def environment() -> jinja2.Environment:
     base = report_environment()
     env.filters.update(base.filters)
     env.filters["raised_cap"] = raised_cap
+    env.filters["marks"] = pieces  # a review diff's <U+202E> marks, highlighted
     env.globals.update(
         role_colours=ROLE_COLOURS, status_colours=colours, dag_legend=LEGEND,
     )

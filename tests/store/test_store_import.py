@@ -19,7 +19,9 @@ def seed(root: Path) -> None:
     """Give the todo copy code, a log, ledgers, memory, agent state and conventions."""
     (root / "units/todo-be/code").mkdir(parents=True)
     (root / "units/todo-be/code/server.js").write_text("module.exports = {}\n")
-    (root / "units/todo-be/code/blob.bin").write_bytes(bytes(range(256)))
+    # Bytes of any kind round-trip; a binary beside the code, not in it (code/ is source).
+    (root / "units/todo-be/design").mkdir(parents=True)
+    (root / "units/todo-be/design/blob.bin").write_bytes(bytes(range(256)))
     (root / "units/todo-be/coder.log").write_text("---\nattempt: 1\n---\n")
     (root / "bugs.ndjson").write_text('{"event":"bug_open","id":"B1"}\n')
     (root / "timeline.ndjson").write_text('{"kind":"unit_coded"}\n{"kind":"unit_tested"}\n')
@@ -51,8 +53,8 @@ def test_import_stores_the_whole_project(redis_store: RedisStore, todo_project: 
 
     be = redis_store.unit_files(PID, "todo-be")
     assert be.version == 1
-    assert set(be.files) == {"spec.json", "code/server.js", "code/blob.bin", "coder.log"}
-    assert be.files["code/blob.bin"] == bytes(range(256))
+    assert set(be.files) == {"spec.json", "code/server.js", "design/blob.bin", "coder.log"}
+    assert be.files["design/blob.bin"] == bytes(range(256))
     assert redis_store.sink(PID, "timeline").lines() == [
         '{"kind":"unit_coded"}',
         '{"kind":"unit_tested"}',
