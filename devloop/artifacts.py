@@ -65,25 +65,32 @@ def refused_dir(rel: str) -> bool:
     return plain in VCS_NAMES or plain in CACHE_NAMES
 
 
-def content_refusal(rel: str, data: bytes) -> str | None:
-    """Why a file under code/ or tests/ is not source text, or None (other paths: None)."""
+def content_fault(rel: str, data: bytes) -> tuple[str, str] | None:
+    """(what is wrong, the fix) for a file under code/ or tests/ that is not source text,
+    or None (other paths: None)."""
     if not rel.startswith(TEXT_DIRS):
         return None
     if b"\0" in data:
         return (f"a binary file ({len(data)} bytes, NUL bytes among them): code/ and tests/ "
-                "hold source text only; remove it")
+                "hold source text only", "remove it")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         return (f"not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}): code/ "
-                "and tests/ hold UTF-8 source; save it as UTF-8 or remove it")
+                "and tests/ hold UTF-8 source", "save it as UTF-8 or remove it")
     found = bidi_controls(text)
     if found:
         line, char = found[0]
         return (f"holds the bidi control {codepoint(char)} on line {line} (Trojan Source: it "
-                "reorders what a reader sees); write it as an escape "
-                f"(\\u{ord(char):04x}) or remove it")
+                "reorders what a reader sees)",
+                f"write it as an escape (\\u{ord(char):04x}) or remove it")
     return None
+
+
+def content_refusal(rel: str, data: bytes) -> str | None:
+    """Why a file under code/ or tests/ is not source text, with the fix, or None."""
+    fault = content_fault(rel, data)
+    return None if fault is None else "; ".join(fault)
 
 
 def refusal(rel: str, data: bytes) -> str | None:

@@ -11,7 +11,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devloop.artifacts import content_refusal, name_refusal, refused_dir
+from devloop.artifacts import content_fault, name_refusal, refused_dir
 from devloop.errors import FileTooLarge, Problem, ProjectInvalid
 from devloop.project import Project
 from devloop.sdd import section_document
@@ -125,8 +125,8 @@ def _read_unit(
         raise too_large(project.pid, unit, total, cap, sizes)
     files = {rel: path.read_bytes() for rel, path in paths.items()}
     for rel, data in files.items():
-        if (why := content_refusal(rel, data)) is not None:
-            problems.append(Problem(f"units/{unit}/{rel}", "content", why))
+        if (fault := content_fault(rel, data)) is not None:
+            problems.append(Problem(f"units/{unit}/{rel}", "content", *fault))
     if derived:
         files["spec.json"] = spec
     return files
