@@ -144,5 +144,6 @@ def not_imported(entry: str) -> str:
     """The line an import prints for an artifact it left out (`units/u/code/.git/: why`)."""
     line = f"not imported: {entry} (DevLoop never runs it or writes it back)"
     if any(f"({name})" in entry for name in VCS_NAMES):
-        line += "; a .git someone else put there runs commands when git runs in it"
+        line += ("; metadata someone else put there can run commands when its tool (git) "
+                 "runs in that folder")
     return line

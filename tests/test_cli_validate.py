@@ -298,8 +298,8 @@ def test_artifacts_in_a_cloned_folder_are_named_as_not_imported(
     assert code == 0, err
     assert [line for line in out.splitlines() if line.startswith("not imported")] == [
         "not imported: units/todo-be/code/.git/: version-control metadata (.git), not source "
-        "(DevLoop never runs it or writes it back); a .git someone else put there runs "
-        "commands when git runs in it",
+        "(DevLoop never runs it or writes it back); metadata someone else put there can run "
+        "commands when its tool (git) runs in that folder",
         "not imported: units/todo-be/code/__pycache__/: a bytecode cache (__pycache__), not "
         "source (DevLoop never runs it or writes it back)",
     ]
