@@ -10,7 +10,9 @@ By name, anywhere in a unit (paths relative to the unit dir):
   `.dll`, `.node`, `.wasm`, `.o`, `.a`, `.class`, `.jar` or `.exe` (a `money.*.so` is
   imported before `money.py`).
 Names are compared case-insensitively, trailing dots and spaces ignored (`.GIT` is `.git`
-on the file systems a folder may be copied to).
+on the file systems a folder may be copied to). `.gitignore`, `.gitattributes` and
+`.gitmodules` are text: a filter or driver they name runs only if a `.git/config` defines
+it, and a unit never holds one.
 
 By content, under `code/` and `tests/` (what is reviewed and what runs): UTF-8 text without
 NUL bytes, and without the bidi controls that reorder how a line is shown (U+202A-U+202E,
