@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from devloop.agent.tools import ProgressEvent
+from devloop.artifacts import not_imported
 from devloop.config import load_settings
 from devloop.contracts import ContractMissingExports, hash_contract
 from devloop.errors import Problem, ProjectInvalid
@@ -113,7 +114,12 @@ def load_folder(project_dir: Path) -> Project:
 @app.command()
 def validate(project_dir: Annotated[Path, typer.Argument(help="The project folder.")]) -> None:
     """Check a project folder; print a summary, or one line per problem (exit 2)."""
+    from devloop.store.snapshot import source_problems
+
     project = load_folder(project_dir)
+    unfit, dropped = source_problems(project, load_settings().file_cap_bytes)
+    if unfit:
+        fail(unfit)
     info = summarize(project)
     table = Table(title=f"{info['project']}: valid", show_header=False, title_justify="left")
     table.add_row("units", str(info["units"]))
@@ -126,6 +132,8 @@ def validate(project_dir: Annotated[Path, typer.Argument(help="The project folde
     if info["derived_specs"]:
         table.add_row("spec.json derived from SDD", ", ".join(info["derived_specs"]))
     out.print(table)
+    for left in dropped:
+        out.print(not_imported(left), markup=False, highlight=False)
 
 
 @contract_app.command("hash")

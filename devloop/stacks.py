@@ -34,7 +34,7 @@ def stack_mounts(stack: Stack, settings: Settings) -> StackMounts:
     return StackMounts(
         ro_binds=((venv, str(venv)),),
         tmpfs=(),
-        env={"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"},
+        env={"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"},  # caches: sandbox_env
     )
 
 

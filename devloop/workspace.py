@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devloop.artifacts import content_refusal, name_refusal, refused_dir
 from devloop.config import Settings
 from devloop.ids import check_id, id_dir
 from devloop.owned import Found, OwnedFiles
@@ -36,6 +37,7 @@ class Violation:
     path: str
     reason: str
     owner: str | None = None  # the tool that owns the file, for a change to its record
+    artifact: bool = False  # refused as not source (devloop/artifacts.py), wherever it is
 
     def __str__(self) -> str:
         return f"{self.path}: {self.reason}"
@@ -146,7 +148,8 @@ class Workspace:
         self._base = files.files
         self.owned.start(files.files)
         for rel, data in files.files.items():
-            self._write(f"{self.unit_rel}/{rel}", data, track=True)
+            if name_refusal(rel) is None:  # stored before the rule: never laid out to run
+                self._write(f"{self.unit_rel}/{rel}", data, track=True)
         self.files.mkdirs(self.unit_rel)
         return self.root
 
@@ -182,11 +185,25 @@ class Workspace:
         budget = self.file_cap_bytes
         for entry in entries:
             path = f"{self.unit_rel}/{entry.rel}"
+            if any(entry.rel.startswith(prefix) for prefix in unread):
+                continue  # beneath a refused dir: reported once, with the dir
             if self._owned_entry(entry.rel, entry.kind, changes):
                 continue
             if entry.problem is not None:
                 changes.violations.append(Violation(path, entry.problem))
                 unread.append(entry.rel + "/")
+                continue
+            if entry.kind == "dir" and refused_dir(entry.rel):
+                # Refused whole and never read: a .git or __pycache__, whatever it holds.
+                what = name_refusal(entry.rel) or ""
+                changes.violations.append(Violation(
+                    path + "/", f"{what}: nothing under it is read or committed; delete it",
+                    artifact=True))
+                unread.append(entry.rel + "/")
+                continue
+            if entry.kind != "dir" and (named := name_refusal(entry.rel)) is not None:
+                changes.violations.append(
+                    Violation(path, f"{named}: not committed; delete it", artifact=True))
                 continue
             if entry.kind == "dir":
                 continue
@@ -203,6 +220,10 @@ class Workspace:
                 if not data and entry.rel not in self.materialized:
                     continue  # an empty placeholder the sandbox created to bind: not a write
                 if self.materialized.get(entry.rel) == _digest(data):
+                    continue
+                if (unfit := content_refusal(entry.rel, data)) is not None:
+                    changes.violations.append(
+                        Violation(path, f"{unfit}; not committed", artifact=True))
                     continue
                 if allowed(entry.rel, self.patterns):
                     changes.files[entry.rel] = data

@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from devloop.cli import app
+from tests.plant import plant_git, plant_pyc
 
 runner = CliRunner()
 
@@ -285,3 +286,38 @@ def test_the_report_goes_into_the_project_folder_unless_told_otherwise(
     assert done.exit_code == 0, done.output
     assert (todo_project / "report.html").is_file() and not (tmp_path / "report.html").exists()
     assert "report written to" in done.stdout and "report.html" in done.stdout
+
+
+def test_artifacts_in_a_cloned_folder_are_named_as_not_imported(
+    todo_project: Path, tmp_path: Path
+) -> None:
+    code = todo_project / "units/todo-be/code"
+    plant_git(code, tmp_path / "marker")
+    plant_pyc(code)
+    code, out, err = validate(todo_project)
+    assert code == 0, err
+    assert [line for line in out.splitlines() if line.startswith("not imported")] == [
+        "not imported: units/todo-be/code/.git/: version-control metadata (.git), not source "
+        "(DevLoop never runs it or writes it back); metadata someone else put there can run "
+        "commands when its tool (git) runs in that folder",
+        "not imported: units/todo-be/code/__pycache__/: a bytecode cache (__pycache__), not "
+        "source (DevLoop never runs it or writes it back)",
+    ]
+
+
+def test_source_a_reader_would_misread_is_refused_with_exit_2_and_one_line_each(
+    todo_project: Path,
+) -> None:
+    code = todo_project / "units/todo-be/code"
+    code.mkdir(parents=True)
+    (code / "auth.js").write_text('if (role !== "admin\u202e \u2066") { deny(); }\n')
+    (code / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0")
+    exit_code, out, err = validate(todo_project)
+    assert exit_code == 2 and out == ""
+    assert err.splitlines() == [
+        "units/todo-be/code/auth.js: content: holds the bidi control U+202E on line 1 (Trojan "
+        "Source: it reorders what a reader sees); fix: write it as an escape (\\u202e) or "
+        "remove it",
+        "units/todo-be/code/logo.png: content: a binary file (10 bytes, NUL bytes among them): "
+        "code/ and tests/ hold source text only; fix: remove it",
+    ]

@@ -13,9 +13,11 @@ import redis
 
 from devloop.config import Settings
 from devloop.project import load_project
+from devloop.roles.checks import violation_problems
 from devloop.sandbox import make_sandbox
 from devloop.store import RedisStore
 from devloop.workspace import Workspace
+from tests.plant import MONEY, plant_git, plant_pyc
 
 
 @pytest.fixture
@@ -90,6 +92,44 @@ def test_coder_changes_in_write_set_commit_and_others_are_violations(
     assert files["code/server.js"] == b"module.exports = 'v2';\n"
     assert "tests/sneaky.spec.js" not in files
     assert files["spec.json"] != b"{}"
+    ws.cleanup()
+
+
+def test_artifacts_are_refused_at_commit_named_and_the_source_beside_them_commits(
+    store: RedisStore, settings: Settings, tmp_path: Path
+) -> None:
+    ws = workspace(store, settings, "coder", "todo-be")
+    code = ws.unit_dir / "code"
+    (code / "money.py").write_text(MONEY)
+    plant_pyc(code)  # compiled from other source, unchecked hash
+    plant_git(code, tmp_path / "marker")  # core.fsmonitor runs a command on `git status`
+    (code / "fast.cpython-311-x86_64-linux-gnu.so").write_bytes(b"\x7fELF\2\1\1")
+    (code / "trojan.py").write_text('if role != "admin\u202e \u2066":\n    deny()\n')
+    (code / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0\rIHDR")
+    outcome = ws.commit()
+    assert outcome.applied and outcome.committed == ["code/money.py"]
+    refused = {v.path: v.reason for v in outcome.violations}
+    assert all(v.artifact for v in outcome.violations)
+    assert refused == {
+        "units/todo-be/code/.git/": "version-control metadata (.git), not source: nothing "
+                                    "under it is read or committed; delete it",
+        "units/todo-be/code/__pycache__/": "a bytecode cache (__pycache__), not source: "
+                                           "nothing under it is read or committed; delete it",
+        "units/todo-be/code/fast.cpython-311-x86_64-linux-gnu.so":
+            "compiled code (.so), not source: not committed; delete it",
+        "units/todo-be/code/logo.png": "a binary file (16 bytes, NUL bytes among them): "
+            "code/ and tests/ hold source text only; remove it; not committed",
+        "units/todo-be/code/trojan.py": "holds the bidi control U+202E on line 1 (Trojan "
+            "Source: it reorders what a reader sees); write it as an escape (\\u202e) or "
+            "remove it; not committed",
+    }
+    files = store.unit_files("p-todo", "todo-be").files
+    assert sorted(rel for rel in files if rel.startswith("code/")) == [
+        "code/money.py", "code/server.js"]
+    # The coder is told in its self-check (and by sandbox_check), so it fixes it in-session.
+    [problem] = violation_problems(ws)
+    assert problem.startswith("files that are not source, never committed")
+    assert "units/todo-be/code/.git/: version-control metadata (.git)" in problem
     ws.cleanup()
 
 

@@ -14,6 +14,7 @@ from typing import Annotated
 import typer
 from kombu.exceptions import OperationalError
 
+from devloop.artifacts import not_imported
 from devloop.cli import app, err, fail, out
 from devloop.config import load_settings
 from devloop.embedded import RedisEndpoint, redis_endpoint
@@ -151,6 +152,8 @@ def enqueue(project_dir: Annotated[Path, typer.Argument(help="The project folder
         report, dispatches = enqueue_project(store, project_dir)
     except ProjectInvalid as exc:
         fail(exc.problems)
+    for left in report.dropped:
+        out.print(not_imported(left), markup=False, highlight=False)
     forget_llm(store, report.pid)  # the workers' model is theirs: no decision is marked scripted
     # The workers keep the project's cap: DEVLOOP_PROJECT_MAX_USD when given, else the default.
     if (cap := settings.given_project_cap()) is not None:

@@ -19,6 +19,7 @@ from redis.retry import Retry
 from rich.console import Console
 from rich.live import Live
 
+from devloop.artifacts import not_imported
 from devloop.cli import missing_folder
 from devloop.config import Settings, load_settings
 from devloop.console.listen import Listener, ListenFailed, listening
@@ -40,6 +41,7 @@ from devloop.project import Project, load_project
 from devloop.redis_server import RedisServerError, connect
 from devloop.runlock import FolderBusy, folder_lock
 from devloop.store import RedisStore
+from devloop.store.snapshot import source_problems
 from devloop.suggest import unknown
 from devloop.supervisor import Received, interrupt_on
 from workers.app import configure
@@ -116,6 +118,9 @@ def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
         project = load_project(options.project_dir)
     except ProjectInvalid as exc:
         return exc.problems
+    unfit, _ = source_problems(project, settings.file_cap_bytes)
+    if unfit:
+        return unfit
     known = [u.id for u in project.units.units]
     unknown_units = [unknown("--rerun", unit, "unit", unit, known)
                      for unit in options.reruns if unit not in known]
@@ -290,6 +295,8 @@ def _run(
         project = load_project(project_dir)
         earlier = _ran_before(store, project)
         report, dispatches = enqueue_project(store, project_dir)
+        for left in report.dropped:
+            console.print(not_imported(left), markup=False, highlight=False)
         dispatches += _start_notes(store, project, options, console, earlier)
         try:
             if endpoint.server is not None:

@@ -9,6 +9,7 @@ import stat
 from pydantic import BaseModel, Field
 
 from devloop.agent.tools import Tool, ToolContext, ToolResult
+from devloop.artifacts import content_refusal, name_refusal
 from devloop.safedir import Refused
 from devloop.safetree import printable
 
@@ -92,7 +93,18 @@ def _check_writable(ctx: ToolContext, path: str) -> tuple[str, str] | ToolResult
         return ToolResult(
             f"denied: {path} is written only by {record.owner}: {record.advice}", is_error=True
         )
+    if (artifact := name_refusal(unit_rel)) is not None:
+        return ToolResult(f"denied: {path} is {artifact}: your unit holds source only, and "
+                          "such a file is never committed", is_error=True)
     return rel, unit_rel
+
+
+def _unfit(path: str, unit_rel: str, content: str) -> ToolResult | None:
+    """The denial of content that is not source text (a NUL, a bidi control), or None."""
+    why = content_refusal(unit_rel, content.encode("utf-8", "surrogatepass"))
+    if why is None:
+        return None
+    return ToolResult(f"denied: {path}: {why}; nothing was written", is_error=True)
 
 
 class WriteInput(BaseModel):
@@ -116,6 +128,8 @@ class WriteTool(Tool):
         if isinstance(checked, ToolResult):
             return checked
         view_rel, rel = checked
+        if (unfit := _unfit(args.path, rel, args.content)) is not None:
+            return unfit
         try:
             existed = ctx.files.exists(view_rel)
             ctx.files.write_atomic(view_rel, args.content)
@@ -171,8 +185,11 @@ class EditTool(Tool):
                 "it matches exactly once",
                 is_error=True,
             )
+        edited = text.replace(args.old, args.new, 1)
+        if (unfit := _unfit(args.path, rel, edited)) is not None:
+            return unfit
         try:
-            ctx.files.write_atomic(view_rel, text.replace(args.old, args.new, 1))
+            ctx.files.write_atomic(view_rel, edited)
         except OSError as exc:
             return ToolResult(_refused(args.path, exc) + "; nothing was written", is_error=True)
         return ToolResult(f"edited {rel}", changed_files=(rel,))

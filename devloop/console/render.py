@@ -10,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from devloop.artifacts import pieces
 from devloop.console.auth import KEY_PARAM, STORED_KEY
 from devloop.fleet.money import raised_cap
 from devloop.report.render import (
@@ -75,6 +76,7 @@ def environment() -> jinja2.Environment:
     base = report_environment()
     env.filters.update(base.filters)
     env.filters["raised_cap"] = raised_cap
+    env.filters["marks"] = pieces  # a review diff's <U+202E> marks, highlighted
     env.globals.update(
         role_colours=ROLE_COLOURS, status_colours=colours, dag_legend=LEGEND,
         key_param=KEY_PARAM, stored_key=STORED_KEY,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devloop import dag
+from devloop.artifacts import binary_summary, is_text, marked
 from devloop.fleet.control import Control, read_control
 from devloop.fleet.human import HumanCall, call_for, needs_human
 from devloop.fleet.output import OutputSoFar, latest_run, read_output
@@ -172,7 +173,10 @@ def _last_tester(steps: list[StepRecord]) -> dict[str, Any] | None:
 
 
 def _text(data: bytes) -> str:
-    text = data.decode("utf-8", errors="replace")
+    if not is_text(data):
+        return binary_summary(data)  # never its bytes as mojibake
+    # What a reader would not see (bidi controls, invisible controls) reads <U+202E>.
+    text = "\n".join(marked(line) for line in data.decode("utf-8").splitlines())
     return text if len(text) <= TEST_FILE_CHARS else text[:TEST_FILE_CHARS] + "\n[...]\n"
 
 

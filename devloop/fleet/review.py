@@ -12,8 +12,9 @@ from __future__ import annotations
 import difflib
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from devloop.artifacts import bidi_controls, binary_summary, codepoint, is_text, marked
 from devloop.fleet.control import current_epoch
 from devloop.fleet.dispatch import release_dependents, start_fixing
 from devloop.fleet.marks import export_marks
@@ -125,11 +126,17 @@ def _record(store: RedisStore, pid: str, unit: str, attempt: int, verdict: str, 
 
 @dataclass(frozen=True)
 class FileDiff:
-    """One reviewed file against its approved version."""
+    """One reviewed file against its approved version.
+
+    A side that is not text is one line, `binary file, N bytes, sha256 ...`, never its
+    bytes; bidi controls and other invisible characters read `<U+202E>` (artifacts.marked),
+    and `notes` says so: a reviewer sees what a file holds, not what it shows.
+    """
 
     path: str
     change: str  # added | removed | changed
     lines: list[str]  # unified diff lines (without the file headers)
+    notes: list[str] = field(default_factory=list)  # binary, bidi: what the lines mark
 
 
 @dataclass(frozen=True)
@@ -153,14 +160,34 @@ def review_diff(store: RedisStore, pid: str, unit: str) -> ReviewDiff:
         if old.get(path) == new.get(path):
             continue
         change = "added" if path not in old else "removed" if path not in new else "changed"
-        before = _text(old.get(path, b"")).splitlines()
-        after = _text(new.get(path, b"")).splitlines()
+        before, after = _lines(old.get(path, b"")), _lines(new.get(path, b""))
         lines = list(difflib.unified_diff(before, after, lineterm="", n=3))[2:]
         if len(lines) > DIFF_LINES:
             lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES} more lines"]
-        diffs.append(FileDiff(path, change, lines))
+        notes = _notes(old.get(path), "approved") + _notes(new.get(path), "new")
+        diffs.append(FileDiff(path, change, lines, notes))
     return ReviewDiff(int(attempt) if attempt else None, diffs)
 
 
-def _text(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace")
+def _lines(data: bytes) -> list[str]:
+    """A file as a review shows it: marked lines of text, or one line naming a binary."""
+    if not is_text(data):
+        return [binary_summary(data)]
+    return [marked(line) for line in data.decode("utf-8").splitlines()]
+
+
+def _notes(data: bytes | None, side: str) -> list[str]:
+    """What the diff of one side marks: that it is binary, or where its bidi controls are."""
+    if data is None:
+        return []
+    if not is_text(data):
+        return [f"the {side} version is a binary file ({len(data)} bytes): shown by size "
+                "and sha256, never as text"]
+    found = bidi_controls(data.decode("utf-8"))
+    if not found:
+        return []
+    lines = sorted({n for n, _ in found})
+    chars = sorted({codepoint(c) for _, c in found})
+    shown = ", ".join(str(n) for n in lines[:10]) + (" ..." if len(lines) > 10 else "")
+    return [f"the {side} version holds bidi controls ({', '.join(chars)}: Trojan Source) on "
+            f"line {shown}: shown as <U+...> where they are"]

@@ -179,12 +179,17 @@ def regression_problems(ctx: ToolContext, role: RoleServices) -> list[str]:
 
 
 def violation_problems(ws: Workspace) -> list[str]:
-    """Writes outside the write set, and changes to files only their tools write (each
-    discarded: what is committed is the tool's copy)."""
+    """Writes outside the write set, files that are not source (artifacts.py), and changes
+    to files only their tools write (each discarded: what is committed is the tool's copy)."""
     violations = ws.collect().violations
-    outside = [str(v) for v in violations if v.owner is None]
+    artifacts = [str(v) for v in violations if v.artifact]
+    outside = [str(v) for v in violations if v.owner is None and not v.artifact]
     owned = [str(v) for v in violations if v.owner is not None]
     problems = ["writes outside your write set: " + "; ".join(outside)] if outside else []
+    if artifacts:
+        problems.append("files that are not source, never committed (your unit holds source "
+                        "only; delete them, or write what they meant as text): "
+                        + "; ".join(artifacts))
     if owned:
         problems.append("changes to files only their tools write: " + "; ".join(owned))
     return problems

@@ -12,7 +12,8 @@ packages: `units.money` (devloop.upstream).
 The default `prepend` import mode lets tests import helpers that sit next to them in
 tests/. In the sandbox, with the test venv bound read-only at its own path:
 
-    PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 VERDICT_FD=<fd>
+    PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX=/tmp/pycache PYTHONHASHSEED=0
+        PYTHONUNBUFFERED=1 VERDICT_FD=<fd>
         PYTHONPATH=<plugins>[:/upstream/python]
         <venv>/bin/python -m coverage run --branch --source=code ...
         -m pytest -q --capture=tee-sys -p verdict_channel -p no:cacheprovider --rootdir=.
@@ -54,6 +55,7 @@ from devloop.runners.pyassert import expected_got, with_definitions
 from devloop.runners.setup_fault import at_syntax_error, syntax_frame, tests_fault, unavailable
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_pytest
 from devloop.sandbox import Sandbox
+from devloop.sandbox.base import PYCACHE_PREFIX
 from devloop.sandbox.process import OutputSink
 from devloop.sandbox.slots import run_slot
 from devloop.upstream.mount import PYTHON_PATH, Upstream
@@ -110,7 +112,10 @@ class PytestRunner:
             # tee-sys and an unbuffered stdout: what the tests print reaches the live view
             # while they run, and junit.xml still captures it per test.
             command = (
-                f"PYTHONDONTWRITEBYTECODE=1 PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 "
+                # Bytecode caches outside the view, read nor written: a `__pycache__` there
+                # (planted, or from before) never runs instead of the reviewed source.
+                f"PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX={PYCACHE_PREFIX} "
+                "PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 "
                 f"VERDICT_FD={channel.fd} PYTHONPATH={shlex.quote(':'.join(path))} "
                 f"{python if derived else cov.python_run(python)} -m pytest -q --capture=tee-sys "
                 f"-p {PYTEST_PLUGIN} -p no:cacheprovider --rootdir=. -o pythonpath=code "

@@ -98,9 +98,14 @@ class Limits:
 
 # Names the sandbox may inherit from the host (values copied when set there).
 PASSTHROUGH_ENV = ("LANG", "LC_ALL", "TERM", "NODE_ENV", "CI", "TZ")
+# Python neither writes nor reads bytecode caches in the view: a `__pycache__/*.pyc` there
+# is never run instead of the reviewed `.py` (the prefix is on the sandbox's private /tmp).
+PYCACHE_PREFIX = "/tmp/pycache"
 DEFAULT_ENV = {
     "PATH": "/usr/local/bin:/usr/bin:/bin",
     "HOME": "/tmp",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONPYCACHEPREFIX": PYCACHE_PREFIX,
     "LANG": "C.UTF-8",
     "TERM": "dumb",
     "CI": "true",

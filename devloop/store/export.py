@@ -7,6 +7,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from devloop.artifacts import name_refusal
 from devloop.ids import check_id
 from devloop.models import UnitsFile
 from devloop.safedir import Dir, Refused, describe
@@ -152,7 +153,11 @@ class ExportMixin(StoreBase):
             unit_ids, replies[:n], replies[n : 2 * n], strict=True
         ):
             check_id(unit, "unit id")  # a unit id is a directory name: it must not climb out
-            units[unit] = _UnitSnapshot(decode_hash(files), ondisk.decode(known), (known, imported))
+            # An artifact stored before the rule never reaches the folder (a .git there runs
+            # commands when git runs in it).
+            kept = {rel: data for rel, data in decode_hash(files).items()
+                    if name_refusal(rel) is None}
+            units[unit] = _UnitSnapshot(kept, ondisk.decode(known), (known, imported))
             for rel, data in units[unit].files.items():
                 out[f"units/{unit}/{safe_relpath(rel)}"] = data
         ledgers = replies[2 * n : 2 * n + len(LEDGERS)]

@@ -57,6 +57,7 @@ class ImportMixin(StoreBase):
             files=sum(len(files) for files in snap.unit_files.values()),
             changed=not plan.empty,
             changed_units=plan.changed_units,
+            dropped=snap.dropped,
         )
 
     def _write(self, snap: Snapshot) -> _Plan:

@@ -73,6 +73,7 @@ class ImportReport:
     files: int
     changed: bool
     changed_units: list[str] = field(default_factory=list)
+    dropped: list[str] = field(default_factory=list)  # artifacts left out, each with why
 
 
 class ProjectNotImported(DevLoopError):

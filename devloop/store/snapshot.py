@@ -11,6 +11,8 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from devloop.artifacts import content_fault, name_refusal, refused_dir
+from devloop.errors import FileTooLarge, Problem, ProjectInvalid
 from devloop.project import Project
 from devloop.sdd import section_document
 from devloop.store.filesets import too_large
@@ -35,6 +37,8 @@ class Snapshot:
     memory: dict[str, bytes] = field(default_factory=dict)
     agent_state: dict[str, bytes] = field(default_factory=dict)
     ledgers: dict[Ledger, list[str]] = field(default_factory=dict)
+    # Artifacts the folder's units hold, never imported: "units/u/code/.git/: why".
+    dropped: list[str] = field(default_factory=list)
 
 
 def spec_text(project: Project, unit: str) -> str:
@@ -43,10 +47,21 @@ def spec_text(project: Project, unit: str) -> str:
 
 
 def read_snapshot(project: Project, cap: int) -> Snapshot:
-    """Read everything an import stores; FileTooLarge before reading a unit past the cap."""
+    """Read everything an import stores; FileTooLarge before reading a unit past the cap,
+    ProjectInvalid when code/ or tests/ hold a file that is not source text.
+
+    Artifacts (devloop/artifacts.py: a `.git`, a `__pycache__`, a `.so`) are left out and
+    listed in `dropped`: they are never the project's source, and a unit never holds one.
+    A file whose name says source but whose content is not text refuses the import: it
+    is the user's to fix, and leaving it out would change the program unseen.
+    """
     root = project.root
     unit_ids = [u.id for u in project.units.units]
-    unit_files = {uid: _read_unit(project, uid, cap) for uid in unit_ids}
+    dropped: list[str] = []
+    problems: list[Problem] = []
+    unit_files = {uid: _read_unit(project, uid, cap, dropped, problems) for uid in unit_ids}
+    if problems:
+        raise ProjectInvalid(problems)
     conventions = root / CONVENTIONS
     info = {
         "units_json": project.units.model_dump_json(),
@@ -73,13 +88,32 @@ def read_snapshot(project: Project, cap: int) -> Snapshot:
         memory=read_tree(root / MEMORY_DIR),
         agent_state=read_tree(root / AGENT_STATE_DIR),
         ledgers={name: _read_lines(root / f"{name}.ndjson") for name in LEDGERS},
+        dropped=dropped,
     )
 
 
-def _read_unit(project: Project, unit: str, cap: int) -> dict[str, bytes]:
-    """Every regular file under units/{unit}, plus spec.json when it was derived."""
+def source_problems(project: Project, cap: int) -> tuple[list[Problem], list[str]]:
+    """What an import of the folder would refuse (files in code/ or tests/ that are not
+    source text) and leave out (artifacts), without importing it."""
+    dropped: list[str] = []
+    problems: list[Problem] = []
+    for unit in project.units.units:
+        try:
+            _read_unit(project, unit.id, cap, dropped, problems)
+        except FileTooLarge:
+            continue  # the import says so, naming the unit's largest files
+    return problems, dropped
+
+
+def _read_unit(
+    project: Project, unit: str, cap: int, dropped: list[str], problems: list[Problem]
+) -> dict[str, bytes]:
+    """Every regular file under units/{unit} but artifacts (listed in dropped), plus
+    spec.json when it was derived; a file that is not source text is a problem."""
     base = project.unit_dir(unit)
-    paths = walk_files(base)
+    left_out: list[tuple[str, str]] = []
+    paths = walk_files(base, left_out)
+    dropped += [f"units/{unit}/{rel}: {why}" for rel, why in left_out]
     sizes = {rel: path.stat().st_size for rel, path in paths.items()}
     derived = unit in project.derived_specs and "spec.json" not in sizes
     spec = spec_text(project, unit).encode("utf-8") if derived else b""
@@ -90,23 +124,41 @@ def _read_unit(project: Project, unit: str, cap: int) -> dict[str, bytes]:
     if total > cap:
         raise too_large(project.pid, unit, total, cap, sizes)
     files = {rel: path.read_bytes() for rel, path in paths.items()}
+    for rel, data in files.items():
+        if (fault := content_fault(rel, data)) is not None:
+            problems.append(Problem(f"units/{unit}/{rel}", "content", *fault))
     if derived:
         files["spec.json"] = spec
     return files
 
 
-def walk_files(base: Path) -> dict[str, Path]:
+def walk_files(base: Path, artifacts: list[tuple[str, str]] | None = None) -> dict[str, Path]:
     """Regular files under base by posix path relative to it; symlinks are not followed,
-    and a killed writer's temporary files are not files of the project."""
+    and a killed writer's temporary files are not files of the project.
+
+    Given `artifacts`, what devloop.artifacts refuses by name is left out and listed there
+    as (path, why): a refused dir once (`code/.git/`), never entered.
+    """
     found: dict[str, Path] = {}
     if not base.is_dir():
         return found
     for dirpath, dirnames, filenames in os.walk(base):
+        here = Path(dirpath).relative_to(base)
+        if artifacts is not None:
+            for name in sorted(dirnames):
+                rel = (here / name).as_posix()
+                if refused_dir(rel):
+                    artifacts.append((rel + "/", name_refusal(rel) or ""))
+                    dirnames.remove(name)
         dirnames.sort()
         for name in sorted(filenames):
             path = Path(dirpath) / name
             if path.is_file() and not path.is_symlink() and not TEMP_NAME.fullmatch(name):
-                found[path.relative_to(base).as_posix()] = path
+                rel = path.relative_to(base).as_posix()
+                if artifacts is not None and (why := name_refusal(rel)) is not None:
+                    artifacts.append((rel, why))
+                    continue
+                found[rel] = path
     return found
 
 

@@ -10,6 +10,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from devloop import dag
+from devloop.artifacts import name_refusal
 from devloop.config import Settings
 from devloop.models import UnitsFile
 from devloop.safedir import Dir
@@ -61,7 +62,9 @@ def unit_code(unit: str, files: Mapping[str, bytes], stack: str, kind: str) -> U
             contract = json.loads(raw)
         except ValueError:
             contract = None
-    code = {p.removeprefix("code/"): b for p, b in files.items() if p.startswith("code/")}
+    # Never an artifact (a .pyc, a .git): dependents import the source that was reviewed.
+    code = {p.removeprefix("code/"): b for p, b in files.items()
+            if p.startswith("code/") and name_refusal(p) is None}
     return UnitCode(unit, code, contract if isinstance(contract, dict) else None, stack, kind)
 
 

@@ -65,6 +65,25 @@ def test_edit_needs_one_exact_match(make_harness: MakeHarness) -> None:
     assert (h.workspace.unit_dir / "code/a.js").read_text() == "a = 1;\na = 1;\nb = 3;\n"
 
 
+def test_write_and_edit_refuse_artifacts_and_bidi_controls_at_once(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness(EMPTY)
+    write, edit = WriteTool(), EditTool()
+    git = write.execute(h.ctx, {"path": "code/.git/config", "content": "[core]\n"})
+    assert git.is_error and git.text.startswith(
+        "denied: code/.git/config is version-control metadata (.git), not source")
+    pyc = write.execute(h.ctx, {"path": "code/__pycache__/m.cpython-311.pyc", "content": "x"})
+    assert pyc.is_error and "a bytecode cache (__pycache__)" in pyc.text
+    trojan = write.execute(h.ctx, {"path": "code/a.py", "content": 'x = "\u202e"\n'})
+    assert trojan.is_error and "bidi control U+202E on line 1" in trojan.text
+    write.execute(h.ctx, {"path": "code/a.py", "content": "x = 1\n"})
+    edited = edit.execute(h.ctx, {"path": "code/a.py", "old": "1", "new": "\u2067"})
+    assert edited.is_error and "U+2067" in edited.text
+    assert (h.workspace.unit_dir / "code/a.py").read_text() == "x = 1\n"
+    assert not (h.workspace.unit_dir / "code/.git").exists()
+
+
 def test_invalid_input_is_an_observation(make_harness: MakeHarness) -> None:
     h = make_harness(EMPTY)
     result = WriteTool().execute(h.ctx, {"path": 3})

@@ -4,11 +4,14 @@ approved version."""
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from pathlib import Path
 
 import pytest
 
+from devloop.console.render import render
+from devloop.console.views import unit_view
 from devloop.fleet.dispatch import enqueue_project, needs_review
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.review import (
@@ -89,6 +92,38 @@ def test_the_diff_is_against_the_last_approved_version(
     assert second.approved_attempt == 2
     assert [(f.path, f.change) for f in second.files] == [("code/unit.py", "changed")]
     assert "-    return 42" in second.files[0].lines and "+    return 43" in second.files[0].lines
+
+
+def test_the_diff_shows_a_binary_by_size_and_digest_and_marks_bidi_controls(
+    redis_store: RedisStore, tmp_path: Path
+) -> None:
+    # Issue 26, item 9: a .pyc showed as mojibake with no "binary" mark, and Trojan Source
+    # bidi controls showed unmarked. (A commit now refuses both; these were stored
+    # directly, as a store from before the rule may hold them.)
+    _project(redis_store, tmp_path)
+    approve_unit(redis_store, PID, "gate", "test")
+    redis_store.put_state(PID, "gate", UnitState(status="review", attempt=3))
+    pyc = b"\xa7\r\r\n\x01\0\0\0" + bytes(8) + b"\xe3\0\0\0"
+    trojan = ('def allowed(role):\n'
+              '    return role != "admin\u202e \u2066# not admin\u2069 \u2066"\n').encode()
+    _commit(redis_store, 3, {"code/__pycache__/unit.cpython-311.pyc": pyc,
+                             "code/auth.py": trojan})
+    diff = {f.path: f for f in review_diff(redis_store, PID, "gate").files}
+    binary = diff["code/__pycache__/unit.cpython-311.pyc"]
+    assert binary.lines == ["@@ -0,0 +1 @@",
+                            f"+binary file, 20 bytes, sha256 {hashlib.sha256(pyc).hexdigest()}"]
+    assert binary.notes == ["the new version is a binary file (20 bytes): shown by size and "
+                            "sha256, never as text"]
+    auth = diff["code/auth.py"]
+    assert auth.lines[-1] == (
+        '+    return role != "admin<U+202E> <U+2066># not admin<U+2069> <U+2066>"')
+    assert auth.notes == ["the new version holds bidi controls (U+202E, U+2066, U+2069: "
+                          "Trojan Source) on line 2: shown as <U+...> where they are"]
+    page = render("unit.html.j2", v=unit_view(redis_store, PID, "gate"), since="", nonce="n",
+                  done=None)
+    assert "<mark data-mark>&lt;U+202E&gt;</mark>" in page and "\u202e" not in page
+    assert "binary file, 20 bytes, sha256" in page and "\ufffd" not in page
+    assert "the new version is a binary file (20 bytes)" in page
 
 
 def test_asking_for_changes_retries_the_coder_with_the_note_in_its_history(

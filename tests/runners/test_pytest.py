@@ -13,6 +13,7 @@ from devloop.models import RunResult
 from devloop.runners import PytestRunner, RunOutcome, is_useful_hint
 from devloop.runners.pytest import extract_expected_got
 from devloop.sandbox import BwrapSandbox
+from tests.plant import plant_pyc
 
 RUN = "run-1"
 MakeView = Callable[[str], Path]  # the make_view fixture (conftest.py)
@@ -79,6 +80,22 @@ def test_the_fixed_code_passes(runner: PytestRunner, make_view: MakeView, fixtur
     # PYTHONDONTWRITEBYTECODE and no cache provider: nothing but the run dir changed.
     assert not list((view / "units/todo-py").rglob("__pycache__"))
     assert not (view / "units/todo-py/.pytest_cache").exists()
+
+
+@pytest.mark.timeout(120)
+def test_a_planted_unchecked_pyc_never_runs_instead_of_the_reviewed_source(
+    runner: PytestRunner, make_view: MakeView, python_toolchain_dir: Path
+) -> None:
+    # Issue 26, item 9: a `.pyc` compiled from other source, with an unchecked hash, sat in
+    # code/__pycache__ and ran instead of the reviewed money.py. Bytecode caches are now
+    # read and written only under the sandbox's private /tmp (PYTHONPYCACHEPREFIX).
+    view = make_view("python/cents")
+    code = view / "units/cents/code"
+    planted = plant_pyc(code, python_toolchain_dir / "bin/python")
+    out = runner.run(view=view, unit_id="cents", run_id=RUN, attempt=1, retry_budget_left=4)
+    assert (out.result.ok, out.result.summary.passed) == (True, 1), out.stdout
+    assert planted.read_bytes()[4:8] == b"\x01\0\0\0"  # still there, still unchecked-hash
+    assert {p.name for p in code.rglob("*")} == {"__pycache__", "money.py", planted.name}
 
 
 def test_an_import_error_at_collection_is_a_crash_quoting_it(

@@ -74,11 +74,20 @@ def test_a_missing_body_field_is_one_failure_with_a_hint_naming_the_property(
 def test_the_fixed_code_passes(runner: VitestRunner, make_view: MakeView, fixtures: Path) -> None:
     view = make_view("node/todo-be")
     shutil.copy(fixtures / "fixes/server.js", view / "units/todo-be/code/server.js")
+    unit = view / "units/todo-be"
+    before = _source_tree(unit)
     result = run(runner, view, "todo-be").result
     assert (result.ok, result.crashed, result.next_action) == (True, False, "none")
     assert result.summary.model_dump() == {"total": 3, "passed": 3, "failed": 0, "skipped": 0}
     assert result.failures == [] and result.stdout_tail is None
     assert written(view, "todo-be") == result
+    # node and vite keep their caches off the tree (vite's on the sandbox's /tmp): nothing new
+    assert _source_tree(unit) == before
+
+
+def _source_tree(unit: Path) -> list[Path]:
+    """Every path under a unit's code/ and tests/."""
+    return sorted(p.relative_to(unit) for top in ("code", "tests") for p in (unit / top).rglob("*"))
 
 
 def test_a_vue_component_mounts_under_jsdom(runner: VitestRunner, make_view: MakeView) -> None:

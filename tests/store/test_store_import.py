@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 import redis
 
-from devloop.errors import FileTooLarge
+from devloop.errors import FileTooLarge, ProjectInvalid
 from devloop.project import load_project
 from devloop.store import RedisStore
+from tests.plant import plant_git
 
 PID = "p-todo"
 
@@ -19,7 +20,9 @@ def seed(root: Path) -> None:
     """Give the todo copy code, a log, ledgers, memory, agent state and conventions."""
     (root / "units/todo-be/code").mkdir(parents=True)
     (root / "units/todo-be/code/server.js").write_text("module.exports = {}\n")
-    (root / "units/todo-be/code/blob.bin").write_bytes(bytes(range(256)))
+    # Bytes of any kind round-trip; a binary beside the code, not in it (code/ is source).
+    (root / "units/todo-be/design").mkdir(parents=True)
+    (root / "units/todo-be/design/blob.bin").write_bytes(bytes(range(256)))
     (root / "units/todo-be/coder.log").write_text("---\nattempt: 1\n---\n")
     (root / "bugs.ndjson").write_text('{"event":"bug_open","id":"B1"}\n')
     (root / "timeline.ndjson").write_text('{"kind":"unit_coded"}\n{"kind":"unit_tested"}\n')
@@ -51,8 +54,8 @@ def test_import_stores_the_whole_project(redis_store: RedisStore, todo_project: 
 
     be = redis_store.unit_files(PID, "todo-be")
     assert be.version == 1
-    assert set(be.files) == {"spec.json", "code/server.js", "code/blob.bin", "coder.log"}
-    assert be.files["code/blob.bin"] == bytes(range(256))
+    assert set(be.files) == {"spec.json", "code/server.js", "design/blob.bin", "coder.log"}
+    assert be.files["design/blob.bin"] == bytes(range(256))
     assert redis_store.sink(PID, "timeline").lines() == [
         '{"kind":"unit_coded"}',
         '{"kind":"unit_tested"}',
@@ -151,3 +154,39 @@ def test_a_folder_behind_redis_never_puts_an_older_agent_state_back(
         "coder/todo-be.json": newer,  # Redis's, not the folder's older copy
         "coder/new.json": b"{}\n",  # what only the folder had is added
     }
+
+
+def test_a_folder_with_unfit_source_is_refused_before_any_write(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    code = todo_project / "units/todo-be/code"
+    code.mkdir(parents=True)
+    (code / "auth.js").write_text('const ok = "\u2067x";\n')
+    with pytest.raises(ProjectInvalid) as refused:
+        redis_store.import_project(load_project(todo_project))
+    assert [str(p) for p in refused.value.problems] == [
+        "units/todo-be/code/auth.js: content: holds the bidi control U+2067 on line 1 (Trojan "
+        "Source: it reorders what a reader sees); fix: write it as an escape (\\u2067) or "
+        "remove it"]
+    assert redis_store.client.keys(f"devloop:{PID}:*") == []
+
+
+def test_an_artifact_stored_before_the_rule_is_never_written_back_nor_one_read_in(
+    redis_store: RedisStore, todo_project: Path, tmp_path: Path
+) -> None:
+    code = todo_project / "units/todo-be/code"
+    code.mkdir(parents=True)
+    (code / "server.js").write_text("module.exports = {}\n")
+    redis_store.import_project(load_project(todo_project))
+    version = redis_store.unit_files(PID, "todo-be").version
+    planted = {"code/.git/config": b"[core]\n\tfsmonitor = touch /tmp/x\n"}
+    assert redis_store.commit_files(PID, "todo-be", role="coder", attempt=1,
+                                    base_version=version, changes=planted).applied
+    written = redis_store.export(PID, todo_project, as_source=True)
+    assert not (code / ".git").exists() and written == []  # never written back
+    plant_git(code, tmp_path / "marker")  # the user's own folder: left as it is, not read
+    report = redis_store.import_project(load_project(todo_project))
+    assert report.dropped == ["units/todo-be/code/.git/: version-control metadata (.git), "
+                              "not source"]
+    assert redis_store.unit_files(PID, "todo-be").files["code/.git/config"] == planted[
+        "code/.git/config"]  # what the folder holds there was never read

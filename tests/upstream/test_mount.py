@@ -17,6 +17,7 @@ from devloop.project import load_project
 from devloop.roles.runtime import Prepared, RoleRequest, prepare
 from devloop.scaffold import scaffold
 from devloop.store import RedisStore, UnitState
+from devloop.upstream.mount import unit_code
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -156,3 +157,14 @@ def test_a_dependency_running_again_lends_the_code_that_passed(
         assert run(p)["ok"]
     finally:
         p.ws.cleanup()
+
+
+def test_the_passed_code_dependents_import_never_carries_an_artifact() -> None:
+    passed = {
+        "code/money.py": b"def add(a, b):\n    return a + b\n",
+        "code/__pycache__/money.cpython-311.pyc": b"\xa7\r\r\n\x01\0\0\0",
+        "code/money.cpython-311-x86_64-linux-gnu.so": b"\x7fELF",
+        "code/.git/config": b"[core]\n\tfsmonitor = touch /tmp/x\n",
+        "contract.json": b"{}",
+    }
+    assert sorted(unit_code("money", passed, "python", "lib").files) == ["money.py"]

@@ -15,6 +15,7 @@ import yaml
 
 from devloop.llm.stub import StubServer
 from tests.fleet.builder import UnitPlan, build, script
+from tests.plant import plant_pyc
 from tests.proctree import kill_tree, run_bounded
 from tests.workers.printed import harvest, start_printed
 
@@ -88,9 +89,12 @@ def test_a_blocked_unit_exits_1_and_a_second_run_resumes(tmp_path: Path) -> None
     plans = [UnitPlan("bad", bad=True), UnitPlan("after", ["bad"]), UnitPlan("good")]
     project = build(tmp_path / "p", plans)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    plant_pyc(project / "units/good/code")  # as a local pytest run leaves one
     first = devloop("run", str(project), "--llm", "stub", "--workers", "2")
     assert first.returncode == 1, first.stdout + first.stderr
     assert "blocked_upstream" in first.stdout
+    assert ("not imported: units/good/code/__pycache__/: a bytecode cache (__pycache__), not "
+            "source (DevLoop never runs it or writes it back)") in first.stdout.splitlines()
     timeline = (project / "timeline.ndjson").read_text()
     again = devloop("run", str(project), "--llm", "stub", "--workers", "1")
     assert again.returncode == 1
@@ -110,6 +114,21 @@ def test_bad_input_exits_2_before_anything_starts(tmp_path: Path) -> None:
     no_key = devloop("run", str(ok))
     assert no_key.returncode == 2
     assert no_key.stderr.startswith("ANTHROPIC_API_KEY: environment: not set; fix:")
+
+
+def test_source_a_reader_would_misread_refuses_the_run_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    project = build(tmp_path / "p", [UnitPlan("a")])
+    (project / "units/a/code").mkdir(parents=True)
+    (project / "units/a/code/unit.py").write_text('ADMIN = "admin\u202e"\n')
+    done = devloop("run", str(project), "--llm", "stub")
+    assert done.returncode == 2
+    assert done.stderr.splitlines() == [
+        "units/a/code/unit.py: content: holds the bidi control U+202E on line 1 (Trojan "
+        "Source: it reorders what a reader sees); fix: write it as an escape (\\u202e) or "
+        "remove it"]
+    assert not (project / ".devloop").exists()
 
 
 def test_a_model_without_a_price_is_refused_at_start_and_the_printed_fix_works(
