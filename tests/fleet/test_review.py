@@ -120,7 +120,7 @@ def test_the_diff_shows_a_binary_by_size_and_digest_and_marks_bidi_controls(
     assert auth.notes == ["the new version holds bidi controls (U+202E, U+2066, U+2069: "
                           "Trojan Source) on line 2: shown as <U+...> where they are"]
     page = render("unit.html.j2", v=unit_view(redis_store, PID, "gate"), since="", nonce="n",
-                  done=None)
+                  done=None, link=lambda path: path)
     assert "<mark data-mark>&lt;U+202E&gt;</mark>" in page and "\u202e" not in page
     assert "binary file, 20 bytes, sha256" in page and "\ufffd" not in page
     assert "the new version is a binary file (20 bytes)" in page

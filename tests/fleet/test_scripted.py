@@ -163,8 +163,9 @@ def test_the_console_labels_scripted_passes_on_its_pages_and_in_its_live_events(
                       "real": ("passed", "passed · 1 attempt")}
 
     page = render_page("project.html.j2", v=project_view(redis_store, pid), since="", nonce="n",
-                  done=None, unit_href=lambda unit: f"/p/{pid}/u/{unit}", target=pid)
+                  done=None, unit_href=lambda unit: f"/p/{pid}/u/{unit}", target=pid,
+                  link=lambda path: path)
     assert page.count("passed (scripted) · 1 attempt") == 1 and "(1 scripted)" in page
     unit = render_page("unit.html.j2", v=unit_view(redis_store, pid, "core"), since="", nonce="n",
-                  done=None)
+                  done=None, link=lambda path: path)
     assert "passed (scripted)</span>" in unit
