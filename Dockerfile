@@ -11,12 +11,13 @@ COPY . /app
 RUN python3 -m venv /opt/devloop \
  && /opt/devloop/bin/pip install --no-cache-dir /app
 # Every process runs as `devloop` (uid 10001), not root, and owns the cache it writes
-# (toolchains, session views, the sandbox's /etc). Not being root, the sandbox runs
+# (toolchains, session views, the sandbox's /etc): /var/cache/devloop, under root's
+# /var/cache, never in a shared sticky dir such as /var/tmp (devloop/cachedir.py). Not being root, the sandbox runs
 # commands as this same uid inside their own user namespace, which needs the
 # seccomp/AppArmor settings in docker-compose.yml.
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/devloop devloop \
- && install -d -o devloop -g devloop /var/tmp/devloop
-ENV PATH=/opt/devloop/bin:$PATH DEVLOOP_CACHE_DIR=/var/tmp/devloop
+ && install -d -m 0755 -o devloop -g devloop /var/cache/devloop
+ENV PATH=/opt/devloop/bin:$PATH DEVLOOP_CACHE_DIR=/var/cache/devloop
 USER devloop
 WORKDIR /home/devloop
 RUN devloop toolchain install node && devloop toolchain install python

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from devloop.cachedir import cache_root
 from devloop.config import load_settings
 from devloop.roles.adequacy import Claims
 from devloop.roles.context import status_codes
@@ -185,8 +186,8 @@ def main() -> int:
     settings = load_settings()
     sandbox = BwrapSandbox(settings)
     runners: dict[str, TestRunner] = {
-        "python": PytestRunner(sandbox, python_toolchain(settings.cache_dir)),
-        "node": VitestRunner(sandbox, node_toolchain(settings.cache_dir) / "node_modules"),
+        "python": PytestRunner(sandbox, python_toolchain(cache_root(settings))),
+        "node": VitestRunner(sandbox, node_toolchain(cache_root(settings)) / "node_modules"),
     }
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="bench-adequacy-") as tmp:

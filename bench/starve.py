@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devloop.cachedir import cache_root
 from devloop.config import load_settings
 from devloop.redis_server import redis_executable
 from devloop.sandbox import BwrapSandbox, new_view_dir
@@ -78,7 +79,7 @@ def child(option: Option, command: str, copies: int, slots: int, timeout_s: floa
     sandbox = BwrapSandbox(settings)
     view = new_view_dir(settings, prefix="bench-starve-")
     results: list[dict[str, Any]] = []
-    slot_dir = Path(tempfile.mkdtemp(prefix="bench-slots-", dir=settings.cache_dir))
+    slot_dir = Path(tempfile.mkdtemp(prefix="bench-slots-", dir=cache_root(settings)))
     slot_dir.chmod(0o755)
 
     def one() -> None:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devloop.cachedir import cache_root
 from devloop.config import load_settings
 from devloop.runners import PytestRunner, VitestRunner, mutants_py, tamper
 from devloop.runners.base import TestRunner, code_sources
@@ -337,12 +338,12 @@ def main() -> int:
     parser.add_argument("--tries", type=int, default=12, help="mutants tried per file for a bug")
     args = parser.parse_args()
     settings = load_settings()
-    venv = python_toolchain(settings.cache_dir)
+    venv = python_toolchain(cache_root(settings))
     runner = PytestRunner(BwrapSandbox(settings), venv)
     rows = [measure(s, runner, venv, args.tries) for s in SUITES
             if not args.suite or s.name in args.suite]
     if not args.suite or ZOD[0] in args.suite:
-        rows.append(measure_zod(node_toolchain(settings.cache_dir) / "node_modules", args.tries))
+        rows.append(measure_zod(node_toolchain(cache_root(settings)) / "node_modules", args.tries))
     print(f"{'suite':24} {'run':5} {'in the sandbox':44} {'direct':44} same  wall in/out      "
           "tamper")
     for row in rows:

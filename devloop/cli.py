@@ -15,12 +15,14 @@ from rich.table import Table
 
 from devloop.agent.tools import ProgressEvent
 from devloop.artifacts import not_imported
+from devloop.cachedir import CacheUntrusted, cache_root
 from devloop.config import load_settings
 from devloop.contracts import ContractMissingExports, hash_contract
 from devloop.errors import Problem, ProjectInvalid
 from devloop.jsonfile import read_json
 from devloop.models import Stack
 from devloop.project import Project, load_project, summarize
+from devloop.safedir import Refused
 from devloop.toolchain import ToolchainError, node_toolchain, python_toolchain
 
 app = typer.Typer(
@@ -48,6 +50,13 @@ def fail(problems: list[Problem] | list[str]) -> NoReturn:
     for problem in problems:
         err.print(str(problem), markup=False)
     raise typer.Exit(EXIT_INVALID)
+
+
+def environment_failed(exc: Exception) -> NoReturn:
+    """Print why this host cannot run sessions and exit: 2 for a cache dir someone else
+    controls (the user's to fix, as bad input), else 1."""
+    err.print(str(exc), markup=False)
+    raise typer.Exit(EXIT_INVALID if isinstance(exc, CacheUntrusted) else 1) from exc
 
 
 def missing_folder(project_dir: Path) -> Problem | None:
@@ -158,11 +167,12 @@ def contract_hash(
 def toolchain_install(
     stack: Annotated[Stack, typer.Argument(help="node or python")],
 ) -> None:
-    """Install a stack's toolchain once per machine into DEVLOOP_CACHE_DIR."""
+    """Install a stack's toolchain once per machine into the cache dir (DEVLOOP_CACHE_DIR;
+    default /var/cache/devloop for root, ~/.cache/devloop for anyone else)."""
     settings = load_settings()
     install = node_toolchain if stack == "node" else python_toolchain
     try:
-        path = install(settings.cache_dir)
+        path = install(cache_root(settings))
     except ToolchainError as exc:
         err.print(str(exc), markup=False)
         raise typer.Exit(1) from exc
@@ -204,8 +214,7 @@ def sandbox_exec_command(
     except ProjectInvalid as exc:
         fail(exc.problems)
     except SandboxUnavailable as exc:
-        err.print(str(exc), markup=False)
-        raise typer.Exit(1) from exc
+        environment_failed(exc)
     obs, outcome = report.observation, report.outcome
     sys.stdout.write(obs.stdout)
     sys.stderr.write(obs.stderr)
@@ -383,11 +392,10 @@ def mutants(
             upstream.close()
 
     try:
-        sandbox, venv = BwrapSandbox(settings), python_toolchain(settings.cache_dir)
+        sandbox, venv = BwrapSandbox(settings), python_toolchain(cache_root(settings))
         scores = measure_folder(project_dir, wanted, runner_for, settings, n=sample)
     except (SandboxUnavailable, ToolchainError) as exc:
-        err.print(str(exc), markup=False)
-        raise typer.Exit(1) from exc
+        environment_failed(exc)
     table = Table("unit", "score", "killed", "survived", title="mutation score")
     for unit_id, score in scores.items():
         shown = "-" if score.score is None else f"{score.score:.2f}"
@@ -410,20 +418,26 @@ def assemble(
     from devloop.upstream.assemble import smoke_check
 
     project = load_folder(project_dir)
+    if out_dir.is_symlink():
+        fail([Problem(str(out_dir), "OUT", "is a symbolic link: DevLoop writes nothing "
+                      "through a link", "name a new directory")])
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         fail([Problem(str(out_dir), "OUT", "exists and is not an empty directory",
                       "name a new directory (or empty this one)")])
     stacks = {project.stack_of(u.id) for u in project.units.units}
     settings = load_settings()
     try:
-        node_modules = (node_toolchain(settings.cache_dir) / "node_modules"
+        node_modules = (node_toolchain(cache_root(settings)) / "node_modules"
                         if "node" in stacks else None)
-        venv = python_toolchain(settings.cache_dir) if "python" in stacks else None
-        assembly = build(project, out_dir, node_modules)
+        venv = python_toolchain(cache_root(settings)) if "python" in stacks else None
+        try:
+            assembly = build(project, out_dir, node_modules)
+        except Refused as exc:  # something planted in OUT since it was found empty
+            fail([Problem(str(out_dir / exc.path), "OUT", f"{exc.reason}: DevLoop writes "
+                          "nothing through a link", "name a new directory")])
         smoke_check(assembly, BwrapSandbox(settings), settings, venv, node_modules)
     except (SandboxUnavailable, ToolchainError) as exc:
-        err.print(str(exc), markup=False)
-        raise typer.Exit(1) from exc
+        environment_failed(exc)
     made = "; ".join(f"{stack} ({', '.join(units)})" for stack, units in assembly.units.items())
     typer.echo(f"assembled into {out_dir}: {made or 'nothing (no unit has passed)'}")
     for unit, why in assembly.left_out.items():
@@ -457,9 +471,14 @@ def report(
     """Write one static HTML page of a run: unit DAG, step timeline, costs, bugs, hints."""
     from devloop.report import write_report
 
+    target = output or project_dir / "report.html"
     try:
-        path = write_report(project_dir, output or project_dir / "report.html")
+        path = write_report(project_dir, target)
     except ProjectInvalid as exc:
         fail(exc.problems)
+    except Refused as exc:  # a link or fifo where the page goes (a folder someone else wrote)
+        where = target if exc.path == target.name else target.parent
+        fail([Problem(str(where), "-o", f"{exc.reason}: DevLoop writes nothing through a "
+                      "link", "remove it, or pass -o with a path of your own")])
     out.print(f"report written to {path}", markup=False)
 

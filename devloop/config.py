@@ -57,9 +57,12 @@ class Settings(BaseSettings):
         description="CPU priority (nice) of each sandbox's session where no cgroup weight "
         "applies.",
     )
-    cache_dir: Path = Field(
-        default=Path("/var/tmp/devloop"),
-        description="World-readable cache for toolchains (never under /root).",
+    cache_dir: Path | None = Field(
+        default=None,
+        description="Cache for toolchains, the verdict plugin and views; unset: "
+        "`/var/cache/devloop` for root, else `$XDG_CACHE_HOME/devloop` (`~/.cache/devloop`). "
+        "Used only when it is yours and every dir on its path is yours or root's and "
+        "writable by no one else (a sticky `/tmp` passes); else exit 2 naming the dir.",
     )
     views_dir: Path | None = Field(
         default=None,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from devloop.cachedir import cache_root
 from devloop.config import Settings
 from devloop.models import Stack
 from devloop.sandbox import Sandbox, make_sandbox
@@ -23,14 +24,14 @@ class StackMounts:
 def stack_mounts(stack: Stack, settings: Settings) -> StackMounts:
     """Install (once) and describe the toolchain a stack's sessions run with."""
     if stack == "node":
-        modules = node_toolchain(settings.cache_dir) / "node_modules"
+        modules = node_toolchain(cache_root(settings)) / "node_modules"
         return StackMounts(
             ro_binds=((modules, "node_modules"),),
             # Vite writes here at start-up; a private tmpfs keeps the toolchain read-only.
             tmpfs=("node_modules/.vite-temp", "node_modules/.vite"),
             env={"PATH": "/project/node_modules/.bin:/usr/local/bin:/usr/bin:/bin"},
         )
-    venv = python_toolchain(settings.cache_dir)
+    venv = python_toolchain(cache_root(settings))
     return StackMounts(
         ro_binds=((venv, str(venv)),),
         tmpfs=(),

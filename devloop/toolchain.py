@@ -1,21 +1,26 @@
 """Install the stacks' toolchains once per machine into a world-readable cache dir.
 
 Sandboxes run as an unprivileged uid that cannot read /root, so toolchains live under
-`Settings.cache_dir` (never under /root) and are bound read-only into each view.
+the cache dir (devloop.cachedir: never under /root, and used only when no one but its
+owner controls it) and are bound read-only into each view. The lock, the completion
+marker and a half-built dir are reached without following a link.
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
+import stat
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
+from devloop.cachedir import ensure_public_dir, locked, trusted_cache
 from devloop.errors import DevLoopError
 from devloop.resources import data_dir
+from devloop.safedir import Dir
+from devloop.safetree import remove_tree
 
 TOOLCHAINS = data_dir("toolchains")
 # Debian's interpreter is world-readable; pyenv's lives under /root (mode 0700).
@@ -49,36 +54,42 @@ def _run(cmd: list[str], cwd: Path | None = None) -> None:
         raise ToolchainError("\n".join([head, *tail]))
 
 
-def _install_once(dest: Path, build: Callable[[Path], None]) -> Path:
-    """Build dest in place under an exclusive lock, unless a previous build completed.
+def _install_once(cache_dir: Path, name: str, build: Callable[[Path], None]) -> Path:
+    """Build <cache>/toolchains/name in place under an exclusive lock, unless a previous
+    build completed.
 
     Built in place (not renamed into place) because a venv's scripts embed their path;
     the completion marker is written last, so a half-built dir is rebuilt next time.
     """
-    for parent in (dest.parent.parent, dest.parent):
-        parent.mkdir(parents=True, exist_ok=True)
-        os.chmod(parent, 0o755)
-    with open(dest.parent / f".{dest.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (dest / COMPLETE).exists():
+    parent = ensure_public_dir(trusted_cache(cache_dir) / "toolchains")
+    dest = parent / name
+    with locked(parent, f".{name}.lock"), Dir.open(parent) as root:
+        if _complete(root, name):
             return dest
-        shutil.rmtree(dest, ignore_errors=True)
-        dest.mkdir()
+        remove_tree(root, name)  # a half-built dir, or whatever else is in its place
+        root.mkdirs(name, 0o755)
         build(dest)
         _open_readable(dest)
-        (dest / COMPLETE).write_text("ok\n")
+        root.write_atomic(f"{name}/{COMPLETE}", "ok\n", 0o644)
     return dest
+
+
+def _complete(root: Dir, name: str) -> bool:
+    """Whether root/name is a build of this user's that finished (no link on the way)."""
+    st = root.lstat(name)
+    if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return False
+    return root.is_file(f"{name}/{COMPLETE}")
 
 
 def node_toolchain(cache_dir: Path) -> Path:
     """The installed node toolchain dir (holding node_modules), installing it if needed."""
     pkg, lock = TOOLCHAINS / "node" / "package.json", TOOLCHAINS / "node" / "package-lock.json"
-    dest = cache_dir / "toolchains" / f"node-{_digest(pkg, lock)}"
 
     def build(staging: Path) -> None:
         shutil.copy(pkg, staging / "package.json")
         shutil.copy(lock, staging / "package-lock.json")
-        npm_cache = cache_dir / "npm-cache"
+        npm_cache = ensure_public_dir(trusted_cache(cache_dir) / "npm-cache", 0o700)
         _run(
             ["npm", "ci", "--no-audit", "--no-fund", "--prefer-offline", "--cache", str(npm_cache)],
             cwd=staging,
@@ -87,13 +98,12 @@ def node_toolchain(cache_dir: Path) -> Path:
         (staging / "node_modules" / ".vite-temp").mkdir(exist_ok=True)
         (staging / "node_modules" / ".vite").mkdir(exist_ok=True)
 
-    return _install_once(dest, build)
+    return _install_once(cache_dir, f"node-{_digest(pkg, lock)}", build)
 
 
 def python_toolchain(cache_dir: Path) -> Path:
     """The python stack's test venv dir (bin/python, bin/pytest), installing it if needed."""
     reqs = TOOLCHAINS / "python" / "requirements.txt"
-    dest = cache_dir / "toolchains" / f"python-{_digest(reqs)}"
 
     def build(staging: Path) -> None:
         if not BASE_PYTHON.exists():
@@ -103,7 +113,7 @@ def python_toolchain(cache_dir: Path) -> Path:
         _run([str(BASE_PYTHON), "-m", "venv", str(staging)])
         _run([str(staging / "bin" / "pip"), "install", "-q", "-r", str(reqs)])
 
-    return _install_once(dest, build)
+    return _install_once(cache_dir, f"python-{_digest(reqs)}", build)
 
 
 def node_modules(cache_dir: Path) -> Path:

@@ -20,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from devloop.cachedir import cache_root
 from devloop.config import Settings
 from devloop.errors import Problem
 from devloop.private import NotPrivate
@@ -36,18 +37,9 @@ _locks: dict[str, int] = {}
 _last_sweep: dict[str, float] = {}
 
 
-def ensure_public_dir(path: Path, mode: int = 0o755) -> Path:
-    """Create a directory other uids may enter (the sandbox uid must reach what it binds)."""
-    path.mkdir(parents=True, exist_ok=True)
-    if stat.S_IMODE(path.stat().st_mode) != mode and path.stat().st_uid == os.geteuid():
-        path.chmod(mode)
-    return path
-
-
 def views_root(settings: Settings) -> Path:
     """The directory views are made in: the worker's, entered only by its sandboxes."""
-    ensure_public_dir(settings.cache_dir)
-    path = settings.views_dir or settings.cache_dir / "views"
+    path = settings.views_dir or cache_root(settings) / "views"
     return private_views(path, settings.sandbox_gid if os.geteuid() == 0 else None)
 
 

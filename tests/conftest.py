@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from devloop.cachedir import cache_root
 from devloop.config import Settings, load_settings
 from devloop.toolchain import node_toolchain, python_toolchain
 
@@ -33,10 +34,10 @@ def settings() -> Settings:
 @pytest.fixture(scope="session")
 def node_toolchain_dir(settings: Settings) -> Path:
     """The node toolchain, installed once per machine (about a minute the first time)."""
-    return node_toolchain(settings.cache_dir)
+    return node_toolchain(cache_root(settings))
 
 
 @pytest.fixture(scope="session")
 def python_toolchain_dir(settings: Settings) -> Path:
     """The python stack's test venv, installed once per machine."""
-    return python_toolchain(settings.cache_dir)
+    return python_toolchain(cache_root(settings))

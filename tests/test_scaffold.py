@@ -5,6 +5,7 @@ written."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -276,6 +277,34 @@ def test_force_writes_into_a_non_empty_folder(tmp_path: Path) -> None:
     scaffold(write_spec(tmp_path, SHOP), project, force=True)
     assert (project / "NOTES.md").read_text() == "mine\n"
     load_project(project)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize(("where", "kind"), [("units.json", "link"), ("units", "link"),
+                                              ("stub.yaml", "fifo")])
+def test_force_into_a_cloned_folder_writes_nothing_through_a_planted_link_or_fifo(
+    tmp_path: Path, where: str, kind: str
+) -> None:
+    # A folder someone else wrote (a clone) holds a link or fifo where a file will go.
+    project, elsewhere = tmp_path / "shop", tmp_path / "elsewhere"
+    project.mkdir()
+    elsewhere.mkdir()
+    (elsewhere / "units.json").write_text("theirs\n")
+    planted = project / where
+    if kind == "link":
+        planted.symlink_to(elsewhere / where if where != "units" else elsewhere)
+    else:
+        os.mkfifo(planted)
+    done = run_bounded([str(DEVLOOP), "new", str(project), "--from",
+                        str(write_spec(tmp_path, SHOP)), "--force"], timeout=30)
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    reason = {"units.json": "is a symlink", "units": "passes through a symlink (units)",
+              "stub.yaml": "is a fifo"}[where]
+    first = done.stderr.splitlines()[0]
+    assert first.startswith(f"{project}/") and f": DIR: {reason}; fix: remove it" in first
+    assert sorted(p.name for p in elsewhere.iterdir()) == ["units.json"]
+    assert (elsewhere / "units.json").read_text() == "theirs\n"
+    assert sorted(p.name for p in project.iterdir()) == [where]  # nothing written at all
 
 
 # --- one test per kind of mistake: exact line, field and fix; nothing written --------

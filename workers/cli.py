@@ -15,6 +15,7 @@ import typer
 from kombu.exceptions import OperationalError
 
 from devloop.artifacts import not_imported
+from devloop.cachedir import cache_problem
 from devloop.cli import app, err, fail, out
 from devloop.config import load_settings
 from devloop.embedded import RedisEndpoint, redis_endpoint
@@ -317,6 +318,8 @@ def worker(
         fail(
             [Problem("DEVLOOP_REDIS_URL", "environment", "not set", "point it at the shared Redis")]
         )
+    if (cache := cache_problem(load_settings())) is not None:
+        fail([cache])
     command = worker_command(queues, concurrency, name, loglevel="INFO")
     raise typer.Exit(serve_worker(command, dict(os.environ), err))
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import os
 import shlex
-import shutil
 import time
 from pathlib import Path
 
@@ -15,6 +15,7 @@ from devloop.report import gather, write_report
 from devloop.report.data import ReportData
 from devloop.report.views import cost_table
 from devloop.resources import data_dir
+from devloop.safedir import Dir, Refused
 from workers.run import RunOptions, run_project
 
 EXAMPLES = data_dir("examples")
@@ -25,12 +26,31 @@ def examples() -> list[str]:
     return sorted(p.parent.name for p in EXAMPLES.glob("*/stub.yaml"))
 
 
+def copy_example(source: Path, dest: Path) -> None:
+    """Copy a bundled example to dest, a new folder: never through a link met on the way
+    there (Refused), nor into a folder that already exists (FileExistsError)."""
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with Dir.open(dest.parent) as parent:
+        os.mkdir(dest.name, 0o755, dir_fd=parent.fd)
+        with parent.opendir(dest.name) as copy:
+            for path in sorted(source.rglob("*")):
+                if path.is_file():
+                    copy.write_atomic(path.relative_to(source).as_posix(), path.read_bytes())
+
+
 def run_demo(name: str, workers: int, settings: Settings, console: Console,
              out_root: Path) -> int:
     """Copy the example to a fresh folder, run it with the stub, and summarize the run."""
     source = EXAMPLES / name
     dest = out_root / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    shutil.copytree(source, dest)
+    try:
+        copy_example(source, dest)
+    except (Refused, FileExistsError) as exc:
+        why = exc.reason if isinstance(exc, Refused) else "exists already"
+        Console(stderr=True, soft_wrap=True).print(
+            f"{dest.parent}: --out-dir: {why}; fix: pass --out-dir with a folder of your own "
+            "(DevLoop writes nothing through a link)", markup=False)
+        return 2
     console.print(f"[bold]DevLoop demo[/bold]: {name} ({source}) copied to {dest}")
     console.print("The model's turns are scripted (stub.yaml); workers, sandbox, Redis and the "
                   "tests are real.\n")

@@ -20,6 +20,7 @@ from rich.console import Console
 from rich.live import Live
 
 from devloop.artifacts import not_imported
+from devloop.cachedir import cache_problem
 from devloop.cli import missing_folder
 from devloop.config import Settings, load_settings
 from devloop.console.listen import Listener, ListenFailed, listening
@@ -37,6 +38,7 @@ from devloop.fleet.status import ProjectStatus, mark_run, project_status, script
 from devloop.fleet.webhook import console_link
 from devloop.lastrun import Given, RunChoices, carry_on, recall, remember, script_path
 from devloop.llm.base import load_prices, price_of, unpriced_fault
+from devloop.private import write_private
 from devloop.project import Project, load_project
 from devloop.redis_server import RedisServerError, connect
 from devloop.runlock import FolderBusy, folder_lock
@@ -163,7 +165,9 @@ def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
             Script.load(script)
         except ScriptInvalid as exc:
             return exc.problems
-    return []
+    # The workers run every session from the cache: one someone else controls is refused now.
+    cache = cache_problem(settings)
+    return [cache] if cache is not None else []
 
 
 class GaveUp(Exception):
@@ -244,8 +248,12 @@ def _gave_up(error: Exception, options: RunOptions, console: Console, err: Conso
     elif isinstance(error, DevLoopError | OSError):
         err.print(f"devloop run: gave up: {one_line(error)}", markup=False)
     else:
-        log = _write_traceback(options.project_dir)
-        err.print(f"devloop run: gave up: unexpected {one_line(error)} (traceback in {log})",
+        try:
+            where = f"traceback in {write_traceback(options.project_dir)}"
+        except (NotPrivate, OSError):
+            err.print(traceback.format_exc(), markup=False)
+            where = "traceback above"
+        err.print(f"devloop run: gave up: unexpected {one_line(error)} ({where})",
                   markup=False)
     return EXIT_FAILED
 
@@ -260,11 +268,11 @@ def _mid_flight(store: RedisStore, pid: str, project_dir: Path) -> str:
             "again to resume")
 
 
-def _write_traceback(project_dir: Path) -> Path:
-    """The current exception's traceback in PROJECT/.devloop/run-error.log."""
-    log = project_dir.resolve() / ".devloop" / "run-error.log"
-    log.parent.mkdir(parents=True, exist_ok=True)
-    log.write_text(traceback.format_exc(), encoding="utf-8")
+def write_traceback(project_dir: Path) -> Path:
+    """The current exception's traceback in PROJECT/.devloop/run-error.log (0600): a link or
+    fifo a cloned folder planted there is replaced, never written through."""
+    log = private_state_dir(project_dir) / "run-error.log"
+    write_private(log, traceback.format_exc().encode())
     return log
 
 

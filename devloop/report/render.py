@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -18,6 +17,7 @@ from devloop.report.gantt import BAR_H, LABEL_W, PLOT_W, gantt_layout
 from devloop.report.layout import dag_layout
 from devloop.report.views import attempts, cost_table, wall_time
 from devloop.runners.coverage import describe as describe_coverage
+from devloop.safedir import Dir
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 
@@ -78,13 +78,17 @@ def build_report(project_dir: Path) -> str:
 
 
 def write_report(project_dir: Path, out_path: Path) -> Path:
-    """Write the report of project_dir to out_path (atomically) and return the path."""
+    """Write the report of project_dir to out_path and return the path.
+
+    The folder may be someone else's work (a clone): the page goes through an O_EXCL
+    temporary renamed into place, and a link or fifo at out_path (or out_path's folder
+    being a link) is Refused, never written through.
+    """
     html = build_report(project_dir)
     out = Path(out_path)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(html, encoding="utf-8")
-    os.replace(tmp, out)
+    with Dir.open(out.parent) as folder:
+        folder.write_atomic(out.name, html, 0o644)
     return out
 
 

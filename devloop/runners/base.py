@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict
 
+from devloop.cachedir import cache_root
 from devloop.config import load_settings
 from devloop.models import (
     SEED_COUNT,
@@ -398,7 +399,7 @@ def cache_dir_of(toolchain: Path) -> Path:
     for parent in toolchain.parents:
         if parent.name == "toolchains":
             return parent.parent
-    return load_settings().cache_dir
+    return cache_root(load_settings())
 
 
 def read_report(view: Path, rel: str, cap: int = REPORT_CAP) -> str | None:

@@ -75,15 +75,20 @@ class PytestRunner:
         self,
         sandbox: Sandbox,
         venv: Path,
-        plugins: Path | None = None,
         upstream: Upstream | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.venv = venv
         self.cache_dir = cache_dir_of(venv)
-        self.plugins = plugins or plugin_dir(self.cache_dir)
+        plugin_dir(self.cache_dir)  # made now, not on the first run
         # The passed code of the units this one depends on, importable as `units.<name>`.
         self.upstream = upstream
+
+    @property
+    def plugins(self) -> Path:
+        """The verdict plugin dir, checked byte for byte against the package's at each use
+        (and made again when it differs): its name alone proves nothing."""
+        return plugin_dir(self.cache_dir)
 
     def run(
         self,

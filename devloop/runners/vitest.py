@@ -191,15 +191,20 @@ class VitestRunner:
         self,
         sandbox: Sandbox,
         node_modules: Path,
-        plugins: Path | None = None,
         upstream: Upstream | None = None,
     ) -> None:
         self.sandbox = sandbox
         self.node_modules = node_modules
         self.cache_dir = cache_dir_of(node_modules)
-        self.plugins = plugins or plugin_dir(self.cache_dir)
+        plugin_dir(self.cache_dir)  # made now, not on the first run
         # The passed code of the units this one depends on, as `@units/<id>`.
         self.upstream = upstream
+
+    @property
+    def plugins(self) -> Path:
+        """The verdict plugin dir, checked byte for byte against the package's at each use
+        (and made again when it differs): its name alone proves nothing."""
+        return plugin_dir(self.cache_dir)
 
     def run(
         self,

@@ -12,11 +12,11 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
+from devloop.cachedir import ensure_public_dir as ensure_public_dir
 from devloop.config import Settings
 from devloop.safedir import Dir
 from devloop.safetree import Limits as WalkLimits
 from devloop.safetree import TooMany, walk
-from devloop.views import ensure_public_dir as ensure_public_dir
 from devloop.views import make_view
 
 # Where the view is mounted inside the sandbox; `cwd` and `writable` are relative to it.

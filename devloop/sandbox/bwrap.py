@@ -11,6 +11,7 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
+from devloop.cachedir import cache_root
 from devloop.config import Settings
 from devloop.errors import SandboxUnavailable
 from devloop.jsonguard import check_command
@@ -67,9 +68,9 @@ class BwrapSandbox:
         self.uid = settings.sandbox_uid if self._root else os.getuid()
         # A group of DevLoop's own, not nobody's: it alone enters the views dir.
         self.gid = settings.sandbox_gid if self._root else os.getgid()
-        ensure_public_dir(settings.cache_dir)
-        self.bwrap = find_bwrap(settings.cache_dir, self.uid, self.gid, settings.bwrap)
-        self._system = system_args(settings.cache_dir, self.uid, self.gid, self.env, self.limits)
+        self.cache = cache_root(settings)  # refused (exit 2) unless only its owner controls it
+        self.bwrap = find_bwrap(self.cache, self.uid, self.gid, settings.bwrap)
+        self._system = system_args(self.cache, self.uid, self.gid, self.env, self.limits)
         probe(self.bwrap, tuple(self._system), self._user, self.gid)
 
     @property
@@ -151,7 +152,7 @@ class BwrapSandbox:
             if not source.exists() or blocked is not None:
                 raise ValueError(
                     f"sandbox ro_binds: uid {self.uid} cannot read {source}; keep toolchains "
-                    f"in a world-readable dir such as {self.settings.cache_dir}"
+                    f"in a world-readable dir such as {self.cache}"
                 )
             rel = view_relative(target)
             if rel is not None:
@@ -255,7 +256,12 @@ def _installed_bwrap() -> Path:
 def _copy_public(path: Path, copy: Path) -> Path:
     """`copy` holding path's bytes, executable by everyone (rewritten only when they differ)."""
     data = path.read_bytes()
-    if not copy.is_file() or copy.read_bytes() != data:
+    with Dir.open(copy.parent) as parent:
+        try:  # read through no link: a planted one is replaced, never believed
+            same = parent.read_bytes(copy.name, cap=len(data)) == data
+        except OSError:
+            same = False
+    if not same:
         _write_public(copy, data, 0o755)
     return copy
 

@@ -50,8 +50,10 @@ def sandbox_etc(cache_dir: Path, uid: int, gid: int, source: Path = Path("/etc")
             digest.update(f"{path}\0{st.st_mode}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
     parent = ensure_public_dir(cache_dir / "etc")
     final = parent / f"{uid}-{gid}-{digest.hexdigest()[:16]}"
-    if final.is_dir():
+    if final.is_dir() and not final.is_symlink():
         return final
+    if final.is_symlink():
+        final.unlink()  # never bound: bubblewrap would follow it
     staging = Path(tempfile.mkdtemp(prefix=".build-", dir=parent))
     try:
         for name in ETC_ALLOWLIST:
@@ -62,7 +64,7 @@ def sandbox_etc(cache_dir: Path, uid: int, gid: int, source: Path = Path("/etc")
         staging.chmod(0o755)
         os.rename(staging, final)
     except OSError:
-        if not final.is_dir():  # another worker winning the rename is fine; anything else not
+        if not final.is_dir() or final.is_symlink():  # another worker winning is fine
             raise
     finally:
         shutil.rmtree(staging, ignore_errors=True)

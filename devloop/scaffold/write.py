@@ -6,13 +6,14 @@ spec writes nothing.
 
 from __future__ import annotations
 
-import shutil
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from devloop.errors import Problem
 from devloop.project import load_project
+from devloop.safedir import Dir, Refused, describe
 from devloop.scaffold.check import SpecInvalid, parse_spec
 from devloop.scaffold.render import render_project
 from devloop.scaffold.script import SCRIPT_FILE, dump_script, trivial_script
@@ -62,6 +63,35 @@ def _check_dest(dest: Path, force: bool) -> None:
         )
 
 
+def _write(dest: Path, files: dict[str, str]) -> None:
+    """Write files into dest (with --force, a folder someone else may have written) through
+    O_EXCL temporaries renamed into place; a link or fifo in the way of any of them refuses
+    the lot before anything is written (SpecInvalid)."""
+    try:
+        root = Dir.open(dest)
+    except Refused as exc:
+        raise SpecInvalid([Problem(str(dest), "DIR", exc.reason, "name a new or empty "
+                                   "folder (DevLoop writes nothing through a link)")]) from None
+    with root:
+        problems = []
+        for rel in files:
+            try:
+                st = root.lstat(rel)
+            except Refused as exc:
+                problems.append(Problem(str(dest / rel), "DIR", exc.reason, _UNSAFE))
+                continue
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                problems.append(Problem(str(dest / rel), "DIR", f"is {describe(st.st_mode)}",
+                                        _UNSAFE))
+        if problems:
+            raise SpecInvalid(problems)
+        for rel, text in files.items():
+            root.write_atomic(rel, text, 0o644)
+
+
+_UNSAFE = "remove it; DevLoop replaces only regular files and writes nothing through a link"
+
+
 def scaffold(
     spec_path: Path,
     dest: Path,
@@ -88,10 +118,7 @@ def scaffold(
             (scratch / SCRIPT_FILE).write_text(text, encoding="utf-8")
             files[SCRIPT_FILE] = text
         dest.mkdir(parents=True, exist_ok=True)
-        for rel in files:
-            target = dest / rel
-            target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(scratch / rel, target)
+        _write(dest, files)
     return ScaffoldReport(
         root=dest,
         project_id=spec.project_id,

@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from devloop import dag
 from devloop.config import Settings
 from devloop.project import Project
+from devloop.safedir import Dir, Refused, describe
 from devloop.sandbox import Observation, Sandbox
 from devloop.upstream.folder import folder_status, unit_files
 from devloop.upstream.layout import UnitCode, node_main, node_tree, python_tree
@@ -44,6 +45,7 @@ class Assembly:
     units: dict[str, list[str]] = field(default_factory=dict)  # stack -> units in it
     left_out: dict[str, str] = field(default_factory=dict)  # unit -> why
     smoke: dict[str, Observation] = field(default_factory=dict)  # stack -> its check
+    files: dict[str, bytes] = field(default_factory=dict, repr=False)  # what OUT holds
 
     @property
     def ok(self) -> bool:
@@ -221,11 +223,16 @@ def readme(stacks: list[str], left_out: dict[str, str]) -> str:
 
 
 def write_tree(out: Path, files: dict[str, bytes]) -> None:
-    """Write the files under out (a fresh directory)."""
-    for rel, data in sorted(files.items()):
-        path = out / rel
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
+    """Write the files under out (a fresh directory), never through a link or fifo found
+    there (Refused: nothing of the tree is written then)."""
+    out.mkdir(parents=True, exist_ok=True)
+    with Dir.open(out) as root:
+        for rel in files:
+            st = root.lstat(rel)  # Refused when the way there passes through a link
+            if st is not None:
+                raise Refused(rel, f"is already there ({describe(st.st_mode)})")
+        for rel, data in sorted(files.items()):
+            root.write_atomic(rel, data, 0o644)
 
 
 def assemble(project: Project, out: Path, node_modules: Path | None = None) -> Assembly:
@@ -243,7 +250,7 @@ def assemble(project: Project, out: Path, node_modules: Path | None = None) -> A
         files |= node_files(by_stack["node"], versions, project.graph())
     files["README.md"] = readme(sorted(by_stack), left).encode()
     write_tree(out, files)
-    return Assembly(out, {s: sorted(u) for s, u in by_stack.items()}, left)
+    return Assembly(out, {s: sorted(u) for s, u in by_stack.items()}, left, files=files)
 
 
 def smoke_check(assembly: Assembly, sandbox: Sandbox, settings: Settings,
@@ -251,7 +258,10 @@ def smoke_check(assembly: Assembly, sandbox: Sandbox, settings: Settings,
     """Run each stack's smoke check in the sandbox over a copy of OUT."""
     view = make_view(settings, prefix="assemble-")
     try:
-        shutil.copytree(assembly.out, view, dirs_exist_ok=True)
+        # What assemble wrote, not what OUT holds now: nothing is read back from it.
+        with Dir.open(view) as root:
+            for rel, data in assembly.files.items():
+                root.write_atomic(rel, data, 0o644)
         if "python" in assembly.units and venv is not None:
             assembly.smoke["python"] = sandbox.run(
                 f"{venv}/bin/python smoke.py", view=view, cwd="python", writable=[],

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from devloop.safedir import Refused
+from devloop.upstream.assemble import write_tree
 from tests.conftest import REPO
 from tests.workers.test_cli_run import devloop
 from tests.workers.test_compose import quick_start_spec
@@ -126,3 +128,22 @@ def test_a_node_project_runs_as_one_server_with_the_printed_command(
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def test_out_is_written_through_no_link_planted_in_it(tmp_path: Path, todo_project: Path) -> None:
+    # OUT itself a link (to an empty dir, so it looks new): refused before anything runs.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "out"
+    out.symlink_to(elsewhere)
+    done = devloop("assemble", str(todo_project), str(out))
+    assert done.returncode == 2, (done.stdout, done.stderr)
+    assert done.stderr.startswith(f"{out}: OUT: is a symbolic link")
+    # A link inside OUT on the way to a file (planted after OUT was found empty).
+    out.unlink()
+    out.mkdir()
+    (out / "python").symlink_to(elsewhere)
+    with pytest.raises(Refused) as refused:
+        write_tree(out, {"README.md": b"readme\n", "python/smoke.py": b"print()\n"})
+    assert refused.value.reason == "passes through a symlink (python)"
+    assert not any(elsewhere.iterdir()) and sorted(p.name for p in out.iterdir()) == ["python"]

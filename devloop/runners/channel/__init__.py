@@ -4,10 +4,10 @@ The worker creates a pipe and passes its write end into the sandbox (fd number i
 VERDICT_FD); a pytest plugin (`verdict_channel.py`) or a vitest reporter
 (`vitest_reporter.mjs`) writes one JSON line per event to it; `vitest_guard.mjs`, a setup
 file in each vitest worker, checks that the code under test left the framework alone.
-Those files ship in this package and are copied once into a world-readable dir under
-the cache, which the runners bind read-only: the sandbox can neither edit them nor
-rewrite a line once it is sent. A thread reads the pipe while the run goes, keeping at
-most `CAP` bytes.
+Those files ship in this package and are copied into a world-readable dir under the
+cache, checked against the package's bytes before each run, which the runners bind
+read-only: the sandbox can neither edit them nor rewrite a line once it is sent. A thread
+reads the pipe while the run goes, keeping at most `CAP` bytes.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import select
-import shutil
+import stat
 import tempfile
 import threading
 import time
@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devloop.sandbox.base import ensure_public_dir
+from devloop.cachedir import ensure_public_dir, locked, trusted_cache
+from devloop.safedir import Dir
+from devloop.safetree import remove_tree
 from devloop.sandbox.process import OutputSink
 
 HERE = Path(__file__).resolve().parent
@@ -39,29 +41,63 @@ _DRAIN_S = 2.0
 
 
 def plugin_dir(cache_dir: Path) -> Path:
-    """The read-only copy of the plugin and the reporter, made once per content."""
+    """The read-only copy of the plugin and the reporter, checked before each use.
+
+    Its name is the package files' digest, which anyone can compute, so the name proves
+    nothing: the copy must hold exactly those files, each a regular file of this user's
+    with the package's bytes (read without following a link), or it is made again (an
+    O_EXCL staging dir renamed into place) under a lock, whatever was there removed.
+    """
+    wanted = {name: (HERE / name).read_bytes() for name in FILES}
     digest = hashlib.sha256()
-    for name in FILES:
-        digest.update(name.encode() + b"\0" + (HERE / name).read_bytes())
-    parent = ensure_public_dir(cache_dir / "verdict")
-    final = parent / digest.hexdigest()[:16]
-    if final.is_dir():
-        return final
-    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=parent))
+    for name, data in wanted.items():
+        digest.update(name.encode() + b"\0" + data)
+    parent = ensure_public_dir(trusted_cache(cache_dir) / "verdict")
+    final = digest.hexdigest()[:16]
+    with Dir.open(parent) as root:
+        if _holds(root, final, wanted):
+            return parent / final
+        with locked(parent, ".lock"):
+            if not _holds(root, final, wanted):  # another worker may have made it meanwhile
+                _make(root, parent, final, wanted)
+    return parent / final
+
+
+def _holds(root: Dir, name: str, wanted: dict[str, bytes]) -> bool:
+    """Whether root/name is this user's dir holding exactly `wanted`, byte for byte."""
+    st = root.lstat(name)
+    if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return False
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return False
     try:
-        for name in FILES:
-            shutil.copyfile(HERE / name, staging / name)
-            (staging / name).chmod(0o444)
-        staging.chmod(0o555)
-        os.rename(staging, final)
-    except OSError:
-        if not final.is_dir():  # another worker winning the rename is fine
-            raise
+        with root.opendir(name) as copy:
+            if sorted(os.listdir(copy.fd)) != sorted(wanted):
+                return False  # a file more (a sitecustomize.py on PYTHONPATH) is no copy
+            for file, data in wanted.items():
+                found = copy.lstat(file)
+                if found is None or found.st_uid != os.geteuid() or \
+                        found.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+                    return False
+                if copy.read_bytes(file, cap=len(data)) != data:
+                    return False
+    except OSError:  # a link, a fifo, a file over the size: not the copy
+        return False
+    return True
+
+
+def _make(root: Dir, parent: Path, name: str, wanted: dict[str, bytes]) -> None:
+    """Put a fresh copy of `wanted` at root/name, removing whatever is there first."""
+    staging = Path(tempfile.mkdtemp(prefix=".build-", dir=parent)).name  # 0700, O_EXCL
+    try:
+        with root.opendir(staging) as copy:
+            for file, data in wanted.items():
+                copy.write_atomic(file, data, 0o444)
+            os.fchmod(copy.fd, 0o555)
+        remove_tree(root, name)
+        os.rename(staging, name, src_dir_fd=root.fd, dst_dir_fd=root.fd)
     finally:
-        if staging.exists():
-            staging.chmod(0o755)
-            shutil.rmtree(staging, ignore_errors=True)
-    return final
+        remove_tree(root, staging)  # gone when the rename happened
 
 
 @dataclass(frozen=True)
