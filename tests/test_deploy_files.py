@@ -26,7 +26,7 @@ from devloop.errors import SandboxUnavailable
 from devloop.redis_server import redis_executable
 from devloop.sandbox import BwrapSandbox, new_view_dir
 from devloop.sandbox.syscalls import filter_bpf
-from tests.as_user import run_as
+from tests.as_user import run_as, worker_uid
 from tests.conftest import REPO
 from tests.docker_seccomp import stock
 from tests.proctree import wait_for_port
@@ -132,7 +132,7 @@ def test_the_compose_redis_requires_its_password_and_shows_it_nowhere(compose_re
 # --- limits and the seccomp profile (issue 26, item 7) ---------------------------------
 
 PROFILE = "deploy/seccomp-bwrap.json"
-WORKER_UID = 4242  # plays the image's uid 10001: a non-root worker, no capabilities
+WORKER_UID = worker_uid()  # plays the image's uid 10001: a non-root worker
 
 
 def test_every_service_has_memory_and_process_limits_and_no_swap_beyond_them() -> None:

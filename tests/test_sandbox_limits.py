@@ -28,11 +28,11 @@ from devloop.sandbox.base import MiB, sandbox_env
 from devloop.sandbox.cgroups import where_caps_hold
 from devloop.sandbox.process import run_process
 from devloop.sandbox.syscalls import filter_bpf
-from tests.as_user import run_as
+from tests.as_user import run_as, worker_uid
 from tests.conftest import REPO
 
 PY = "/usr/bin/python3"  # Debian's: world-readable, for every uid
-ATTACKER = 4242  # a non-root worker's uid, not the sandbox's 65534
+WORKER = worker_uid()  # a non-root worker: uid 4242 played by a root test
 # Forks children that sleep until it has `tries` of them or a fork fails; prints how many.
 FORKER = (
     "import os, sys, time\n"
@@ -119,7 +119,7 @@ def test_a_non_root_workers_sandbox_holds_a_fork_bomb_to_its_own_process_limit(
     # limit counted per uid would stop the sandbox from starting, and no limit at all (what
     # a non-root worker had) lets the bomb run to the guard below.
     cache = Path(tempfile.mkdtemp(prefix="devloop-test-", dir="/var/tmp"))
-    os.chown(cache, ATTACKER, ATTACKER)
+    os.chown(cache, WORKER, WORKER)
     cache.chmod(0o755)
     filter_bpf()  # built here: the child may not reach the venv to load it
 
@@ -143,11 +143,11 @@ def test_a_non_root_workers_sandbox_holds_a_fork_bomb_to_its_own_process_limit(
                 sleeper.wait()
 
     try:
-        found = run_as(ATTACKER, as_worker, timeout_s=90)
+        found = run_as(WORKER, as_worker, timeout_s=90)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     obs = found["obs"]
-    assert found["uid"] == ATTACKER
+    assert found["uid"] == WORKER
     assert found["limit"].split()[2:4] == ["64", "64"], found["limit"]
     assert obs["exit_code"] == 0, obs
     assert 32 <= int(obs["stdout"]) < 64, obs
@@ -204,10 +204,10 @@ def test_where_the_limits_hold_is_said_by_devloop_sandbox_limits_and_in_the_log(
         return records
 
     cache = Path(tempfile.mkdtemp(prefix="devloop-test-", dir="/var/tmp"))
-    os.chown(cache, ATTACKER, ATTACKER)
+    os.chown(cache, WORKER, WORKER)
     cache.chmod(0o755)
     try:
-        records = run_as(ATTACKER, as_worker, timeout_s=60)
+        records = run_as(WORKER, as_worker, timeout_s=60)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
     assert len(records) == 2, records
