@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.docker_seccomp import install
+
 
 def worker_uid() -> int:
     """A non-root worker's uid: 4242 (not the sandbox's 65534) when the tests run as root,
@@ -48,8 +50,6 @@ def run_as(
                 os.setresgid(uid, uid, uid)
                 os.setresuid(uid, uid, uid)
             if rules is not None:
-                from tests.docker_seccomp import install
-
                 install(rules)
             answer = {"result": work()}
             status = 0
