@@ -178,10 +178,10 @@ def run_process(
         groups.kill()
     returncode = proc.wait()
     wall = time.monotonic() - started
+    if limit is None and groups is not None and groups.oom_kills():
+        limit = "memory"  # ran out between two looks, or as it ended (before v2's group goes)
     usage = meter.close()
     if groups is not None:
-        if limit is None and groups.oom_kills():
-            limit = "memory"  # ran out between two looks, or as it ended
         groups.close()
     for reader in readers:
         reader.join(_DRAIN_S)
