@@ -72,6 +72,20 @@ def view(settings: Settings) -> Iterator[Path]:
     shutil.rmtree(root, ignore_errors=True)
 
 
+def uid_tasks(uid: int) -> list[Path]:
+    """Every task (process or thread) on the host whose real uid is `uid`: what the kernel
+    counts against RLIMIT_NPROC outside any user namespace."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/task/[0-9]*/status"):
+        try:
+            line = next(ln for ln in status.read_text().splitlines() if ln.startswith("Uid:"))
+        except (OSError, StopIteration):
+            continue
+        if int(line.split()[1]) == uid:
+            found.append(status.parent)
+    return found
+
+
 cgroup_memory = pytest.mark.skipif(
     not where_caps_hold().memory, reason="no memory cgroup to write here (not root)"
 )
@@ -124,8 +138,13 @@ def test_a_non_root_workers_sandbox_holds_a_fork_bomb_to_its_own_process_limit(
     filter_bpf()  # built here: the child may not reach the venv to load it
 
     def as_worker() -> dict[str, object]:
-        # A guard for the machine, were the sandbox's limit missing: 400 processes in all.
-        resource.setrlimit(resource.RLIMIT_NPROC, (400, 400))
+        # A guard for the machine, were the sandbox's limit missing: room for the sleepers
+        # and 250 more processes of this uid, whatever it runs already.
+        guard = len(uid_tasks(os.getuid())) + 100 + 250
+        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+        if hard != resource.RLIM_INFINITY:
+            guard = min(guard, hard)
+        resource.setrlimit(resource.RLIMIT_NPROC, (guard, guard))
         sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(100)]
         try:
             mine = Settings(cache_dir=cache, views_dir=cache / "views", command_timeout_s=30)
