@@ -14,12 +14,14 @@ import json
 import os
 import select
 import signal
+import tempfile
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from devloop.sandbox.bwrap import find_bwrap
 from tests.docker_seccomp import install
 
 
@@ -27,6 +29,17 @@ def worker_uid() -> int:
     """A non-root worker's uid: 4242 (not the sandbox's 65534) when the tests run as root,
     else the tests' own uid, which is one already."""
     return 4242 if os.geteuid() == 0 else os.getuid()
+
+
+def worker_cache(uid: int) -> tuple[Path, Path]:
+    """(a fresh cache dir the worker uid owns, a bubblewrap it can run): where the checkout
+    is out of that uid's reach (a 0700 clone), the binary and its libraries are copied in,
+    as a worker would have its own install. The caller removes the dir."""
+    cache = Path(tempfile.mkdtemp(prefix="devloop-test-", dir="/var/tmp"))
+    cache.chmod(0o755)
+    bwrap = find_bwrap(cache, uid, uid)
+    os.chown(cache, uid, uid)
+    return cache, bwrap
 
 
 def run_as(

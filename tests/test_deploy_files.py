@@ -14,7 +14,6 @@ import shutil
 import socket
 import stat
 import subprocess
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,7 @@ from devloop.errors import SandboxUnavailable
 from devloop.redis_server import redis_executable
 from devloop.sandbox import BwrapSandbox, new_view_dir
 from devloop.sandbox.syscalls import filter_bpf
-from tests.as_user import run_as, worker_uid
+from tests.as_user import run_as, worker_cache, worker_uid
 from tests.conftest import REPO
 from tests.docker_seccomp import stock
 from tests.proctree import wait_for_port
@@ -176,12 +175,10 @@ def test_the_compose_seccomp_profile_lets_the_sandbox_work_where_dockers_default
     filter_bpf()  # built here: the child may not reach the venv to load it
     outcomes = {}
     for name, path in (("default", docker_default), ("shipped", REPO / PROFILE)):
-        cache = Path(tempfile.mkdtemp(prefix="devloop-test-", dir="/var/tmp"))
-        os.chown(cache, WORKER_UID, WORKER_UID)
-        cache.chmod(0o755)
+        cache, bwrap = worker_cache(WORKER_UID)
 
-        def as_worker(cache: Path = cache) -> str:
-            settings = Settings(cache_dir=cache, views_dir=cache / "views")
+        def as_worker(cache: Path = cache, bwrap: Path = bwrap) -> str:
+            settings = Settings(cache_dir=cache, views_dir=cache / "views", bwrap=bwrap)
             try:
                 sandbox = BwrapSandbox(settings)
             except SandboxUnavailable as exc:

@@ -28,7 +28,7 @@ from devloop.sandbox.base import MiB, sandbox_env
 from devloop.sandbox.cgroups import where_caps_hold
 from devloop.sandbox.process import run_process
 from devloop.sandbox.syscalls import filter_bpf
-from tests.as_user import run_as, worker_uid
+from tests.as_user import run_as, worker_cache, worker_uid
 from tests.conftest import REPO
 
 PY = "/usr/bin/python3"  # Debian's: world-readable, for every uid
@@ -132,9 +132,7 @@ def test_a_non_root_workers_sandbox_holds_a_fork_bomb_to_its_own_process_limit(
     # The worker's uid already runs 100 processes, more than the sandbox's limit of 64: a
     # limit counted per uid would stop the sandbox from starting, and no limit at all (what
     # a non-root worker had) lets the bomb run to the guard below.
-    cache = Path(tempfile.mkdtemp(prefix="devloop-test-", dir="/var/tmp"))
-    os.chown(cache, WORKER, WORKER)
-    cache.chmod(0o755)
+    cache, bwrap = worker_cache(WORKER)
     filter_bpf()  # built here: the child may not reach the venv to load it
 
     def as_worker() -> dict[str, object]:
@@ -147,7 +145,8 @@ def test_a_non_root_workers_sandbox_holds_a_fork_bomb_to_its_own_process_limit(
         resource.setrlimit(resource.RLIMIT_NPROC, (guard, guard))
         sleepers = [subprocess.Popen(["sleep", "60"]) for _ in range(100)]
         try:
-            mine = Settings(cache_dir=cache, views_dir=cache / "views", command_timeout_s=30)
+            mine = Settings(cache_dir=cache, views_dir=cache / "views", bwrap=bwrap,
+                        command_timeout_s=30)
             sandbox = BwrapSandbox(mine, Limits(processes=64))
             root = new_view_dir(mine, prefix="bomb-")
             (root / "forker.py").write_text(FORKER)
@@ -215,16 +214,15 @@ def test_where_the_limits_hold_is_said_by_devloop_sandbox_limits_and_in_the_log(
         handler.emit = lambda record: records.append(record.levelname + " " +  # type: ignore[method-assign]
                                                      record.getMessage())
         logging.getLogger("devloop.sandbox.cgroups").addHandler(handler)
-        mine = Settings(cache_dir=cache, views_dir=cache / "views", command_timeout_s=30)
+        mine = Settings(cache_dir=cache, views_dir=cache / "views", bwrap=bwrap,
+                        command_timeout_s=30)
         sandbox = BwrapSandbox(mine)
         BwrapSandbox(mine)  # a second sandbox in the same process says nothing more
         root = new_view_dir(mine, prefix="log-")
         assert sandbox.run("echo ran", view=root, cwd="", writable=[]).stdout == "ran\n"
         return records
 
-    cache = Path(tempfile.mkdtemp(prefix="devloop-test-", dir="/var/tmp"))
-    os.chown(cache, WORKER, WORKER)
-    cache.chmod(0o755)
+    cache, bwrap = worker_cache(WORKER)
     try:
         records = run_as(WORKER, as_worker, timeout_s=60)
     finally:
