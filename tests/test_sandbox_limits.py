@@ -25,7 +25,8 @@ import pytest
 from devloop.config import Settings
 from devloop.sandbox import BwrapSandbox, Limits, new_view_dir
 from devloop.sandbox.base import MiB, sandbox_env
-from devloop.sandbox.cgroups import where_caps_hold
+from devloop.sandbox.cgroups import v1_parent, where_caps_hold
+from devloop.sandbox.meter import group_parent, sweep_stale
 from devloop.sandbox.process import run_process
 from devloop.sandbox.syscalls import filter_bpf
 from tests.as_user import run_as, worker_cache, worker_uid
@@ -230,3 +231,21 @@ def test_where_the_limits_hold_is_said_by_devloop_sandbox_limits_and_in_the_log(
     assert len(records) == 2, records
     assert records[0].startswith("WARNING sandbox limits: memory per command: no cgroup here")
     assert records[1].startswith("WARNING sandbox limits: processes per command: 256")
+
+
+@cgroup_pids
+def test_groups_a_killed_worker_left_behind_are_swept_and_live_ones_kept() -> None:
+    parent = v1_parent("pids") or group_parent()  # cgroup v1's pids groups, else v2's
+    assert parent is not None
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale, live = parent / f"run-{gone.pid}-0", parent / f"run-{os.getpid()}-999"
+    stale.mkdir()
+    live.mkdir()
+    try:
+        sweep_stale(parent)
+        assert not stale.exists() and live.exists()
+    finally:
+        for group in (stale, live):
+            if group.exists():
+                group.rmdir()

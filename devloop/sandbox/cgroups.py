@@ -28,7 +28,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from devloop.sandbox.meter import group_parent, join_group
+from devloop.sandbox.meter import group_parent, join_group, sweep_stale
 
 log = logging.getLogger(__name__)
 _OOM_KILL = re.compile(r"^oom_kill (\d+)", re.M)
@@ -96,6 +96,7 @@ def v1_parent(controller: str) -> Path | None:
             with contextlib.suppress(OSError):
                 (own / "devloop").mkdir(exist_ok=True)
                 found = own / "devloop"
+                sweep_stale(found)
         _v1_parents[controller] = found
     return _v1_parents[controller]
 

@@ -282,7 +282,20 @@ def group_parent() -> Path | None:
     """
     if not _parent:
         _parent.append(_find_parent())
+        if _parent[0] is not None:
+            sweep_stale(_parent[0])
     return _parent[0]
+
+
+def sweep_stale(parent: Path) -> None:
+    """Remove the empty per-command groups under `parent` whose maker is gone (a worker
+    SIGKILLed before it removed them); best effort."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            found = re.fullmatch(r"run-(\d+)-\d+", entry.name)
+            if found and entry.is_dir() and not os.path.exists(f"/proc/{found.group(1)}"):
+                with contextlib.suppress(OSError):  # EBUSY: something still runs in it
+                    os.rmdir(entry.path)
 
 
 def _find_parent() -> Path | None:
