@@ -233,6 +233,31 @@ def sandbox_exec_command(
     raise typer.Exit(report.exit_code)
 
 
+@sandbox_app.command("limits")
+def sandbox_limits() -> None:
+    """Where each limit on a sandboxed command holds on this host (a cgroup, or only an
+    rlimit per process), and the system calls its seccomp filter denies."""
+    from devloop.errors import SandboxUnavailable
+    from devloop.sandbox.base import default_limits
+    from devloop.sandbox.cgroups import describe, where_caps_hold
+    from devloop.sandbox.syscalls import filter_bpf, summary
+
+    limits = default_limits(load_settings())
+    lines = describe(where_caps_hold(), limits.memory_bytes, limits.processes)
+    lines.append(
+        f"per process: {limits.data_bytes // 2**20} MiB of writable memory (RLIMIT_DATA), "
+        f"{limits.file_bytes // 2**20} MiB per file written (RLIMIT_FSIZE), {limits.cpu_s} s "
+        f"of CPU (RLIMIT_CPU); /tmp: a private {limits.tmp_bytes // 2**20} MiB tmpfs"
+    )
+    for line in [*lines, *summary()]:
+        out.print(line, markup=False)
+    try:
+        filter_bpf()
+    except SandboxUnavailable as exc:
+        err.print(str(exc), markup=False)
+        raise typer.Exit(1) from exc
+
+
 @session_app.command("run")
 def session_run(
     project_dir: Annotated[str | None, PROJECT_ARGUMENT] = None,

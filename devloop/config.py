@@ -57,6 +57,19 @@ class Settings(BaseSettings):
         description="CPU priority (nice) of each sandbox's session where no cgroup weight "
         "applies.",
     )
+    sandbox_memory_mb: int = Field(
+        default=4096,
+        ge=16,
+        description="Memory of one sandboxed command, all its processes and its /tmp together, "
+        "where a cgroup holds it (root, or a delegated subtree); else only writable memory per "
+        "process (4 GiB) is held.",
+    )
+    sandbox_processes: int = Field(
+        default=256,
+        ge=8,
+        description="Processes and threads of one sandboxed command (RLIMIT_NPROC in its own "
+        "user namespace, and pids.max where a cgroup holds it).",
+    )
     cache_dir: Path | None = Field(
         default=None,
         description="Cache for toolchains, the verdict plugin and views; unset: "

@@ -16,7 +16,7 @@ from devloop.config import Settings
 from devloop.llm.base import DEFAULT_PRICES, Price
 from devloop.resources import data_dir
 from devloop.runners.base import TIMEOUT_S
-from devloop.sandbox.base import Limits
+from devloop.sandbox.base import default_limits
 from devloop.toolchain import BASE_PYTHON
 
 # What each pinned package is for. A package pinned without a line here fails the guide's
@@ -89,14 +89,18 @@ def _size(n: int) -> str:
 
 def limits_table(settings: Settings | None = None) -> str:
     """Markdown: the limits a unit's commands, files and sessions run under, by default."""
-    s, lim = settings or Settings(), Limits()
+    s = settings or Settings()
+    lim = default_limits(s)
     rows = [
         ("one command (Bash, a build)", f"{s.command_timeout_s:g} s of CPU or of the time the "
          "machine gave it, 3x that in wall time at most", "`DEVLOOP_COMMAND_TIMEOUT_S`"),
         ("one test run (`run_tests`, the tester's Bash)", f"{TIMEOUT_S:g} s, the same way",
          "the tester spec's limit"),
-        ("processes and threads, counted over every sandbox of the host (a root worker's, "
-         "whose sandboxes run as `DEVLOOP_SANDBOX_UID`)", f"{lim.processes}", "fixed"),
+        ("processes and threads of one command", f"{lim.processes}",
+         "`DEVLOOP_SANDBOX_PROCESSES`"),
+        ("memory of one command, all its processes and `/tmp` together (where the worker "
+         "may make a cgroup: `devloop sandbox limits` says)", _size(lim.memory_bytes),
+         "`DEVLOOP_SANDBOX_MEMORY_MB`"),
         ("writable memory per process", _size(lim.data_bytes), "fixed"),
         ("one file written", _size(lim.file_bytes), "fixed"),
         ("`/tmp` (a private tmpfs)", _size(lim.tmp_bytes), "fixed"),

@@ -6,9 +6,11 @@ rules, and its Redis command is run as the container would run it, on a local po
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import stat
 import subprocess
@@ -18,8 +20,14 @@ from typing import Any
 import pytest
 import yaml
 
+from devloop.config import Settings
+from devloop.errors import SandboxUnavailable
 from devloop.redis_server import redis_executable
+from devloop.sandbox import BwrapSandbox, new_view_dir
+from devloop.sandbox.syscalls import filter_bpf
+from tests.as_user import run_as, worker_cache, worker_uid
 from tests.conftest import REPO
+from tests.docker_seccomp import stock
 from tests.proctree import wait_for_port
 from tests.redis_fixture import assert_password_required
 
@@ -118,3 +126,72 @@ def test_the_compose_redis_requires_its_password_and_shows_it_nowhere(compose_re
     port, password, proc, config = compose_redis
     assert_password_required(port, password, proc.pid)
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
+
+
+# --- limits and the seccomp profile (issue 26, item 7) ---------------------------------
+
+PROFILE = "deploy/seccomp-bwrap.json"
+WORKER_UID = worker_uid()  # plays the image's uid 10001: a non-root worker
+
+
+def test_every_service_has_memory_and_process_limits_and_no_swap_beyond_them() -> None:
+    for name, service in SERVICES.items():
+        assert service.get("pids_limit", 0) > 0, name
+        assert service.get("mem_limit"), name
+        assert service["memswap_limit"] == service["mem_limit"], name
+    # A worker holds -c 2 sandboxed commands of 256 processes and 4 GiB each, and itself.
+    for name in ("coder", "tester"):
+        assert SERVICES[name]["pids_limit"] >= 2 * 256 + 256
+        assert SERVICES[name]["mem_limit"] == "10g"
+
+
+def test_workers_run_under_the_shipped_seccomp_profile_never_unconfined() -> None:
+    for name in ("Dockerfile", "Procfile", "README.md"):
+        assert "--security-opt seccomp=unconfined" not in (REPO / name).read_text(), name
+    for service in SERVICES.values():
+        assert "seccomp=unconfined" not in service.get("security_opt", [])
+        assert "seccomp:unconfined" not in service.get("security_opt", [])
+    for name in ("coder", "tester"):
+        assert f"seccomp={PROFILE}" in SERVICES[name]["security_opt"], name
+    profile = json.loads((REPO / PROFILE).read_text())
+    added = [r for r in profile["syscalls"] if r not in stock(profile)["syscalls"]]
+    # Docker's default profile plus one rule, for the calls bubblewrap makes, and no more.
+    assert [sorted(r["names"]) for r in added] == [
+        ["clone", "mount", "pivot_root", "sethostname", "umount", "umount2", "unshare"]
+    ]
+    assert profile["defaultAction"] == "SCMP_ACT_ERRNO"
+    # The image has what builds the sandbox's own filter and sets its process limit.
+    assert "libseccomp2 util-linux" in DOCKERFILE
+
+
+@pytest.mark.timeout(120)
+def test_the_compose_seccomp_profile_lets_the_sandbox_work_where_dockers_default_does_not(
+    tmp_path: Path,
+) -> None:
+    """A non-root worker under each profile builds a sandbox and runs a command in it."""
+    profile = json.loads((REPO / PROFILE).read_text())
+    docker_default = tmp_path / "default.json"
+    docker_default.write_text(json.dumps(stock(profile)))
+    filter_bpf()  # built here: the child may not reach the venv to load it
+    outcomes = {}
+    for name, path in (("default", docker_default), ("shipped", REPO / PROFILE)):
+        cache, bwrap = worker_cache(WORKER_UID)
+
+        def as_worker(cache: Path = cache, bwrap: Path = bwrap) -> str:
+            settings = Settings(cache_dir=cache, views_dir=cache / "views", bwrap=bwrap)
+            try:
+                sandbox = BwrapSandbox(settings)
+            except SandboxUnavailable as exc:
+                return f"unavailable: {exc}"
+            view = new_view_dir(settings, prefix="compose-")
+            obs = sandbox.run("id -u; grep 'Max processes' /proc/self/limits", view=view,
+                              cwd="", writable=[])
+            return f"exit {obs.exit_code}: {obs.stdout}{obs.stderr}"
+
+        try:
+            outcomes[name] = run_as(WORKER_UID, as_worker, timeout_s=90, profile=path)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+    assert outcomes["default"].startswith("unavailable: bubblewrap"), outcomes
+    assert outcomes["shipped"].startswith(f"exit 0: {WORKER_UID}\nMax processes"), outcomes
+    assert outcomes["shipped"].split()[5:7] == ["256", "256"], outcomes

@@ -338,9 +338,9 @@ def test_the_default_limits_are_the_documented_ones(sandbox: BwrapSandbox, view:
     )
     obs = run(sandbox, view, f'{PY} -c "{script}"')
     nproc, data, fsize, cpu = (int(v) for v in obs.stdout.split())
-    if os.geteuid() == 0:  # only a root worker drops to the sandbox uid and caps processes
-        assert nproc == 256
-    assert (data, fsize, cpu) == (4 * 1024**3, 64 * 1024**2, 600)
+    # 256 for a root worker and a non-root one alike: set inside the sandbox's own user
+    # namespace, where only the command's processes count (tests/test_sandbox_limits.py).
+    assert (nproc, data, fsize, cpu) == (256, 4 * 1024**3, 64 * 1024**2, 600)
 
 
 def test_writable_memory_past_the_limit_cannot_be_had(settings: Settings, view: Path) -> None:
@@ -370,7 +370,7 @@ def test_a_fork_bomb_is_contained(settings: Settings, view: Path) -> None:
     )
     assert time.monotonic() - started < 8 + SLACK_S
     assert "fork" in obs.stderr.lower()  # the limit was hit
-    if not obs.timed_out:  # the shell could still count, without forking
+    if "procs=" in obs.stdout:  # the shell could still count (dash exits when a fork fails)
         assert int(obs.stdout.split("procs=")[1]) <= 64 + 2
     deadline = time.monotonic() + SLACK_S
     while uid_processes(sandbox.uid) > baseline and time.monotonic() < deadline:
@@ -474,7 +474,7 @@ def test_a_failed_probe_says_why_and_how_to_fix_it(sandbox: BwrapSandbox) -> Non
     with pytest.raises(SandboxUnavailable) as caught:
         probe(sandbox.bwrap, broken, None, os.getgid())
     assert "Can't find source path" in str(caught.value)  # bubblewrap's own words
-    assert "seccomp=unconfined" in str(caught.value)
+    assert "seccomp=deploy/seccomp-bwrap.json" in str(caught.value)
 
 
 def test_a_view_the_sandbox_uid_cannot_enter_is_refused(

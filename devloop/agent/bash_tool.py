@@ -62,13 +62,15 @@ class BashTool(Tool):
         )
         if obs.refused:
             return ToolResult(obs.refused, is_error=True, data=obs.model_dump())
-        parts = [f"exit code {obs.exit_code}" + (" (timed out)" if obs.timed_out else "")]
+        killed = (" (killed: out of memory, all its processes together)"
+                  if obs.limit == "memory" else " (timed out)" if obs.timed_out else "")
+        parts = [f"exit code {obs.exit_code}{killed}"]
         if obs.stdout:
             parts.append("stdout:\n" + obs.stdout)
         if obs.stderr:
             parts.append("stderr:\n" + obs.stderr)
         flake = None
-        if obs.timed_out and is_install(args.command):
+        if obs.timed_out and obs.limit != "memory" and is_install(args.command):
             flake = f"a package install timed out after {limit:g} s: {args.command[:200]}"
         return ToolResult(
             "\n".join(parts),

@@ -138,6 +138,15 @@ def killed_reason(
 ) -> tuple[str, bool]:
     """(crash or starved reason, starved?) for a run the sandbox killed at a limit."""
     use = usage_line(obs)
+    if obs.limit == "memory":
+        tail = f"; the test running was {running.name}" if running is not None else ""
+        tail += f"; last output: {last}" if last else ""
+        return (
+            f"{tool} was killed at the sandbox's memory limit (all its processes and /tmp "
+            f"together; DEVLOOP_SANDBOX_MEMORY_MB): a test or the code held more memory than "
+            f"that (a leak, a huge fixture, runaway recursion or caching; {use}){tail}",
+            False,
+        )
     busy = obs.limit == "cpu" or obs.cpu_s >= BUSY_SHARE * given_s(obs)
     # A run that was on a CPU most of its wall time was given it: never starved.
     burned = obs.cpu_s >= BUSY_SHARE * obs.duration_ms / 1000

@@ -14,6 +14,7 @@ from devloop.safedir import Dir
 from devloop.sandbox.base import (
     Limits,
     Observation,
+    default_limits,
     in_view,
     prepare_writable,
     refusal,
@@ -41,7 +42,7 @@ class BareSandbox:
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
-        self.limits = limits or Limits(nice=settings.sandbox_nice)
+        self.limits = limits or default_limits(settings)
         self.env = sandbox_env(env)
 
     def run(
@@ -83,12 +84,13 @@ class BareSandbox:
             cwd=str(workdir),
             timeout_s=timeout_s if timeout_s is not None else self.settings.command_timeout_s,
             output_cap=self.settings.output_cap_bytes,
-            # RLIMIT_NPROC would count every process of the worker's own uid.
-            preexec=limit_setter(self.limits, processes=False),
+            # No RLIMIT_NPROC: with no user namespace it would count the worker's processes.
+            preexec=limit_setter(self.limits),
             nice=self.limits.nice,
             pass_fds=pass_fds,
             on_output=on_output,
             cpu_group=sandbox_group(self.settings.sandbox_cpu_shares),
+            caps=self.limits,
         )
 
 

@@ -27,8 +27,9 @@ SANDBOX_ROOT = PurePosixPath("/project")
 REFUSED_EXIT = 2
 
 # Why a command was killed: its time limit (time it was given, waits excluded), its CPU
-# limit (all its processes together), or wall time past the limit while starved of CPU.
-Limit = Literal["time", "cpu", "starved"]
+# limit (all its processes together), wall time past the limit while starved of CPU, or
+# its memory (all its processes together, where a cgroup holds it: cgroups.py).
+Limit = Literal["time", "cpu", "starved", "memory"]
 
 GiB = 1024**3
 MiB = 1024**2
@@ -80,13 +81,16 @@ class Sandbox(Protocol):
 class Limits:
     """Resource limits applied to every sandboxed process (setrlimit in the child)."""
 
-    # RLIMIT_NPROC counts threads too, and the kernel counts them per real uid across
-    # every sandbox running as that uid: node alone has about 11 threads, vitest forks.
+    # Processes and threads of one command: RLIMIT_NPROC inside its own user namespace
+    # (where the kernel counts only the command's), and pids.max where a cgroup holds it.
+    # Node alone has about 11 threads, and vitest forks.
     processes: int = 256
     # RLIMIT_DATA, not RLIMIT_AS: V8 reserves huge PROT_NONE ranges (a 4 GiB RLIMIT_AS
     # makes `new WebAssembly.Memory` fail, and vite loads wasm); RLIMIT_DATA counts only
     # memory that is actually writable.
     data_bytes: int = 4 * GiB
+    # All the command's memory together (its /tmp included), where a cgroup holds it.
+    memory_bytes: int = 4 * GiB
     file_bytes: int = 64 * MiB
     cpu_s: int = 600
     # Size of the private /tmp tmpfs (bubblewrap only): tmpfs pages are host RAM.
@@ -94,6 +98,15 @@ class Limits:
     # Scheduling priority: tests and builds are the CPU hogs of a worker server; at a
     # higher nice they leave the CPU to the worker processes and Redis whenever those wake.
     nice: int = 0
+
+
+def default_limits(settings: Settings) -> Limits:
+    """The limits the settings ask for (the rest at Limits' defaults)."""
+    return Limits(
+        processes=settings.sandbox_processes,
+        memory_bytes=settings.sandbox_memory_mb * MiB,
+        nice=settings.sandbox_nice,
+    )
 
 
 # Names the sandbox may inherit from the host (values copied when set there).

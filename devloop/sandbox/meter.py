@@ -42,6 +42,7 @@ class Meter(Protocol):
     """Accounts the CPU and the CPU wait of one command's processes."""
 
     source: str  # "cgroup" or "proc": how the numbers were measured
+    group: Path | None  # the command's own cgroup v2 group, if it has one
 
     def join(self) -> None:
         """Called in the child before it drops privileges and execs (async-signal-light)."""
@@ -66,6 +67,12 @@ class Meter(Protocol):
 
 def unified_root() -> Path | None:
     """The cgroup v2 directory this process belongs to, when one is mounted."""
+    found = unified()
+    return None if found is None else found[1]
+
+
+def unified() -> tuple[Path, Path] | None:
+    """(the cgroup v2 mount point, this process's directory under it), when one is mounted."""
     try:
         mounts = Path("/proc/self/mountinfo").read_text()
         groups = Path("/proc/self/cgroup").read_text()
@@ -78,7 +85,7 @@ def unified_root() -> Path | None:
     if mount is None or own is None:
         return None
     # Under a cgroup namespace the path may be shown relative to its root ("/").
-    return Path(mount) / own.lstrip("/")
+    return Path(mount), Path(mount) / own.lstrip("/")
 
 
 class Sampler:
@@ -146,6 +153,7 @@ class CgroupMeter:
     def __init__(self, path: Path) -> None:
         path.mkdir()
         self.path = path
+        self.group: Path | None = path
         self._procs = str(path / "cgroup.procs")
         self._sampler = Sampler(self._threads)
 
@@ -198,6 +206,7 @@ class ProcMeter:
     """No cgroup to create (not root): the tasks of the command's session, sampled."""
 
     source = "proc"
+    group: Path | None = None
 
     def __init__(self) -> None:
         self._sid = 0
@@ -267,13 +276,63 @@ def join_group(procs: str | None) -> None:
 
 
 def group_parent() -> Path | None:
-    """`<own cgroup>/devloop`, created once per process, or None where that is not allowed."""
+    """Where the per-command groups go, created once per process, or None where no group
+    may be made: `<own cgroup>/devloop`, or as root `<hierarchy root>/devloop` when only
+    there the memory and pids controllers can be had (cgroups.py limits commands with them).
+    """
     if not _parent:
-        found = None
-        root = unified_root()
-        if root is not None and os.access(root, os.W_OK):
-            with contextlib.suppress(OSError):
-                (root / "devloop").mkdir(exist_ok=True)
-                found = root / "devloop"
-        _parent.append(found)
+        _parent.append(_find_parent())
+        if _parent[0] is not None:
+            sweep_stale(_parent[0])
     return _parent[0]
+
+
+def sweep_stale(parent: Path) -> None:
+    """Remove the empty per-command groups under `parent` whose maker is gone (a worker
+    SIGKILLed before it removed them); best effort."""
+    with contextlib.suppress(OSError):
+        for entry in os.scandir(parent):
+            found = re.fullmatch(r"run-(\d+)-\d+", entry.name)
+            if found and entry.is_dir() and not os.path.exists(f"/proc/{found.group(1)}"):
+                with contextlib.suppress(OSError):  # EBUSY: something still runs in it
+                    os.rmdir(entry.path)
+
+
+def _find_parent() -> Path | None:
+    found = unified()
+    if found is None:
+        return None
+    mount, own = found
+    # A group with processes of its own cannot hand controllers to its children (cgroup
+    # v2's "no internal processes" rule), so a worker in a busy group (a login session, a
+    # service) finds them at the hierarchy's root, where only root may make a group.
+    places = [own] + ([mount] if os.geteuid() == 0 and mount != own else [])
+    for place in places:
+        if os.access(place, os.W_OK) and enable_controllers(place / "devloop"):
+            return place / "devloop"
+    if not os.access(own, os.W_OK):
+        return None
+    with contextlib.suppress(OSError):
+        (own / "devloop").mkdir(exist_ok=True)
+        return own / "devloop"
+    return None
+
+
+def enable_controllers(group: Path) -> bool:
+    """Make `group` (if need be) with the memory and pids controllers on for its children;
+    whether they are on. Nothing is made where the parent cannot hand them down."""
+    parent = group.parent
+    wanted = {"memory", "pids"}
+    try:
+        if not wanted <= set((parent / "cgroup.controllers").read_text().split()):
+            return False
+        on = set((parent / "cgroup.subtree_control").read_text().split())
+        if not wanted <= on:
+            (parent / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+        group.mkdir(exist_ok=True)
+        on = set((group / "cgroup.subtree_control").read_text().split())
+        if not wanted <= on:
+            (group / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in wanted))
+        return True
+    except OSError:  # EBUSY: the parent has processes of its own; EACCES: not delegated
+        return False

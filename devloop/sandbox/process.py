@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from devloop.sandbox.base import Limit, Limits, Observation
+from devloop.sandbox.cgroups import CommandCaps
 from devloop.sandbox.meter import Meter, make_meter
 from devloop.sandbox.weight import join
 
@@ -73,8 +74,13 @@ class CappedOutput:
         return text
 
 
-def limit_setter(limits: Limits, *, processes: bool = True) -> Callable[[], None]:
-    """A preexec_fn that applies `limits` in the child, after it changed uid."""
+def limit_setter(limits: Limits) -> Callable[[], None]:
+    """A preexec_fn that applies `limits` in the child, after it changed uid.
+
+    Not RLIMIT_NPROC: the kernel counts it per uid in each user namespace and checks the
+    count of every enclosing one against the limit the namespace was made under, so set
+    here it would count the worker's (or every sandbox's) processes too. The sandbox sets
+    it inside its own namespace instead (bwrap.py), where only the command's count."""
     wanted = [
         (resource.RLIMIT_DATA, limits.data_bytes, limits.data_bytes),
         (resource.RLIMIT_FSIZE, limits.file_bytes, limits.file_bytes),
@@ -82,8 +88,6 @@ def limit_setter(limits: Limits, *, processes: bool = True) -> Callable[[], None
         (resource.RLIMIT_CPU, limits.cpu_s, limits.cpu_s + 5),
         (resource.RLIMIT_CORE, 0, 0),
     ]
-    if processes:
-        wanted.append((resource.RLIMIT_NPROC, limits.processes, limits.processes))
 
     def apply() -> None:
         current = os.getpriority(os.PRIO_PROCESS, 0)
@@ -117,6 +121,7 @@ def run_process(
     pass_fds: Sequence[int] = (),
     cpu_group: str | None = None,
     on_output: OutputSink | None = None,
+    caps: Limits | None = None,
 ) -> Observation:
     """Run argv in a new session at `nice`; on a limit, and after it exits, kill its group.
 
@@ -125,9 +130,12 @@ def run_process(
     up to `STARVED_FACTOR` times the limit of wall time. All its processes together may
     use `timeout_s` seconds of CPU. `pass_fds` stay open in the child at the same numbers;
     `cpu_group` is the cgroup.procs file of the sandboxes' shared CPU weight, if any;
-    `on_output` sees every chunk of stdout and stderr as it is read.
+    `on_output` sees every chunk of stdout and stderr as it is read. `caps` gives the
+    memory and process caps on the command as a whole, in cgroups where the host has them;
+    a command the kernel killed for want of memory there is killed whole (limit "memory").
     """
     meter = make_meter()
+    groups = CommandCaps(caps.memory_bytes, caps.processes, meter.group) if caps else None
     started = time.monotonic()
     try:
         proc = subprocess.Popen(
@@ -138,12 +146,14 @@ def run_process(
             env=env,
             cwd=cwd,
             start_new_session=True,
-            preexec_fn=_child_setup(meter, cpu_group, preexec, user, group),
+            preexec_fn=_child_setup(meter, groups, cpu_group, preexec, user, group),
             close_fds=True,
             pass_fds=tuple(pass_fds),
         )
     except BaseException:
-        meter.close()  # its cgroup, if it made one
+        meter.close()  # its cgroups, if it made some
+        if groups is not None:
+            groups.close()
         raise
     assert proc.stdout is not None and proc.stderr is not None
     meter.start(proc.pid)
@@ -158,15 +168,21 @@ def run_process(
     ]
     for reader in readers:
         reader.start()
-    limit = _watch(proc.pid, meter, started, timeout_s)
+    limit = _watch(proc.pid, meter, groups, started, timeout_s)
     # The leader is alive or a zombie (not reaped yet), so its group id is still ours:
     # kill every process left in the group, background children included.
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     meter.kill()
+    if groups is not None:
+        groups.kill()
     returncode = proc.wait()
     wall = time.monotonic() - started
+    if limit is None and groups is not None and groups.oom_kills():
+        limit = "memory"  # ran out between two looks, or as it ended (before v2's group goes)
     usage = meter.close()
+    if groups is not None:
+        groups.close()
     for reader in readers:
         reader.join(_DRAIN_S)
     return Observation(
@@ -193,6 +209,7 @@ def _forward(sink: OutputSink, name: str, chunk: bytes) -> None:
 
 def _child_setup(
     meter: Meter,
+    groups: CommandCaps | None,
     cpu_group: str | None,
     preexec: Callable[[], None],
     user: int | None,
@@ -202,6 +219,8 @@ def _child_setup(
 
     def setup() -> None:
         meter.join()
+        if groups is not None:
+            groups.join()
         join(cpu_group)
         if user is not None:
             # Dropping to another uid must drop root's supplementary groups (gid 0) too.
@@ -214,14 +233,20 @@ def _child_setup(
     return setup
 
 
-def _watch(pid: int, meter: Meter, started: float, timeout_s: float | None) -> Limit | None:
+def _watch(
+    pid: int, meter: Meter, groups: CommandCaps | None, started: float, timeout_s: float | None
+) -> Limit | None:
     """Wait for `pid` to exit without reaping it; the limit it reached first, if any."""
     fd = os.pidfd_open(pid)
     try:
         while True:
+            if groups is not None and groups.oom_kills():
+                return "memory"
             if timeout_s is None:
-                select.select([fd], [], [])
-                return None
+                ready, _, _ = select.select([fd], [], [], _POLL_S)
+                if ready:
+                    return None
+                continue
             wall = time.monotonic() - started
             use = meter.usage()
             given = wall - use.wait_s

@@ -20,7 +20,9 @@ from devloop.config import Settings
 from devloop.models import Failure, RunResult
 from devloop.runners import PytestRunner, VitestRunner
 from devloop.runners.timing import is_timeout, load_note, starved_timeouts
-from devloop.sandbox import BwrapSandbox, Observation
+from devloop.sandbox import BwrapSandbox, Limits, Observation
+from devloop.sandbox.base import MiB
+from devloop.sandbox.cgroups import where_caps_hold
 from devloop.sandbox.process import STARVED_FACTOR
 from devloop.sandbox.slots import cpu_count
 
@@ -107,6 +109,23 @@ def test_an_endless_loop_is_killed_at_its_cpu_limit_and_called_a_loop(
     assert result.crash_reason.startswith("pytest was killed at its 3 s ")
     assert "endless loop" in result.crash_reason
     assert result.cpu_s is not None and result.cpu_s >= 1.5
+
+
+@pytest.mark.skipif(not where_caps_hold().memory, reason="no memory cgroup here (not root)")
+def test_a_test_holding_more_memory_than_the_sandbox_allows_is_killed_and_called_so(
+    settings: Settings, python_toolchain_dir: Path, make_view: MakeView
+) -> None:
+    small = PytestRunner(BwrapSandbox(settings, Limits(memory_bytes=256 * MiB)),
+                         python_toolchain_dir)
+    view = make_view("python/todo-py")
+    # 512 MiB in one process is within RLIMIT_DATA (4 GiB): only the command's cap holds it.
+    suite(view, "    import time\n    held = bytearray(512 * 2**20)\n    time.sleep(60)")
+    result, took = run(small, view, 20)
+    assert took < 20 + SLACK_S
+    assert result.crashed and not result.starved
+    assert result.crash_reason is not None
+    assert result.crash_reason.startswith("pytest was killed at the sandbox's memory limit")
+    assert "the test running was tests/test_todo.py::test_it" in result.crash_reason
 
 
 def test_a_run_starved_of_cpu_is_starved_not_red_and_not_blamed_on_the_code(
