@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from devloop.llm.stub import StubServer
+from devloop.redis_server import server_build
 from tests.fleet.builder import UnitPlan, build, script
 from tests.proctree import kill_tree, run_bounded
 from tests.workers.printed import harvest, start_printed
@@ -90,6 +91,8 @@ def test_a_blocked_unit_exits_1_and_a_second_run_resumes(tmp_path: Path) -> None
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
     first = devloop("run", str(project), "--llm", "stub", "--workers", "2")
     assert first.returncode == 1, first.stdout + first.stderr
+    # The first line names the server it starts, as its binary reports itself.
+    assert first.stdout.splitlines()[0] == f"starting {server_build()} and 2 worker(s)..."
     assert "blocked_upstream" in first.stdout
     timeline = (project / "timeline.ndjson").read_text()
     again = devloop("run", str(project), "--llm", "stub", "--workers", "1")
@@ -138,7 +141,10 @@ def test_a_model_without_a_price_is_refused_at_start_and_the_printed_fix_works(
 
 def test_version_and_a_missing_folder_are_one_line_each(tmp_path: Path) -> None:
     version = devloop("--version", timeout=60)
-    assert version.returncode == 0 and re.fullmatch(r"devloop \d+\.\d+\.\d+\n", version.stdout)
+    assert version.returncode == 0, version.stderr
+    assert re.fullmatch(r"devloop \d+\.\d+\.\d+ \(embedded server: (Valkey|Redis) "
+                        r"\d+\.\d+\.\d+\)\n", version.stdout), version.stdout
+    assert f"(embedded server: {server_build()})" in version.stdout
     missing = tmp_path / "no/such/dir"
     for command in (["run", str(missing), "--llm", "stub"], ["validate", str(missing)]):
         done = devloop(*command, timeout=60)
