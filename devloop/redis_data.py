@@ -194,9 +194,10 @@ def _open_regular(state_dir: Path, path: Path) -> int:
     except OSError as exc:
         _refuse(state_dir, path, "file", f"cannot be read ({exc.strerror})")
     st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_nlink != 1:
         os.close(fd)
-        _refuse(state_dir, path, "file", "is not a regular file of this user's")
+        # A second link would let the server's appends land in another file of this user's.
+        _refuse(state_dir, path, "file", "is not a regular file of this user's with one link")
     return fd
 
 

@@ -155,7 +155,7 @@ def test_a_snapshot_is_refused_for_a_server_without_an_aof(tmp_path: Path) -> No
         check_data_dir(state, appendonly=False)
 
 
-def test_a_link_or_fifo_in_place_of_an_aof_is_refused(tmp_path: Path) -> None:
+def test_a_link_fifo_or_hard_link_in_place_of_an_aof_is_refused(tmp_path: Path) -> None:
     state = state_with(tmp_path, {})
     (state / AOF_NAME).symlink_to(tmp_path / "elsewhere.aof")
     with pytest.raises(ForeignData, match="cannot be read"):
@@ -163,6 +163,11 @@ def test_a_link_or_fifo_in_place_of_an_aof_is_refused(tmp_path: Path) -> None:
     (state / AOF_NAME).unlink()
     os.mkfifo(state / AOF_NAME)
     with pytest.raises(ForeignData, match="not a regular file"):
+        check_data_dir(state, appendonly=True)
+    (state / AOF_NAME).unlink()
+    (tmp_path / "profile").write_bytes(b"")
+    os.link(tmp_path / "profile", state / AOF_NAME)  # the server would append to it
+    with pytest.raises(ForeignData, match="with one link"):
         check_data_dir(state, appendonly=True)
 
 

@@ -272,8 +272,7 @@ def test_commands_that_reach_outside_the_data_are_disabled(
 
 @pytest.mark.parametrize("body", [
     "redis.log(redis.LOG_WARNING, 'PLANTED ' .. 'LUA RAN')",
-    # Redis 6.2 wrapped a body in `function f_<sha>() ... end` and ran the wrapper: this
-    # body's code ran at load there.
+    # A body that tries to end the function a server wraps it in, so its tail runs at load.
     "return 1 end redis.log(redis.LOG_WARNING, 'PLANTED ' .. 'LUA RAN') function x()",
 ])
 def test_a_script_an_old_aof_loads_is_compiled_never_run(tmp_path: Path, body: str) -> None:
