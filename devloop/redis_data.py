@@ -61,8 +61,10 @@ ALLOWED = frozenset({
 _CONTAINERS = frozenset(name.split()[0].encode() for name in ALLOWED if " " in name)
 _ALLOWED_BYTES = frozenset(name.encode() for name in ALLOWED)
 
-_ARGC = re.compile(rb"\*([1-9][0-9]{0,8})\r\n")  # as the server writes them: no sign,
-_BULK = re.compile(rb"\$(0|[1-9][0-9]{0,11})\r\n")  # no leading zero, no space
+# A command's argument count and its first argument's length; an argument's end and the
+# next one's length. As the server writes them: no sign, no leading zero, no space.
+_FIRST = re.compile(rb"\*([1-9][0-9]{0,8})\r\n\$(0|[1-9][0-9]{0,11})\r\n")
+_NEXT = re.compile(rb"\r\n\$(0|[1-9][0-9]{0,11})\r\n")
 _MANIFEST_LINE = re.compile(r"file ([A-Za-z0-9][A-Za-z0-9._-]*) seq ([1-9][0-9]{0,17}) "
                             r"type ([bhi])")
 _RDB_MAGIC = (b"REDIS", b"VALKEY")
@@ -138,41 +140,45 @@ def _check_commands(state_dir: Path, path: Path, data: mmap.mmap | bytes) -> Non
 
     The framing is read as strictly as DevLoop's server writes it (`*N`, then N `$LEN`
     arguments, every line ended by CRLF), so a file read here as commands is read the same
-    way by the server; anything looser is refused rather than guessed at.
+    way by the server; anything looser is refused rather than guessed at. (One match per
+    argument: the end of one and the length of the next are read together.)
     """
     end = len(data)
     at = count = 0
-    argc_at, bulk_at = _ARGC.match, _BULK.match
+    first_at, next_at, find = _FIRST.match, _NEXT.match, data.find
+
+    def malformed(where: int, what: str) -> NoReturn:
+        _refuse(state_dir, path, f"byte {where}", f"{what} (this is not an AOF DevLoop's "
+                "server wrote)")
+
     while at < end:
         count += 1
         start = at
-        header = argc_at(data, at)
-        if header is None:
-            if _cut_short(data, at, end, b"*"):
+        head = first_at(data, at)
+        if head is None:
+            if _cut_short(data, at, end, rb"\*[0-9]*(\r(\n(\$[0-9]*\r?)?)?)?"):
                 return  # a header the file ends inside: the server replays nothing of it
-            _refuse(state_dir, path, f"byte {at}", "something other than a logged command "
-                    "(this is not an AOF DevLoop's server wrote)")
-        at = header.end()
-        name = b""
-        for index in range(int(header.group(1))):
-            size = bulk_at(data, at)
-            if size is None:
-                if _cut_short(data, at, end, b"$"):
-                    return
-                _refuse(state_dir, path, f"byte {at}", "something other than a logged "
-                        "command argument (this is not an AOF DevLoop's server wrote)")
-            at = size.end()
-            stop = at + int(size.group(1))
-            if stop + 2 > end:
-                return  # cut short: a command not complete is not replayed
-            if data.find(b"\r\n", stop, stop + 2) != stop:
-                _refuse(state_dir, path, f"byte {stop}", "an argument longer than its "
-                        "length says (this is not an AOF DevLoop's server wrote)")
-            if index == 0:
-                name = bytes(data[at:stop]).upper()
-            elif index == 1 and name in _CONTAINERS:
+            malformed(at, "something other than a logged command")
+        at = head.end()
+        stop = at + int(head[2])
+        name = bytes(data[at:stop]).upper()
+        for index in range(1, int(head[1])):
+            following = next_at(data, stop)
+            if following is None:
+                if stop + 2 > end or _cut_short(data, stop, end, rb"\r\n(\$[0-9]*\r?)?"):
+                    return  # cut short: a command not complete is not replayed
+                if find(b"\r\n", stop, stop + 2) != stop:
+                    malformed(stop, "an argument longer than its length says")
+                malformed(stop + 2, "something other than a logged command argument")
+            at = following.end()
+            stop = at + int(following[1])
+            if index == 1 and name in _CONTAINERS:
                 name += b" " + bytes(data[at:stop]).upper()
-            at = stop + 2
+        if stop + 2 > end:
+            return
+        if find(b"\r\n", stop, stop + 2) != stop:
+            malformed(stop, "an argument longer than its length says")
+        at = stop + 2
         if name not in _ALLOWED_BYTES:
             shown = name.decode("ascii", errors="replace")[:60]
             _refuse(state_dir, path, f"command {count} (byte {start})",
@@ -180,11 +186,9 @@ def _check_commands(state_dir: Path, path: Path, data: mmap.mmap | bytes) -> Non
                     "reach outside the project's data (run code, connect out)")
 
 
-def _cut_short(data: mmap.mmap | bytes, at: int, end: int, lead: bytes) -> bool:
-    """Whether the file ends inside a length line starting at `at` (a server killed there)."""
-    tail = bytes(data[at:end])
-    header_start = re.escape(lead) + rb"[0-9]*\r?"
-    return not tail or len(tail) < 16 and re.fullmatch(header_start, tail) is not None
+def _cut_short(data: mmap.mmap | bytes, at: int, end: int, prefix: bytes) -> bool:
+    """Whether the file ends at `at` or inside what `prefix` matches (a server killed there)."""
+    return end - at < 64 and re.fullmatch(prefix, bytes(data[at:end])) is not None
 
 
 def _open_regular(state_dir: Path, path: Path) -> int:

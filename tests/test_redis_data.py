@@ -99,7 +99,7 @@ def test_the_legacy_single_file_is_checked_as_well(tmp_path: Path) -> None:
     (b"SET inline command\r\n", 0),  # the inline form
     (b"*-1\r\n", 0),
     (b"*0\r\n", 0),
-    (b"*1\r\n$05\r\nMULTI\r\n", 4),  # a leading zero the server's strtol would take
+    (b"*1\r\n$05\r\nMULTI\r\n", 0),  # a leading zero the server's strtol would take
     (b"*2\r\n$3\r\nSETX\r\n$1\r\nk\r\n", 11),  # an argument longer than its length says
 ])
 def test_anything_framed_unlike_the_servers_own_log_is_refused(
@@ -116,6 +116,19 @@ def test_a_command_the_file_ends_inside_passes_since_it_is_never_replayed(
 ) -> None:
     state = directory_layout(tmp_path, GENUINE + resp("HSET", "h", "f", "v")[:cut])
     check_data_dir(state, appendonly=True)
+
+
+def test_a_planted_command_is_refused_exactly_when_the_file_holds_all_of_it(
+    tmp_path: Path
+) -> None:
+    logged = GENUINE + resp("EVAL", "return 1", "0")
+    for cut in range(len(GENUINE), len(logged) + 1):
+        state = directory_layout(tmp_path / str(cut), logged[:cut])
+        if cut < len(logged):
+            check_data_dir(state, appendonly=True)  # the server would not replay a part
+        else:
+            with pytest.raises(ForeignData, match="'EVAL'"):
+                check_data_dir(state, appendonly=True)
 
 
 @pytest.mark.parametrize("magic", [b"REDIS0011", b"VALKEY080"])
