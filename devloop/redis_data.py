@@ -92,14 +92,20 @@ def check_data_dir(state_dir: Path, *, appendonly: bool) -> None:
     if os.path.lexists(state_dir / AOF_NAME):  # Redis 6.2's layout, not yet moved
         check_aof_file(state_dir, state_dir / AOF_NAME)
     aof_dir = state_dir / AOF_DIR
+    names = set()
     if os.path.lexists(aof_dir / MANIFEST):
-        for name in _manifest_files(state_dir, aof_dir / MANIFEST):
-            if os.path.lexists(aof_dir / name):
-                check_aof_file(state_dir, aof_dir / name)
+        names.update(_manifest_files(state_dir, aof_dir / MANIFEST))
+    if os.path.isdir(aof_dir):
+        # Those the manifest does not name too: a server without a manifest appends to a
+        # file it finds under its own next name, and loads it at the start after.
+        names.update(entry.name for entry in os.scandir(aof_dir) if entry.name.endswith(".aof"))
+    for name in sorted(names):
+        if os.path.lexists(aof_dir / name):
+            check_aof_file(state_dir, aof_dir / name)
 
 
 def _manifest_files(state_dir: Path, manifest: Path) -> list[str]:
-    """The files the server loads by this manifest (base and incremental), read strictly."""
+    """The files this manifest names (history files too), read strictly."""
     data = _read_regular(state_dir, manifest)
     lines = data.split(b"\n")
     if lines.pop() != b"":
@@ -112,8 +118,7 @@ def _manifest_files(state_dir: Path, manifest: Path) -> list[str]:
             _refuse(state_dir, manifest, f"line {number}",
                     f"{line[:80].decode('ascii', errors='replace')!r}, not a line DevLoop's "
                     "server writes")
-        if found.group(3) != "h":  # history files are not loaded
-            names.append(found.group(1))
+        names.append(found.group(1))
     return names
 
 

@@ -153,12 +153,16 @@ def test_a_manifest_line_the_server_never_writes_is_refused(tmp_path: Path, line
         check_data_dir(state, appendonly=True)
 
 
-def test_a_history_file_the_server_does_not_load_is_not_read(tmp_path: Path) -> None:
+@pytest.mark.parametrize("manifest", [True, False])
+def test_every_aof_in_the_directory_is_checked_named_in_the_manifest_or_not(
+    tmp_path: Path, manifest: bool
+) -> None:
     state = directory_layout(tmp_path, GENUINE)
-    with (state / AOF_DIR / MANIFEST).open("ab") as manifest:
-        manifest.write(b"file appendonly.aof.0.base.aof seq 9 type h\n")
-    (state / AOF_DIR / "appendonly.aof.0.base.aof").write_bytes(resp("EVAL", "1", "0"))
-    check_data_dir(state, appendonly=True)
+    if not manifest:  # a server finding none appends to its next file, and loads it later
+        (state / AOF_DIR / MANIFEST).unlink()
+    (state / AOF_DIR / "appendonly.aof.2.incr.aof").write_bytes(resp("EVAL", "1", "0"))
+    with pytest.raises(ForeignData, match=r"appendonly.aof.2.incr.aof: command 1 .*'EVAL'"):
+        check_data_dir(state, appendonly=True)
 
 
 def test_a_snapshot_is_refused_for_a_server_without_an_aof(tmp_path: Path) -> None:
