@@ -127,11 +127,15 @@ class ServerBuild:
         return f"{self.name} {'.'.join(map(str, self.version))}"
 
 
-@functools.cache
 def server_build(executable: str | None = None) -> ServerBuild:
     """The build of `executable` (the embedded default when None); RedisServerError when it
     does not run, or is older than MIN_VERSION (its config would not load)."""
-    executable = executable or redis_executable()
+    return _build_of(executable or redis_executable())
+
+
+@functools.cache
+def _build_of(executable: str) -> ServerBuild:
+    """server_build's answer, asked of the binary once per process."""
     try:
         done = subprocess.run([executable, "--version"], capture_output=True, text=True,
                               timeout=30, stdin=subprocess.DEVNULL)

