@@ -73,10 +73,13 @@ def _version(shown: bool) -> None:
     if shown:
         from importlib.metadata import PackageNotFoundError, version
 
+        from devloop.redis_server import embedded_server
+
         try:
-            out.print(f"devloop {version('devloop')}", highlight=False)
+            ours = version("devloop")
         except PackageNotFoundError:  # run from a checkout that was never installed
-            out.print("devloop (not installed)", highlight=False)
+            ours = "(not installed)"
+        out.print(f"devloop {ours} (embedded server: {embedded_server()})", highlight=False)
         raise typer.Exit()
 
 

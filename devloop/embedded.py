@@ -123,7 +123,8 @@ def redis_endpoint(project_dir: Path, settings: Settings) -> Iterator[RedisEndpo
     """Yield the configured Redis, or start one under PROJECT_DIR/.devloop (AOF on) and stop it.
 
     A server left running there by another DevLoop command of this user is reused, not
-    restarted, when it is provably that server (see the module docstring).
+    restarted, when it is provably that server (see the module docstring). A new one is not
+    started on data DevLoop never writes (ForeignData, an input error: a planted AOF).
     """
     if settings.redis_url:
         url = settings.redis_url

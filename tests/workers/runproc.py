@@ -83,7 +83,10 @@ class RunProcess:
                 and " worker " in p.cmdline]
 
     def redis_now(self) -> Proc | None:
-        return next((p for p in self.children() if "redis-server" in p.cmdline), None)
+        """The embedded server (a Valkey build titles itself valkey-server)."""
+        return next((p for p in self.children()
+                     if any(name in p.cmdline for name in ("redis-server", "valkey-server"))),
+                    None)
 
     def wait_for(self, what: str, check: object, timeout_s: float = 120) -> None:
         """Poll check() until it is true; AssertionError naming `what` (and the output)."""

@@ -14,6 +14,7 @@ from pathlib import Path
 import yaml
 
 from devloop.llm.stub import StubServer
+from devloop.redis_server import server_build
 from tests.fleet.builder import UnitPlan, build, script
 from tests.plant import plant_pyc
 from tests.proctree import kill_tree, run_bounded
@@ -92,6 +93,8 @@ def test_a_blocked_unit_exits_1_and_a_second_run_resumes(tmp_path: Path) -> None
     plant_pyc(project / "units/good/code")  # as a local pytest run leaves one
     first = devloop("run", str(project), "--llm", "stub", "--workers", "2")
     assert first.returncode == 1, first.stdout + first.stderr
+    # The first line names the server it starts, as its binary reports itself.
+    assert first.stdout.splitlines()[0] == f"starting {server_build()} and 2 worker(s)..."
     assert "blocked_upstream" in first.stdout
     assert ("not imported: units/good/code/__pycache__/: a bytecode cache (__pycache__), not "
             "source (DevLoop never runs it or writes it back)") in first.stdout.splitlines()
@@ -157,7 +160,10 @@ def test_a_model_without_a_price_is_refused_at_start_and_the_printed_fix_works(
 
 def test_version_and_a_missing_folder_are_one_line_each(tmp_path: Path) -> None:
     version = devloop("--version", timeout=60)
-    assert version.returncode == 0 and re.fullmatch(r"devloop \d+\.\d+\.\d+\n", version.stdout)
+    assert version.returncode == 0, version.stderr
+    assert re.fullmatch(r"devloop \d+\.\d+\.\d+ \(embedded server: (Valkey|Redis) "
+                        r"\d+\.\d+\.\d+\)\n", version.stdout), version.stdout
+    assert f"(embedded server: {server_build()})" in version.stdout
     missing = tmp_path / "no/such/dir"
     for command in (["run", str(missing), "--llm", "stub"], ["validate", str(missing)]):
         done = devloop(*command, timeout=60)

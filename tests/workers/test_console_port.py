@@ -88,4 +88,4 @@ def test_a_taken_console_port_named_on_the_command_line_is_refused_before_anythi
         f"devloop run: --console-port: port {squatter.port} on 127.0.0.1 is taken by another "
         "program; fix: pass another --console-port N, or leave --console-port out to let "
         "DevLoop choose a free port"]
-    assert "Console:" not in refused.stdout and "starting Redis" not in refused.stdout
+    assert "Console:" not in refused.stdout and "worker(s)..." not in refused.stdout

@@ -14,6 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devloop.config import Settings
+from devloop.embedded import redis_endpoint
+from devloop.redis_data import AOF_DIR, check_data_dir
+from devloop.redis_server import connect
 from tests.fleet.builder import UnitPlan, build, script
 from tests.leftovers import views_of_killed_processes
 from tests.workers.runproc import RunProcess
@@ -66,3 +70,37 @@ def test_ctrl_c_leaves_interrupted_units_with_frozen_elapsed_and_the_next_run_re
     assert run.start().wait(300) == 0, run.output()
     assert run.out.read_text().count("resuming: 1 passed, 1 to go\n") == 1
     assert rows(p)["slow"]["status"] == "passed"
+
+
+def test_a_real_runs_aof_holds_only_allowed_commands_and_resumes(
+    tmp_path: Path, python_toolchain_dir: Path
+) -> None:
+    """What DevLoop's own writes leave in the AOF (a pass, a retry, a unit blocked and its
+    dependent held back), and the server's rewrite of it, pass the check before a start."""
+    plans = [UnitPlan("base"), UnitPlan("retried", deps=["base"], coder=["bad", "good"]),
+             UnitPlan("stuck", bad=True), UnitPlan("after-stuck", deps=["stuck"])]
+    p = build(tmp_path / "p", plans)
+    (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
+    done = devloop("run", str(p), "--llm", "stub", "--workers", "2", timeout=600)
+    assert done.returncode == 1, done.stdout + done.stderr  # one unit blocked
+    state = p / ".devloop"
+    check_data_dir(state, appendonly=True)
+    logged = sum(f.stat().st_size for f in (state / AOF_DIR).glob("*.aof"))
+    before = {unit: (row["status"], row["attempt"]) for unit, row in rows(p).items()}
+    assert before["retried"] == ("passed", 2) and before["stuck"][0] == "blocked"
+
+    with redis_endpoint(p, Settings(redis_url=None)) as endpoint:  # the server rewrites it
+        client = connect(endpoint.url)
+        client.bgrewriteaof()
+        deadline = time.monotonic() + 120
+        while (info := client.info("persistence"))["aof_rewrite_in_progress"] or info[
+                "aof_rewrite_scheduled"]:
+            assert time.monotonic() < deadline, info
+            time.sleep(0.1)
+        assert info["aof_last_bgrewrite_status"] == "ok"
+        client.close()
+    bases = [f for f in (state / AOF_DIR).glob("*.base.aof") if f.stat().st_size]
+    assert bases and logged, "the rewrite left no base holding the data"
+    check_data_dir(state, appendonly=True)
+    after = {unit: (row["status"], row["attempt"]) for unit, row in rows(p).items()}
+    assert after == before  # resumed from the rewritten AOF
