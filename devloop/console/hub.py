@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 
 FLUSH_S = sse.FLUSH_S  # at most 4 renders a second per project, however many pages open
 RING = 240  # flushes kept for pages that reconnect
+RING_STATES = 20_000  # and at most this many unit states in them (a cascade's are many)
 QUEUE_MAX = 64  # flushes a page may fall behind before it is told to reload
 IDLE_S = 60.0  # a follower with no page left stops after this
 SHAPE_CHECK_S = 5.0  # how often a quiet follower asks whether units.json changed
@@ -132,7 +133,8 @@ class Hub:
         self.position = sse.Position()  # where the last flush left every page
         self.read = sse.Position()  # where the follower has read to
         self.summary: Summary | None = None
-        self.ring: deque[Flush] = deque(maxlen=RING)
+        self.ring: deque[Flush] = deque()
+        self._ring_states = 0
         self.subscribers: set[Subscriber] = set()
         self.pending = _Pending()
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
@@ -219,6 +221,7 @@ class Hub:
         self.position = self.read = start
         self.pending = _Pending()
         self.ring.clear()
+        self._ring_states = 0
         self._shape_checked = time.monotonic()
 
     async def _resync(self) -> None:
@@ -279,13 +282,21 @@ class Hub:
                      for target, text in html]
         flush = Flush(self.position, self.read, batch.states, list(batch.feed), fragments)
         self.position = self.read
-        self.ring.append(flush)
+        self._keep(flush)
         self._broadcast(flush)
         self._next_flush = time.monotonic() + FLUSH_S
+
+    def _keep(self, flush: Flush) -> None:
+        """Ring the flush, dropping the oldest past RING flushes or RING_STATES states."""
+        self.ring.append(flush)
+        self._ring_states += len(flush.states)
+        while len(self.ring) > RING or (self._ring_states > RING_STATES and len(self.ring) > 1):
+            self._ring_states -= len(self.ring.popleft().states)
 
     def _broadcast(self, flush: Flush) -> None:
         if flush.reload:
             self.ring.clear()
+            self._ring_states = 0
         for sub in list(self.subscribers):
             sub.offer(flush)
 

@@ -72,6 +72,15 @@ class Shape:
     def pages(self) -> int:
         return max(1, -(-len(self.order) // PAGE_UNITS))
 
+    @cached_property
+    def spans(self) -> list[tuple[int, int, int]]:
+        """(page, the level of its first unit, of its last) for every page of the layers."""
+        return [(n, self.levels[units[0]], self.levels[units[-1]])
+                for n, units in enumerate(self._pages(), start=1)]
+
+    def _pages(self) -> list[list[str]]:
+        return [self.paged[i: i + PAGE_UNITS] for i in range(0, len(self.paged), PAGE_UNITS)]
+
     def page(self, number: int) -> list[str]:
         """The units on one page of the layers (1-based, clamped)."""
         number = min(max(number, 1), self.pages)

@@ -101,8 +101,7 @@ def page_view(store: RedisStore, shape: Shape, dots: Mapping[str, Dot], stats: S
     if not shape.drawn:
         for unit, node in nodes.items():
             layers.setdefault(shape.levels[unit], []).append(node)
-    spans = [(n, shape.levels[shape.page(n)[0]], shape.levels[shape.page(n)[-1]])
-             for n in range(1, shape.pages + 1)] if not shape.drawn else []
+    spans = shape.spans if not shape.drawn else []
     return ProjectView(
         pid=shape.pid, company_id=shape.company_id, stack=shape.stack, units=len(shape.order),
         stats=stats, nodes=nodes, layout=shape.layout if shape.drawn else None,
