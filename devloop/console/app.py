@@ -157,7 +157,7 @@ def make_app(config: ConsoleConfig) -> Guard:
             return _missing(f"no project {pid!r} here")
         first = await run_in_threadpool(sse.position_now, store, pid)
         try:
-            view = await run_in_threadpool(unit_view, store, pid, unit, shapes.get(pid))
+            view = await run_in_threadpool(lambda: unit_view(store, pid, unit, shapes.get(pid)))
         except KeyError:
             return _missing(f"no unit {unit!r} in {pid}")
         since = replace(first, run=view.output.run_id, output=view.output.last_id)

@@ -24,6 +24,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from urllib.parse import urlencode
 
+import anyio
+import redis
 import redis.asyncio as aioredis
 from sse_starlette import ServerSentEvent
 from starlette.concurrency import run_in_threadpool
@@ -232,14 +234,18 @@ class Hub:
 
     async def _step(self) -> None:
         now = time.monotonic()
-        if self.pending.any and now >= self._next_flush:
-            await self._flush()
-            return
-        if not self.pending.any and now - self._shape_checked > SHAPE_CHECK_S:
-            self._shape_checked = now
-            if await run_in_threadpool(self.shapes.digest, self.pid) != self.shape.digest:
-                await self._resync()
+        try:
+            if self.pending.any and now >= self._next_flush:
+                await self._flush()
                 return
+            if not self.pending.any and now - self._shape_checked > SHAPE_CHECK_S:
+                self._shape_checked = now
+                if await run_in_threadpool(self.shapes.digest, self.pid) != self.shape.digest:
+                    await self._resync()
+                    return
+        except redis.RedisError:
+            await anyio.sleep(sse.RETRY_S)  # Redis away (a restart): try again, lose nothing
+            return
         block = sse.BLOCK_MS if not self.pending.any else int((self._next_flush - now) * 1000)
         reply = await sse.read_streams(self.client, {self.events_key: self.read.events,
                                                      self.timeline_key: self.read.timeline},
@@ -272,9 +278,10 @@ class Hub:
     async def _flush(self) -> None:
         """Apply a batch to the summary, render the fragments once, hand it to every page."""
         assert self.summary is not None
-        batch, self.pending = self.pending, _Pending()
+        batch = self.pending
         units = set(batch.states) | self.summary.stirred(batch.paused)
         update = await run_in_threadpool(self.summary.read, self.store, units)
+        self.pending = _Pending()  # read: nothing is taken from the streams meanwhile
         self.summary.apply(update)
         html = await run_in_threadpool(self.render, self.pid, self.summary.stats())
         self.flushes += 1
