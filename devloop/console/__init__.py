@@ -3,10 +3,15 @@
     auth.py     the token (a link once, then a cookie and a key in the pages' URLs, neither
                 of which opens anything alone), the host and same-origin checks, the
                 security headers (a CSP with a nonce)
-    views.py    what a page shows, read from Redis (the report's DAG drawing, live)
+    views.py    what a page shows (the report's DAG drawing, live, or past 300 units the
+                units by level, paged; a unit's page from that unit's keys only)
     render.py   jinja2 with autoescape: every text from models and projects is escaped
-    sse.py      one event stream per page, fed by XREAD BLOCK on the project's streams;
-                stream ids are the SSE ids, so a reconnect resumes where it stopped
+    shape.py    a project's graph, kept while its units.json stays the same
+    summary.py  a project's live counts and calls in memory, updated per changed unit
+    hub.py      one follower per project: reads its streams once, renders the live
+                fragments once per batch of changes (at most 4 a second) for every page
+    sse.py      the event streams' positions and the unit page's stream; stream ids are the
+                SSE ids, so a reconnect resumes where it stopped (or reloads the page)
     app.py      the pages and the actions people take (through callbacks: no Celery here)
     server.py   uvicorn on 127.0.0.1 by default, and the link to print
 """

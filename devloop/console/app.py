@@ -20,8 +20,11 @@ from starlette.routing import Route
 
 from devloop.console import sse
 from devloop.console.auth import LOOPBACK, Guard, page_key, with_key
+from devloop.console.hub import KEY_MARK, Hub, Hubs, follow
 from devloop.console.render import render
-from devloop.console.views import project_ids, project_view, summary_view, unit_view
+from devloop.console.shape import Shapes
+from devloop.console.summary import Stats
+from devloop.console.views import page_units, page_view, project_ids, unit_view
 from devloop.fleet.control import set_console_url
 from devloop.fleet.dispatch import unblock_unit
 from devloop.fleet.human import cancel_project, cancel_unit, resume_project, retry_with_spec
@@ -79,6 +82,19 @@ def make_app(config: ConsoleConfig) -> Guard:
     """The console as an ASGI app, behind its token and origin guard."""
     store = config.store
     client = sse.async_client(config.redis_url)
+    shapes = Shapes(store)
+
+    def live_fragments(pid: str, stats: Stats) -> list[tuple[str, str]]:
+        """The project pages' live fragments, rendered once for all of them: links carry
+        KEY_MARK where each page's key goes (hub.keyed)."""
+        context: dict[str, Any] = {
+            "pid": pid, "tally": stats.tally, "control": stats.control, "calls": stats.calls,
+            "more": stats.more, "target": command_target(config, pid),
+            "link": lambda path: with_key(path, KEY_MARK)}
+        return [("stats", render("_stats.html.j2", **context)),
+                ("humans", render("_humans.html.j2", **context))]
+
+    hubs = Hubs(store, client, shapes, live_fragments)
 
     def known(pid: str) -> bool:
         if not is_valid_id(pid):
@@ -107,14 +123,19 @@ def make_app(config: ConsoleConfig) -> Guard:
         pid = request.path_params["pid"]
         if not await run_in_threadpool(known, pid):
             return _missing(f"no project {pid!r} here")
-        # The position first: a change made while the view is read is then sent, not lost.
-        since = await run_in_threadpool(sse.position_now, store, pid)
-        view = await run_in_threadpool(project_view, store, pid)
+        hub = await hubs.get(pid)
+        page = _page(request, 1)
+        # Taken together, between two flushes: the page shows exactly its position.
+        shape, since, stats = hub.shape, hub.position, hub.stats()
+        dots = hub.dots(page_units(shape, page))
+        view = await run_in_threadpool(page_view, store, shape, dots, stats, page,
+                                       since.timeline)
         keyed = link(request)
+        events = f"/p/{pid}/events" + ("" if shape.drawn else f"?page={view.page}")
         return HTMLResponse(render(
             "project.html.j2", v=view, since=since.encode(), nonce=nonce(request),
             done=DONE.get(request.query_params.get("done", "")),
-            target=command_target(config, pid), link=keyed,
+            target=command_target(config, pid), link=keyed, events=events,
             unit_href=lambda unit: keyed(f"/p/{pid}/u/{unit}"),
         ))
 
@@ -122,11 +143,12 @@ def make_app(config: ConsoleConfig) -> Guard:
         pid = request.path_params["pid"]
         if not await run_in_threadpool(known, pid):
             return _missing(f"no project {pid!r} here")
-        since = await run_in_threadpool(sse.position_now, store, pid)
-        _, _, calls = await run_in_threadpool(summary_view, store, pid)
+        hub = await hubs.get(pid)
+        since, stats = hub.position, hub.stats()
         return HTMLResponse(render(
-            "human.html.j2", pid=pid, calls=calls, since=since.encode(), nonce=nonce(request),
-            done=DONE.get(request.query_params.get("done", "")), link=link(request),
+            "human.html.j2", pid=pid, calls=stats.calls, more=stats.more, since=since.encode(),
+            nonce=nonce(request), done=DONE.get(request.query_params.get("done", "")),
+            link=link(request),
         ))
 
     async def unit_page(request: Request) -> Response:
@@ -135,7 +157,7 @@ def make_app(config: ConsoleConfig) -> Guard:
             return _missing(f"no project {pid!r} here")
         first = await run_in_threadpool(sse.position_now, store, pid)
         try:
-            view = await run_in_threadpool(unit_view, store, pid, unit)
+            view = await run_in_threadpool(lambda: unit_view(store, pid, unit, shapes.get(pid)))
         except KeyError:
             return _missing(f"no unit {unit!r} in {pid}")
         since = replace(first, run=view.output.run_id, output=view.output.last_id)
@@ -148,18 +170,10 @@ def make_app(config: ConsoleConfig) -> Guard:
         pid = request.path_params["pid"]
         if not await run_in_threadpool(known, pid):
             return _missing(f"no project {pid!r} here")
-        pos = await _position(request, lambda: sse.position_now(store, pid))
-        keyed = link(request)
-
-        def fragments() -> list[tuple[str, str]]:
-            status, control, calls = summary_view(store, pid)
-            context: dict[str, Any] = {"pid": pid, "status": status, "control": control,
-                                       "calls": calls, "target": command_target(config, pid),
-                                       "link": keyed}
-            return [("stats", render("_stats.html.j2", **context)),
-                    ("humans", render("_humans.html.j2", **context))]
-
-        return _events(sse.project_stream(client, store, pid, pos, fragments))
+        hub = await hubs.get(pid)
+        since = _since(request)
+        sub = hub.subscribe(since, _watched(request, hub), page_key(request.scope))
+        return _events(follow(hub, sub))
 
     async def unit_events(request: Request) -> Response:
         pid, unit = request.path_params["pid"], request.path_params["unit"]
@@ -174,7 +188,7 @@ def make_app(config: ConsoleConfig) -> Guard:
         keyed = link(request)
 
         def fragments() -> list[tuple[str, str]]:
-            view = unit_view(store, pid, unit)
+            view = unit_view(store, pid, unit, shapes.get(pid))
             return [(name, render(f"_unit_{name}.html.j2", v=view, link=keyed))
                     for name in ("head", "actions", "details")]
 
@@ -246,6 +260,7 @@ def make_app(config: ConsoleConfig) -> Guard:
         try:
             yield
         finally:
+            await hubs.close()
             await client.aclose()  # type: ignore[attr-defined]
 
     unit_path = "/p/{pid}/u/{unit}"
@@ -265,16 +280,40 @@ def make_app(config: ConsoleConfig) -> Guard:
         Route(unit_path + "/cancel", action(do_cancel), methods=["POST"]),
     ]
     app = Starlette(routes=routes, lifespan=lifespan)
+    app.state.hubs = hubs  # the followers (tests/console/test_hub.py counts their renders)
     return Guard(app, config.token, config.port, config.hosts)
 
 
-async def _position(request: Request, now: Callable[[], sse.Position]) -> sse.Position:
-    """Where the stream starts: the browser's Last-Event-ID, the page's `since`, or now."""
+def _since(request: Request) -> sse.Position | None:
+    """Where the page stands: the browser's Last-Event-ID, else the page's `since`."""
     for candidate in (request.headers.get("last-event-id"), request.query_params.get("since")):
         pos = sse.Position.parse(candidate)
         if pos is not None:
             return pos
-    return await run_in_threadpool(now)
+    return None
+
+
+async def _position(request: Request, now: Callable[[], sse.Position]) -> sse.Position:
+    """Where the stream starts: the browser's Last-Event-ID, the page's `since`, or now."""
+    since = _since(request)
+    return since if since is not None else await run_in_threadpool(now)
+
+
+def _page(request: Request, default: int) -> int:
+    """The `page` query parameter (of the layers of a large project)."""
+    raw = request.query_params.get("page", "")
+    return int(raw) if raw.isdigit() and len(raw) < 7 else default
+
+
+def _watched(request: Request, hub: Hub) -> frozenset[str] | None:
+    """The units whose states a page's stream sends: every unit of a drawn DAG, the units of
+    the page of layers it shows, none for `page=0` (the needs-a-human page)."""
+    page = _page(request, 1)
+    if page == 0:
+        return frozenset()
+    if hub.shape.drawn:
+        return None
+    return frozenset(page_units(hub.shape, page))
 
 
 def _events(stream: AsyncIterator[Any]) -> Response:

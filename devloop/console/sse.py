@@ -6,15 +6,18 @@ position of what it shows, its EventSource starts from there, and a reconnect se
 last id back (`Last-Event-ID`), so nothing is missed or shown twice.
 
     project page   state (a unit's status: the DAG node's colour), feed (a timeline
-                   event), fragment (re-rendered stats and the "needs a human" list)
+                   event), fragment (re-rendered stats and the "needs a human" list), from
+                   the project's one follower (hub.py), shared by every page
     unit page      state, feed, fragment (the unit's head, actions and details), run (a
                    new test run started), output (a chunk of its stdout/stderr), run_end
+    either         reload (what the page missed cannot be sent: it loads itself again)
 """
 
 from __future__ import annotations
 
 import json
 import re
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
@@ -30,10 +33,12 @@ from devloop.console.views import event_json
 from devloop.fleet.output import output_chunk, output_key
 from devloop.ids import is_valid_id
 from devloop.store import RedisStore
+from devloop.store.keys import EVENTS_MAXLEN
 from devloop.store.streams import entry_lines
 
 BLOCK_MS = 10_000
 BATCH = 200
+FLUSH_S = 0.25  # a page's fragments are rendered at most this often
 RETRY_S = 1.0
 _ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
@@ -87,17 +92,38 @@ def async_client(url: str) -> aioredis.Redis:
     return aioredis.Redis.from_url(url, socket_timeout=BLOCK_MS / 1000 + 15)
 
 
-async def _read(client: aioredis.Redis, streams: dict[bytes, str]) -> Any:
+async def read_streams(client: aioredis.Redis, streams: dict[bytes, str],
+                       block_ms: int = BLOCK_MS) -> Any:
     """XREAD BLOCK; Redis away (a restart) is a pause of the stream, not its end."""
     try:
-        return await client.xread(streams, block=BLOCK_MS, count=BATCH)
+        return await client.xread(streams, block=block_ms, count=BATCH)
     except redis.RedisError:
         await anyio.sleep(RETRY_S)
         return None
 
 
-def _event(name: str, data: dict[str, Any], pos: Position) -> ServerSentEvent:
-    return ServerSentEvent(data=event_json(data), event=name, id=pos.encode())
+async def trimmed_past(client: aioredis.Redis, key: bytes, last_id: str) -> bool:
+    """Whether entries after last_id may have been trimmed before a reader saw them: the
+    stream is at its cap and the entry last_id itself is gone (trimming drops the oldest
+    first, so while it is there, everything after it is too)."""
+    try:
+        async with client.pipeline(transaction=False) as pipe:
+            pipe.xlen(key)
+            pipe.xrange(key, min=last_id, max=last_id)
+            length, still = await pipe.execute()
+    except redis.RedisError:
+        return False
+    return length >= EVENTS_MAXLEN and not still
+
+
+def _event(name: str, data: dict[str, Any], pos: Position | None) -> ServerSentEvent:
+    return ServerSentEvent(data=event_json(data), event=name,
+                           id=pos.encode() if pos is not None else None)
+
+
+def reload_event(pos: Position) -> ServerSentEvent:
+    """Tell a page it missed what cannot be replayed: it loads itself again."""
+    return ServerSentEvent(data="{}", event="reload", id=pos.encode())
 
 
 def state_event(fields: dict[bytes, bytes]) -> dict[str, Any]:
@@ -129,50 +155,31 @@ def feed_event(fields: dict[bytes, bytes]) -> dict[str, Any] | None:
 Fragments = Callable[[], list[tuple[str, str]]]  # -> [(element id, html)], run in a thread
 
 
-async def project_stream(
-    client: aioredis.Redis, store: RedisStore, pid: str, pos: Position, fragments: Fragments
-) -> AsyncIterator[ServerSentEvent]:
-    """The project page's events, from pos on, until the client goes away."""
-    keys = store.keys(pid)
-    events, timeline = keys.events.encode(), keys.stream("timeline").encode()
-    while True:
-        reply = await _read(client, {events: pos.events, timeline: pos.timeline})
-        changed = False
-        for key, entries in reply or []:
-            for entry_id, fields in entries:
-                if key == events:
-                    pos = replace(pos, events=entry_id.decode())
-                    kind = fields.get(b"kind", b"")
-                    changed = changed or kind in (b"state", b"paused", b"resumed")
-                    if kind == b"state":
-                        yield _event("state", state_event(fields), pos)
-                else:
-                    pos = replace(pos, timeline=entry_id.decode())
-                    changed = True
-                    item = feed_event(fields)
-                    if item is not None:
-                        yield _event("feed", item, pos)
-        if changed:
-            for target, html in await run_in_threadpool(fragments):
-                yield _event("fragment", {"target": target, "html": html}, pos)
-
-
 async def unit_stream(
     client: aioredis.Redis, store: RedisStore, pid: str, unit: str, pos: Position,
     fragments: Fragments,
 ) -> AsyncIterator[ServerSentEvent]:
-    """The unit page's events (its state, its timeline, its running test's output)."""
+    """The unit page's events (its state, its timeline, its running test's output), its
+    fragments re-rendered at most every FLUSH_S; a reload when the events it follows were
+    trimmed before it read them."""
     keys = store.keys(pid)
-    events, timeline = keys.events.encode(), keys.stream("timeline").encode()
-    mine = unit.encode()
+    events, mine = keys.events.encode(), unit.encode()
+    indexed = await client.hget(keys.ledger_index, "timeline")
+    # The unit's own timeline stream (the ledger's ids): not every unit's entries.
+    timeline = (keys.unit_ledger("timeline", unit) if indexed else keys.stream("timeline"))
+    refresh, due = False, 0.0
     while True:
-        streams = {events: pos.events, timeline: pos.timeline}
+        streams = {events: pos.events, timeline.encode(): pos.timeline}
         output = output_key(store, pid, unit, pos.run).encode() if pos.run else None
         if output is not None:
             streams[output] = pos.output
-        reply = await _read(client, streams)
-        refresh = False
+        wait = BLOCK_MS if not refresh else int((due - time.monotonic()) * 1000)
+        reply = await read_streams(client, streams, max(1, min(wait, BLOCK_MS)))
         for key, entries in reply or []:
+            if key == events and len(entries) >= BATCH and await trimmed_past(
+                    client, events, pos.events):
+                yield reload_event(pos)
+                return
             for entry_id, fields in entries:
                 if key == events:
                     pos = replace(pos, events=entry_id.decode())
@@ -189,12 +196,6 @@ async def unit_stream(
                         if is_valid_id(run):
                             pos = replace(pos, run=run, output="0-0")
                             yield _event("run", {"run": run}, pos)
-                elif key == timeline:
-                    pos = replace(pos, timeline=entry_id.decode())
-                    item = feed_event(fields)
-                    if item is not None and item["unit_id"] == unit:
-                        refresh = True
-                        yield _event("feed", item, pos)
                 elif key == output:
                     pos = replace(pos, output=entry_id.decode())
                     chunk = output_chunk(fields)
@@ -203,6 +204,13 @@ async def unit_stream(
                         yield _event("output", {"s": chunk[0], "d": redact(chunk[1])}, pos)
                     else:
                         yield _event("run_end", {"run": pos.run}, pos)
-        if refresh:
+                else:
+                    pos = replace(pos, timeline=entry_id.decode())
+                    item = feed_event(fields)
+                    if item is not None and item["unit_id"] == unit:
+                        refresh = True
+                        yield _event("feed", item, pos)
+        if refresh and time.monotonic() >= due:
+            refresh, due = False, time.monotonic() + FLUSH_S
             for target, html in await run_in_threadpool(fragments):
                 yield _event("fragment", {"target": target, "html": html}, pos)

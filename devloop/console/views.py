@@ -5,25 +5,28 @@ person."""
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from devloop import dag
 from devloop.artifacts import binary_summary, is_text, marked
+from devloop.console.shape import Shape, Shapes
+from devloop.console.summary import Dot, Stats, Summary, Tally
 from devloop.fleet.control import Control, read_control
-from devloop.fleet.human import HumanCall, call_for, needs_human
+from devloop.fleet.human import HumanCall, call_for
 from devloop.fleet.output import OutputSoFar, latest_run, read_output
 from devloop.fleet.records import StepRecord, steps_of
 from devloop.fleet.review import ReviewDiff, review_diff
-from devloop.fleet.status import ProjectStatus, UnitRow, project_status
+from devloop.fleet.status import UnitRow, unit_rows
 from devloop.ledgers import BugLedger, Timeline
 from devloop.ledgers.timeline import LOOP_AGENT
 from devloop.models import Bug, TimelineEvent, UnitSpec
 from devloop.report.data import LOOP_KINDS, UnitReport
-from devloop.report.layout import DagLayout, dag_layout
+from devloop.report.layout import DagLayout
 from devloop.report.views import Attempt, attempts
 from devloop.roles import context
 from devloop.store import RedisStore, UnitState
+from devloop.store.streams import entry_lines
 
 FEED = 60  # timeline events on the project page
 TEST_FILE_CHARS = 20_000
@@ -31,7 +34,7 @@ TEST_FILE_CHARS = 20_000
 
 @dataclass(frozen=True)
 class Node:
-    """A unit as the DAG drawing wants it."""
+    """A unit as the DAG drawing (or a page of its layers) wants it."""
 
     id: str
     kind: str
@@ -42,66 +45,96 @@ class Node:
 
 @dataclass
 class ProjectView:
-    """The project page."""
+    """The project page: the whole DAG drawn up to DRAW_MAX units, else one page of its
+    layers (PAGE_UNITS units), so the page stays bounded however large the project."""
 
     pid: str
     company_id: str
     stack: str
-    status: ProjectStatus
-    control: Control
-    calls: list[HumanCall]
-    layout: DagLayout
-    nodes: dict[str, Node]
+    units: int
+    stats: Stats
+    nodes: dict[str, Node]  # drawn: every unit; paged: the page's
+    layout: DagLayout | None  # drawn only
+    layers: list[tuple[int, list[Node]]]  # paged: the page's units by level
+    page: int
+    pages: list[tuple[int, int, int]]  # paged: (page, its first level, its last level)
     feed: list[TimelineEvent]
-    tokens: int
-    cost_usd: float
 
     @property
-    def counts(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for row in self.status.units:
-            out[row.status] = out.get(row.status, 0) + 1
-        return out
+    def drawn(self) -> bool:
+        return self.layout is not None
+
+    @property
+    def control(self) -> Control:
+        return self.stats.control
+
+    @property
+    def tokens(self) -> int:
+        return self.stats.tally.tokens
+
+    @property
+    def cost_usd(self) -> float:
+        return self.stats.control.spent_usd  # the ledger's total, as the stats show it
 
 
-def project_view(store: RedisStore, pid: str) -> ProjectView:
-    """Everything the project page shows."""
-    record = store.project_record(pid)
-    graph = {u.id: list(u.depends_on) for u in record.units.units}
-    status = project_status(store, pid)
-    levels = dag.levels(graph) if not dag.check_graph(graph) else dict.fromkeys(graph, 1)
-    nodes = {
-        row.unit_id: Node(row.unit_id, _kind(record.units.unit(row.unit_id)), row.status,
-                          row.attempt, row.scripted)
-        for row in status.units
-    }
+def project_view(store: RedisStore, pid: str, page: int = 1) -> ProjectView:
+    """Everything the project page shows, read afresh (the console's pages read it from the
+    project's follower instead: hub.py)."""
+    shape = Shapes(store).get(pid)
+    summary = Summary.load(store, shape)
+    return page_view(store, shape, summary.dots, summary.stats(), page)
+
+
+def page_units(shape: Shape, page: int) -> list[str]:
+    """The units a project page shows: every one when drawn, else one page of the layers."""
+    return shape.order if shape.drawn else shape.page(page)
+
+
+def page_view(store: RedisStore, shape: Shape, dots: Mapping[str, Dot], stats: Stats,
+              page: int = 1, upto: str = "+") -> ProjectView:
+    """The project page from what its follower holds: dots of the units it shows, the
+    stats, the feed up to the timeline entry `upto` (the page's position)."""
+    page = min(max(page, 1), shape.pages)
+    nodes = {u: Node(u, shape.kinds[u], d.status, d.attempt, d.scripted)
+             for u in page_units(shape, page) if (d := dots.get(u)) is not None}
+    layers: dict[int, list[Node]] = {}
+    if not shape.drawn:
+        for unit, node in nodes.items():
+            layers.setdefault(shape.levels[unit], []).append(node)
+    spans = shape.spans if not shape.drawn else []
     return ProjectView(
-        pid=pid,
-        company_id=record.company_id,
-        stack=record.stack,
-        status=status,
-        control=read_control(store, pid),
-        calls=needs_human(store, pid),
-        layout=dag_layout(graph, levels),
-        nodes=nodes,
-        feed=feed(store, pid)[-FEED:][::-1],
-        tokens=sum(r.tokens for r in status.units),
-        cost_usd=status.spent_usd,  # the ledger's total, as the stats show it
+        pid=shape.pid, company_id=shape.company_id, stack=shape.stack, units=len(shape.order),
+        stats=stats, nodes=nodes, layout=shape.layout if shape.drawn else None,
+        layers=sorted(layers.items()), page=page, pages=spans,
+        feed=recent_feed(store, shape.pid, upto),
     )
 
 
-def summary_view(store: RedisStore, pid: str) -> tuple[ProjectStatus, Control, list[HumanCall]]:
-    """What a project page's live fragments show (counts, spend, who needs a person)."""
-    return project_status(store, pid), read_control(store, pid), needs_human(store, pid)
+def summary_view(store: RedisStore, pid: str) -> tuple[Tally, Control, list[HumanCall]]:
+    """What a project page's live fragments show (counts, spend, who needs a person), read
+    afresh."""
+    stats = Summary.load(store, Shapes(store).get(pid)).stats()
+    return stats.tally, stats.control, stats.calls
 
 
-def _kind(entry: Any) -> str:
-    return str(entry.kind) if entry is not None else "?"
+def recent_feed(store: RedisStore, pid: str, upto: str = "+") -> list[TimelineEvent]:
+    """The newest FEED timeline events up to the entry upto, newest first."""
+    if upto == "0-0":
+        return []
+    entries = store.client.xrevrange(store.keys(pid).stream("timeline"), max=upto, count=FEED)
+    out = []
+    for _id, fields in entries:
+        for line in entry_lines(fields):
+            try:
+                out.append(TimelineEvent.model_validate_json(line))
+            except ValueError:
+                continue  # as Timeline.events skips a line it cannot read
+    return out
 
 
-def feed(store: RedisStore, pid: str, unit: str | None = None) -> list[TimelineEvent]:
-    """The project's timeline (one unit's, when given), oldest first."""
-    return Timeline(store.sink(pid, "timeline")).events(unit_id=unit)
+def unit_feed(store: RedisStore, pid: str, unit: str) -> list[TimelineEvent]:
+    """The unit's timeline, oldest first, read from its own stream (store/ledgerindex.py)."""
+    return Timeline(store.unit_sink(pid, "timeline", unit)).events(unit_id=unit)
 
 
 @dataclass
@@ -126,34 +159,34 @@ class UnitView:
     coverage: dict[str, Any] | None = None
 
 
-def unit_view(store: RedisStore, pid: str, unit: str) -> UnitView:
-    """Everything the unit page shows (KeyError for a unit the project does not have)."""
-    record = store.project_record(pid)
-    entry = record.units.unit(unit)
-    if entry is None:
+def unit_view(store: RedisStore, pid: str, unit: str, shape: Shape | None = None) -> UnitView:
+    """Everything the unit page shows (KeyError for a unit the project does not have),
+    read from that unit's keys and the project's few: never every unit's."""
+    shape = shape or Shapes(store).get(pid)
+    if unit not in shape.index:
         raise KeyError(unit)
-    graph = {u.id: list(u.depends_on) for u in record.units.units}
     state = store.get_state(pid, unit)
     files = store.unit_files(pid, unit).files
     steps = steps_of(store, pid, [unit])[unit]
-    row = next(r for r in project_status(store, pid).units if r.unit_id == unit)
+    control = read_control(store, pid, [unit])
+    [row] = unit_rows(store, pid, [unit], control)
     report = UnitReport(
-        id=unit, kind=entry.kind, depends_on=list(entry.depends_on), level=1,
+        id=unit, kind=shape.kinds[unit], depends_on=list(shape.depends_on[unit]), level=1,
         runs=[r for runs in context.runs_by_attempt(files).values() for r in runs],
         decisions=context.decisions(files),
-        loop_events=[e for e in feed(store, pid, unit)
+        loop_events=[e for e in unit_feed(store, pid, unit)
                      if e.kind in LOOP_KINDS and e.agent == LOOP_AGENT],
         steps=steps,
     )
     tester = _last_tester(steps)
     view = UnitView(
-        pid=pid, unit=unit, kind=entry.kind, depends_on=list(entry.depends_on),
-        dependents=dag.dependents(graph).get(unit, []), state=state, row=row,
+        pid=pid, unit=unit, kind=shape.kinds[unit], depends_on=list(shape.depends_on[unit]),
+        dependents=shape.dependents.get(unit, []), state=state, row=row,
         spec=store.unit_spec(pid, unit), story=attempts(report),
-        bugs=BugLedger(store.sink(pid, "bugs")).list(unit_id=unit),
+        bugs=BugLedger(store.unit_sink(pid, "bugs", unit)).list(unit_id=unit),
         call=(call_for(unit, state, tester, steps) if state.status in ("blocked", "review")
               else None),
-        control=read_control(store, pid),
+        control=control,
         output=read_output(store, pid, unit, latest_run(store, pid, unit)),
     )
     view.tests = [(path, _text(data)) for path, data in sorted(files.items())

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -133,13 +134,20 @@ def _total(nano: bytes | int | None, earlier: bytes | None) -> float:
     return from_nano(int(nano or 0) + to_nano(float(earlier or 0.0)))
 
 
-def read_control(store: RedisStore, pid: str) -> Control:
-    """The project's controls, in one round trip."""
+def read_control(store: RedisStore, pid: str, units: Sequence[str] | None = None) -> Control:
+    """The project's controls, in one round trip; with units, only their shares of the spend
+    (the ledger holds one per unit that spent: the console reads one unit's by key)."""
     with store.client.pipeline(transaction=False) as pipe:
         pipe.hgetall(control_key(store, pid))
-        pipe.hgetall(spend_key(store, pid))
+        if units is None:
+            pipe.hgetall(spend_key(store, pid))
+        else:
+            pipe.hmget(spend_key(store, pid), ["total", "scripted", *(f"unit:{u}" for u in units)])
         pipe.get(spent_key(store, pid))
         raw, ledger, earlier = pipe.execute()
+    if units is not None:
+        names = [b"total", b"scripted", *(f"unit:{u}".encode() for u in units)]
+        ledger = {k: v for k, v in zip(names, ledger, strict=True) if v is not None}
     fields = {k.decode(): v.decode("utf-8", errors="replace") for k, v in raw.items()}
     shares = {k.decode()[5:]: from_nano(int(v)) for k, v in ledger.items()
               if k.startswith(b"unit:")}

@@ -59,11 +59,16 @@ class HumanCall:
 def needs_human(store: RedisStore, pid: str) -> list[HumanCall]:
     """Every blocked unit, then every unit awaiting review, in units.json order."""
     units = [u.id for u in store.project_record(pid).units.units]
+    return sorted(human_calls(store, pid, units), key=lambda c: HUMAN.index(c.status))
+
+
+def human_calls(store: RedisStore, pid: str, units: list[str]) -> list[HumanCall]:
+    """The calls of those of units that wait for a person, in their order (reading only
+    their keys: the console updates its list per change)."""
     states = store.get_states(pid, units)
     waiting = [u for u in units if states[u].status in HUMAN]
     steps = steps_of(store, pid, waiting)
-    calls = [call_for(u, states[u], _last_tester_output(steps[u]), steps[u]) for u in waiting]
-    return sorted(calls, key=lambda c: HUMAN.index(c.status))
+    return [call_for(u, states[u], _last_tester_output(steps[u]), steps[u]) for u in waiting]
 
 
 def human_call(store: RedisStore, pid: str, unit: str) -> HumanCall:

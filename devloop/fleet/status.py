@@ -11,7 +11,7 @@ import time
 
 from pydantic import BaseModel, Field
 
-from devloop.fleet.control import read_control
+from devloop.fleet.control import Control, read_control
 from devloop.fleet.marks import is_scripted, note_llm
 from devloop.fleet.money import resume_cap
 from devloop.fleet.records import StepRecord, environment_error, steps_of
@@ -153,8 +153,14 @@ def _live_units(store: RedisStore, pid: str, states: dict[str, UnitState]) -> se
     return {unit for (unit, _), owner in zip(asked, held, strict=True) if owner}
 
 
-def _progress(store: RedisStore, pid: str) -> dict[str, StepProgress]:
-    raw = store.client.hgetall(progress_key(store, pid))
+def _progress(store: RedisStore, pid: str,
+              units: list[str] | None = None) -> dict[str, StepProgress]:
+    """The running sessions' last steps (of the listed units only, when given)."""
+    if units is None:
+        raw = store.client.hgetall(progress_key(store, pid))
+    else:
+        values = store.client.hmget(progress_key(store, pid), units) if units else []
+        raw = {u.encode(): v for u, v in zip(units, values, strict=True) if v is not None}
     return {k.decode(): StepProgress.model_validate_json(v) for k, v in raw.items()}
 
 
@@ -191,15 +197,44 @@ def project_status(
     """
     now = now or time.time()
     control = read_control(store, pid)
-    rows = []
     units = [entry.id for entry in store.project_record(pid).units.units]
-    states, steps_by_unit = store.get_states(pid, units), steps_of(store, pid, units)
-    live, progress = _live_units(store, pid, states), _progress(store, pid)
     every_run_scripted = scripted(store, pid)
+    rows = unit_rows(store, pid, units, control, now=now, fleet=fleet, folder=folder,
+                     run_live=run_live, every_run_scripted=every_run_scripted)
+    return ProjectStatus(
+        pid=pid, units=rows, environment_error=environment_error(store, pid),
+        scripted=every_run_scripted, paused=control.paused,
+        spent_usd=control.spent_usd, max_usd=control.max_usd, folder=folder,
+        default_max_usd=control.default_max_usd if control.max_usd is None else None,
+        real_spent_usd=control.real_spent_usd,
+    )
+
+
+def unit_rows(
+    store: RedisStore,
+    pid: str,
+    units: list[str],
+    control: Control | None = None,
+    *,
+    now: float | None = None,
+    fleet: bool | None = True,
+    folder: str | None = None,
+    run_live: str | None = None,
+    every_run_scripted: bool | None = None,
+) -> list[UnitRow]:
+    """The rows of the listed units as project_status has them, reading only their keys
+    (and the project's few): the console's unit page and its per-change updates."""
+    now = now or time.time()
+    control = control if control is not None else read_control(store, pid, units)
+    states, steps_by_unit = store.get_states(pid, units), steps_of(store, pid, units)
+    live, progress = _live_units(store, pid, states), _progress(store, pid, units)
+    if every_run_scripted is None:
+        every_run_scripted = scripted(store, pid)
     resume = f"devloop resume {shlex.quote(folder) if folder else pid}"
     if control.paused == "budget":
         resume += " --max-usd " + resume_cap(control.spent_usd, control.max_usd,
                                              control.real_spent_usd, control.default_max_usd)
+    rows = []
     for unit in units:
         state, steps = states[unit], steps_by_unit[unit]
         shown: str = state.status
@@ -227,10 +262,4 @@ def project_status(
                 scripted=is_scripted(state, every_run_scripted),
             )
         )
-    return ProjectStatus(
-        pid=pid, units=rows, environment_error=environment_error(store, pid),
-        scripted=every_run_scripted, paused=control.paused,
-        spent_usd=control.spent_usd, max_usd=control.max_usd, folder=folder,
-        default_max_usd=control.default_max_usd if control.max_usd is None else None,
-        real_spent_usd=control.real_spent_usd,
-    )
+    return rows

@@ -11,10 +11,11 @@ import redis
 from redis.client import Pipeline
 
 from devloop.project import Project
-from devloop.store import ondisk
+from devloop.store import ondisk, scripts
 from devloop.store.base import StoreBase, decode_hash
 from devloop.store.filesets import files_digest
-from devloop.store.keys import LEDGERS, Keys
+from devloop.store.keys import LEDGERS, Keys, Ledger
+from devloop.store.ledgerindex import LedgerIndex, entry_place
 from devloop.store.records import ImportReport
 from devloop.store.snapshot import Snapshot, read_snapshot
 from devloop.store.streams import STREAM_FIELD, entry_lines
@@ -30,7 +31,10 @@ class _Plan:
     hset: dict[str, dict[str, bytes]] = field(default_factory=dict)
     hdel: dict[str, list[str]] = field(default_factory=dict)
     replace: dict[str, dict[str, bytes]] = field(default_factory=dict)
-    xadd: dict[str, list[str]] = field(default_factory=dict)
+    # LEDGER_APPEND calls (keys, args): each line the ledgers lack, indexed by unit.
+    appends: list[tuple[list[str], list[Any]]] = field(default_factory=list)
+    # A unit's stream of a ledger written before the index existed, rebuilt: key -> entries.
+    reindex: dict[str, list[tuple[bytes, bytes]]] = field(default_factory=dict)
     changed_units: list[str] = field(default_factory=list)
     # meta key -> what the folder is now known to hold (no content changes with it).
     marks: dict[str, dict[str, bytes]] = field(default_factory=dict)
@@ -38,7 +42,7 @@ class _Plan:
     @property
     def empty(self) -> bool:
         """Whether Redis already holds everything."""
-        return not (self.hset or self.hdel or self.replace or self.xadd)
+        return not (self.hset or self.hdel or self.replace or self.appends)
 
 
 class ImportMixin(StoreBase):
@@ -112,18 +116,38 @@ def _plan(pipe: Any, keys: Keys, snap: Snapshot) -> _Plan:
                                           if k not in have})
     for unit, files in snap.unit_files.items():
         _plan_unit(pipe, plan, keys, unit, files)
+    bugs = {k.decode(): v.decode() for k, v in pipe.hgetall(keys.bug_units).items()}
     for name, lines in snap.ledgers.items():
-        key = keys.stream(name)
-        present = Counter(line for _id, entry in pipe.xrange(key) for line in entry_lines(entry))
-        missing = []
+        entries = pipe.xrange(keys.stream(name))
+        if entries and not pipe.hget(keys.ledger_index, name):
+            _plan_reindex(plan, keys, name, entries, bugs)
+        present = Counter(line for _id, entry in entries for line in entry_lines(entry))
+        index = LedgerIndex(keys, name)
         for line in lines:
             if present[line]:
                 present[line] -= 1  # already imported (or appended since): skip once
-            else:
-                missing.append(line)
-        if missing:
-            plan.xadd[key] = missing
+                continue
+            owner, opens = entry_place(line, bugs.get)
+            if opens and owner:
+                bugs[opens] = owner
+            plan.appends.append(index.call(line.encode("utf-8"), owner, opens))
     return plan
+
+
+def _plan_reindex(plan: _Plan, keys: Keys, ledger: Ledger, entries: list[Any],
+                  bugs: dict[str, str]) -> None:
+    """Index a ledger written before the per-unit index existed (store/ledgerindex.py)."""
+    for entry_id, fields in entries:
+        line = "\n".join(entry_lines(fields))
+        unit, opens = entry_place(line, bugs.get)
+        if unit is None:
+            continue
+        if opens:
+            bugs[opens] = unit
+            plan.hset.setdefault(keys.bug_units, {})[opens] = unit.encode()
+        stream = keys.unit_ledger(ledger, unit)
+        plan.reindex.setdefault(stream, []).append((entry_id, line.encode("utf-8")))
+    plan.hset.setdefault(keys.ledger_index, {})[ledger] = b"1"
 
 
 def _plan_unit(pipe: Any, plan: _Plan, keys: Keys, unit: str, files: dict[str, bytes]) -> None:
@@ -168,9 +192,13 @@ def _apply(pipe: Pipeline, plan: _Plan) -> None:
         pipe.hset(key, mapping=_mapping(fields))
     for key, gone in plan.hdel.items():
         pipe.hdel(key, *gone)
-    for key, lines in plan.xadd.items():
-        for line in lines:
-            pipe.xadd(key, {STREAM_FIELD: line.encode("utf-8")})
+    for key, entries in plan.reindex.items():
+        pipe.delete(key)  # whatever an append indexed before the rest was: rebuilt in order
+        for entry_id, line in entries:
+            pipe.xadd(key, {STREAM_FIELD: line}, id=entry_id)
+    append = pipe.register_script(scripts.LEDGER_APPEND)
+    for script_keys, args in plan.appends:
+        append(keys=script_keys, args=args, client=pipe)
     for key, mark in plan.marks.items():
         pipe.hset(key, mapping=_mapping(mark))
 

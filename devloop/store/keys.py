@@ -73,6 +73,21 @@ class Keys:
         what the console streams; trimmed to about EVENTS_MAXLEN entries."""
         return f"{self.prefix}stream:events"
 
+    def unit_ledger(self, ledger: Ledger, unit: str) -> str:
+        """Stream: the unit's own entries of a ledger, with the project stream's ids and
+        lines (store/ledgerindex.py), so one unit's history is read without the ledger."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:{ledger}"
+
+    @property
+    def bug_units(self) -> str:
+        """Hash: bug id -> its unit (a bug_transition line names only the bug)."""
+        return self.prefix + "bug-units"
+
+    @property
+    def ledger_index(self) -> str:
+        """Hash: ledger -> 1 once every entry of its stream is in its unit's stream too."""
+        return self.prefix + "ledger-index"
+
     def files(self, unit: str) -> str:
         """Hash: path relative to units/{unit} -> bytes."""
         return f"{self.prefix}unit:{check_id(unit, 'unit id')}:files"

@@ -104,3 +104,26 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+
+# KEYS: the ledger's stream, the unit's stream of it (any key when no unit), bug units,
+# ledger index[, lease].  ARGV: the line, its unit ('' for none), the bug id it opens ('' for
+# none), the ledger's name[, owner].  The entry goes to the project's stream and, with the
+# same id, to its unit's (a unit stream left ahead of it by hand takes a new id); a stream
+# that was empty is indexed from its first entry on.  Returns the entry's id.
+LEDGER_APPEND = FENCE_CHECK.format(key=5, arg=5) + """
+local fresh = redis.call('XLEN', KEYS[1]) == 0
+local id = redis.call('XADD', KEYS[1], '*', 'line', ARGV[1])
+if ARGV[2] ~= '' then
+  local copied = redis.pcall('XADD', KEYS[2], id, 'line', ARGV[1])
+  if type(copied) == 'table' and copied.err then
+    redis.call('XADD', KEYS[2], '*', 'line', ARGV[1])
+  end
+  if ARGV[3] ~= '' then
+    redis.call('HSET', KEYS[3], ARGV[3], ARGV[2])
+  end
+end
+if fresh then
+  redis.call('HSET', KEYS[4], ARGV[4], '1')
+end
+return id
+"""

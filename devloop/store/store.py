@@ -10,11 +10,12 @@ from devloop.store.files import FilesMixin
 from devloop.store.importer import ImportMixin
 from devloop.store.keys import Ledger
 from devloop.store.leases import LeasesMixin
+from devloop.store.ledgerindex import LedgerIndex
 from devloop.store.passed import PassedMixin
 from devloop.store.sessions import SessionsMixin
 from devloop.store.source import SourceMixin
 from devloop.store.state import StateMixin
-from devloop.store.streams import RedisStreamSink
+from devloop.store.streams import RedisStreamSink, UnitLedgerSink
 
 
 class RedisStore(
@@ -37,7 +38,12 @@ class RedisStore(
     def sink(self, pid: str, ledger: Ledger, fence: Fence | None = None) -> RedisStreamSink:
         """The append sink of a ledger ("bugs" or "timeline") of project pid (its appends
         fenced by a step's lease when one is given)."""
-        return RedisStreamSink(self.client, self.keys(pid).stream(ledger), fence)
+        keys = self.keys(pid)
+        return RedisStreamSink(self.client, keys.stream(ledger), fence, LedgerIndex(keys, ledger))
+
+    def unit_sink(self, pid: str, ledger: Ledger, unit: str) -> UnitLedgerSink:
+        """One unit's entries of a ledger, read by key (appends go to the whole ledger)."""
+        return UnitLedgerSink(self.sink(pid, ledger), unit)
 
     def close(self) -> None:
         """Close the client's connections."""

@@ -178,8 +178,8 @@ def _agree(project: Path, store: RedisStore, output: str, server: RedisServer) -
     assert f"<b>{usd(total)}</b><span>cost, scripted</span>" in build_report(project)
     # The console's page and its live stats.
     assert project_view(store, PID).cost_usd == total
-    state, controls, calls = summary_view(store, PID)
-    stats = render("_stats.html.j2", pid=PID, status=state, control=controls, calls=calls,
+    tally, controls, calls = summary_view(store, PID)
+    stats = render("_stats.html.j2", pid=PID, tally=tally, control=controls, calls=calls,
                    target=PID)
     assert f"<b data-spent>{usd(total)}</b>" in stats
     return total
