@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.live import Live
 
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.records import environment_key
@@ -14,7 +16,7 @@ from devloop.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
-from workers.live import WHY_LINES, print_status
+from workers.live import WHY_LINES, HumanNotices, LiveView, print_status, redraw
 
 
 def test_a_waiting_unit_shows_the_providers_error_and_a_blocked_one_its_reason(
@@ -167,3 +169,62 @@ def test_at_80_columns_a_long_reason_is_cut_at_a_word_and_says_where_it_is_in_fu
     wide = shown_at(200, state)
     assert " ".join(why_cell(wide, "bad")) == STORY
     assert not any("cut to fit" in line for line in wide)
+
+
+def terminal(height: int, width: int = 120) -> Console:
+    """A recording console that is a terminal of height x width (the live view's bound)."""
+    return Console(record=True, width=width, height=height, force_terminal=True,
+                   file=io.StringIO(), color_system=None)
+
+
+def test_at_ten_units_the_live_view_is_the_whole_table() -> None:
+    state = status_of([row(f"unit-{i}", "passed" if i % 2 else "coding") for i in range(10)])
+    whole = Console(record=True, width=120)
+    print_status(whole, state)
+    live = terminal(40)
+    live.print(LiveView(state))
+    assert live.export_text() == whole.export_text()
+
+
+def test_on_a_short_terminal_the_table_keeps_the_rows_that_matter_and_counts_the_rest() -> None:
+    units = [row(f"u{i:04d}", "passed") for i in range(2000)]
+    units[1500] = row("u1500", "coding", step="coder 1/4, turn 2, Write")
+    units[7] = row("u0007", "blocked", reason="the same failure 3 times")
+    units[900] = row("u0900", "passed")
+    state = ProjectStatus(pid="p-big", units=units, recent=["u0900"])
+    console = terminal(30)
+    console.print(LiveView(state, footer="workers: 3/3 up"))
+    lines = console.export_text().splitlines()
+    assert len(lines) <= 30, lines
+    text = "\n".join(lines)
+    # Units.json order; running first, then waiting for a person, then the last changed.
+    shown = [ln.split("│")[1].strip() for ln in lines if ln.startswith("│ u")]
+    assert shown[:3] == ["u0000", "u0001", "u0002"]
+    assert {"u0007", "u0900", "u1500"} <= set(shown)
+    assert shown == sorted(shown)
+    hidden = 2000 - len(shown)
+    assert f"… {hidden:,} more units not shown: {hidden:,} passed" in text
+    assert "1999/2000 units finished, 1998 passed, 1 blocked" in text  # every unit counted
+    assert "needs a human: u0007 (blocked)" in text and "workers: 3/3 up" in text
+
+
+def test_the_needs_a_human_line_names_ten_units_and_counts_the_others() -> None:
+    state = status_of([row(f"u{i:02d}", "blocked") for i in range(25)])
+    line = next(ln for ln in shown_at(400, state) if ln.startswith("needs a human"))
+    assert line.endswith("u09 (blocked) and 15 more") and "u10" not in line
+
+
+def test_the_lines_for_people_of_a_look_are_printed_with_one_redraw() -> None:
+    # Fifty units blocked at once: one print above the view, not fifty (each print draws
+    # the whole view again).
+    state = status_of([row(f"u{i:02d}", "blocked", reason="stuck") for i in range(50)])
+    console = terminal(200, width=200)
+    notices = HumanNotices()
+    with Live(LiveView(status_of([])), console=console, auto_refresh=False) as live:
+        redraw(live, state, True, "workers: 1/1 up", "", notices)
+        assert redraw(live, state, False, "workers: 1/1 up", "workers: 1/1 up",
+                      notices) == "workers: 1/1 up"
+    text = console.export_text()
+    assert text.count("needs a human: u") == 51  # 50 notices, and the view's own line
+    # Drawn at the start, with the notices, and once more as the live display stops.
+    assert text.count("units finished") <= 3, text.count("units finished")
