@@ -90,7 +90,7 @@ class LiveStatus:
         return {unit: inputs.version for unit, inputs in self.inputs.items()}
 
     def load(self) -> Look:
-        """Read the whole project (the start, and after the stream lost events)."""
+        """Read the whole project (the start)."""
         last = self.store.client.xrevrange(self.keys.events, count=1)
         self.cursor = last[0][0].decode() if last else "0-0"
         self.units = [u.id for u in self.store.project_record(self.pid).units.units]
@@ -105,11 +105,11 @@ class LiveStatus:
     def poll(self) -> Look:
         """Look again: the units the events named, the running ones and a sweep slice."""
         named, trimmed, cursor = self._events()
-        if trimmed:
-            return self.load()
         now = time.time()
         share = (now - self.looked_at) / self.sweep_s if self.looked_at else 0.0
         count = min(len(self.units), max(1, math.ceil(len(self.units) * share)))
+        if trimmed:  # what the lost events said is not known: every unit is read again
+            count = len(self.units)
         start = self.sweep_at
         swept = [self.units[(start + i) % len(self.units)] for i in range(count)]
         changed, steps = self._read_units(list(dict.fromkeys([*named, *swept])))

@@ -90,8 +90,10 @@ def test_a_look_after_the_stream_lost_events_reads_everything_again(
     redis_store: RedisStore, tmp_path: Path
 ) -> None:
     pid, units = project(redis_store, tmp_path, n=30)
+    step(redis_store, pid, units[2], "coder", 1, tokens=5)
     live = LiveStatus(redis_store, pid, sweep_s=3600)
     live.load()
+    step(redis_store, pid, units[11], "coder", 1, tokens=7)
     redis_store.put_state(pid, units[10], UnitState(status="blocked", attempt=2))
     redis_store.put_state(pid, units[11], UnitState(status="passed", attempt=1))
     # More events than the stream keeps came in between: the first ones are gone.
@@ -99,6 +101,8 @@ def test_a_look_after_the_stream_lost_events_reads_everything_again(
     look = live.poll()
     rows = {r.unit_id: r for r in look.status.units}
     assert rows[units[10]].status == "blocked" and rows[units[11]].status == "passed"
+    # Only what is new since the last look is new (the run appends it to the folder).
+    assert [(r.msg.unit_id, r.tokens) for r in look.steps] == [(units[11], 7)]
 
 
 def test_a_look_cut_short_is_taken_again_from_the_same_place(
