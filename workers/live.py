@@ -15,6 +15,7 @@ costs the same at 10,000 units as at 100 (`devloop status` still prints every ro
 from __future__ import annotations
 
 import shlex
+import time
 from collections import Counter
 from collections.abc import Callable
 
@@ -52,6 +53,8 @@ MORE = "…"
 HUMAN = ("blocked", "review")  # the statuses that wait for a person
 RUNNING = ("coding", "testing", "waiting_model", "paused", "interrupted")
 NAMED = 10  # units the "needs a human" line names; it counts the others
+RECENT_ROWS = 10  # of the units that changed last, the most a bounded table lists
+FRAME_EVERY_S = 1.0  # a run's view is drawn again at most this often (notices aside)
 TABLE_LINES = 5  # a table's lines besides its rows: title, borders and header
 
 
@@ -96,14 +99,14 @@ class StatusTable:
 
 
 def rows_that_matter(state: ProjectStatus) -> list[str]:
-    """Unit ids, most worth a row first: running a step, then moving (or stopped
-    mid-step), waiting for a person, changed last (newest first), then the rest in
-    units.json order."""
+    """Unit ids worth a row, most first: running a step, waiting for a person, changed
+    last (newest first; a unit just passed, blocked or started), then moving without a
+    step yet (queued) or stopped mid-step. Units pending or long finished are counted
+    under the table, not listed."""
     stepping = [u.unit_id for u in state.units if u.step is not None]
-    running = stepping + [u.unit_id for u in state.units if u.status in RUNNING]
     human = [u.unit_id for u in state.units if u.status in HUMAN]
-    rest = [u.unit_id for u in state.units]
-    return list(dict.fromkeys([*running, *human, *state.recent, *rest]))
+    queued = [u.unit_id for u in state.units if u.status in RUNNING]
+    return list(dict.fromkeys([*stepping, *human, *state.recent[:RECENT_ROWS], *queued]))
 
 
 def rest_line(state: ProjectStatus, shown: set[str]) -> str:
@@ -252,10 +255,13 @@ class LiveView:
             yield StatusTable(self.state)
             yield from parts
             return
-        below = len(console.render_lines(Group(*parts), options, pad=False))
+        below = console.render_lines(Group(*parts), options, pad=False)
         # One line stays free: the cursor's, under the frame.
-        yield StatusTable(self.state, lines=max(TABLE_LINES + 2, options.size.height - below - 1))
-        yield from parts
+        lines = max(TABLE_LINES + 2, options.size.height - len(below) - 1)
+        yield StatusTable(self.state, lines=lines)
+        for line in below:  # drawn once: measured and shown
+            yield from line
+            yield Segment.line()
 
 
 def view_parts(state: ProjectStatus, footer: str | None = None) -> list[RenderableType]:
@@ -371,19 +377,30 @@ class HumanNotices:
         return lines
 
 
-def redraw(
-    live: Live, state: ProjectStatus, changed: bool, footer: str, shown: str,
-    notices: HumanNotices,
-) -> str:
-    """Draw the live view again only if what it shows changed (`shown`: the footer it
-    shows), with the new lines for people above it in one print (each print draws the
-    view again, so one print for them all); the footer shown now."""
-    lines = notices.new(state)
-    if changed or footer != shown or lines:
-        live.update(LiveView(state, footer=footer))
-    if lines:
-        live.console.print("\n".join(lines), markup=False, highlight=False)
-        live.console.bell()  # a terminal flags the window: someone is needed
-    elif changed or footer != shown:
-        live.refresh()
-    return footer
+class Screen:
+    """A run's live view on its console: drawn again when what it shows changed, at most
+    every `every_s` (a frame costs the same whatever changed, and a person reads no
+    faster), with the lines for people of each look printed above it together, in one
+    print (each print draws the view again)."""
+
+    def __init__(self, live: Live, notices: HumanNotices,
+                 every_s: float = FRAME_EVERY_S) -> None:
+        self.live, self.notices, self.every_s = live, notices, every_s
+        self.footer: str | None = None  # the footer drawn last
+        self.pending = False  # a change not drawn yet
+        self.drawn_at = float("-inf")
+
+    def show(self, state: ProjectStatus, changed: bool, footer: str) -> None:
+        """What one look found: draw it when due, and print its lines for people now."""
+        lines = self.notices.new(state)
+        self.pending = self.pending or changed or footer != self.footer
+        now = time.monotonic()
+        if not lines and not (self.pending and now - self.drawn_at >= self.every_s):
+            return
+        self.live.update(LiveView(state, footer=footer))
+        if lines:
+            self.live.console.print("\n".join(lines), markup=False, highlight=False)
+            self.live.console.bell()  # a terminal flags the window: someone is needed
+        else:
+            self.live.refresh()
+        self.footer, self.pending, self.drawn_at = footer, False, now

@@ -50,7 +50,7 @@ from devloop.supervisor import Received, interrupt_on
 from workers.app import configure
 from workers.children import CrashLoop, RunChildren, start_children
 from workers.dispatch import send
-from workers.live import HumanNotices, LiveView, epilogue, redraw
+from workers.live import HumanNotices, LiveView, Screen, epilogue
 from workers.people import (
     apply_controls,
     paused_exit,
@@ -409,8 +409,8 @@ def _watch(
     final status (GaveUp: not).
 
     Each look reads only what moved (LiveStatus) and writes only what changed (FolderSync);
-    the view is drawn again only when what it shows changed, and the lines for people are
-    printed together, one redraw for all of them.
+    the view is drawn again only when what it shows changed (at most once a second), and
+    the lines for people of a look are printed together, one redraw for all of them.
     """
     settings = load_settings()
     started = last_reconcile = time.monotonic()
@@ -423,9 +423,9 @@ def _watch(
     unreachable_since: float | None = None
     notices = HumanNotices(lambda unit: unit_page(
         tracker.setting.control.console_url if tracker.setting else None, pid, unit))
-    footer = children.summary()
-    with Live(LiveView(state, footer=footer), console=console, auto_refresh=False,
-              transient=False, vertical_overflow="visible") as live:
+    with Live(LiveView(state, footer=children.summary()), console=console,
+              auto_refresh=False, transient=False, vertical_overflow="visible") as live:
+        screen = Screen(live, notices)
         while True:
             try:
                 children.check()
@@ -435,8 +435,7 @@ def _watch(
                 look = tracker.poll()
                 state = look.status
                 sync.sync(tracker, look)
-                footer = redraw(live, look.status, look.changed, children.summary(), footer,
-                                notices)
+                screen.show(state, look.changed, children.summary())
                 if state.finished and not waits_in_console(state, options.console):
                     break
                 if state.paused and not steps_running(store, pid):

@@ -16,7 +16,7 @@ from devloop.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
-from workers.live import WHY_LINES, HumanNotices, LiveView, print_status, redraw
+from workers.live import WHY_LINES, HumanNotices, LiveView, Screen, print_status
 
 
 def test_a_waiting_unit_shows_the_providers_error_and_a_blocked_one_its_reason(
@@ -187,25 +187,29 @@ def test_at_ten_units_the_live_view_is_the_whole_table() -> None:
 
 
 def test_on_a_short_terminal_the_table_keeps_the_rows_that_matter_and_counts_the_rest() -> None:
-    units = [row(f"u{i:04d}", "passed") for i in range(2000)]
+    units = [row(f"u{i:04d}", "pending" if i > 1800 else "passed") for i in range(2000)]
     units[1500] = row("u1500", "coding", step="coder 1/4, turn 2, Write")
+    units[1600] = row("u1600", "coding")  # released, waiting for a worker
     units[7] = row("u0007", "blocked", reason="the same failure 3 times")
-    units[900] = row("u0900", "passed")
-    state = ProjectStatus(pid="p-big", units=units, recent=["u0900"])
+    state = ProjectStatus(pid="p-big", units=units, recent=["u0900", "u0901"])
     console = terminal(30)
     console.print(LiveView(state, footer="workers: 3/3 up"))
     lines = console.export_text().splitlines()
     assert len(lines) <= 30, lines
     text = "\n".join(lines)
-    # Units.json order; running first, then waiting for a person, then the last changed.
+    # Running, waiting for a person, changed last, queued: in units.json order.
     shown = [ln.split("│")[1].strip() for ln in lines if ln.startswith("│ u")]
-    assert shown[:3] == ["u0000", "u0001", "u0002"]
-    assert {"u0007", "u0900", "u1500"} <= set(shown)
-    assert shown == sorted(shown)
-    hidden = 2000 - len(shown)
-    assert f"… {hidden:,} more units not shown: {hidden:,} passed" in text
-    assert "1999/2000 units finished, 1998 passed, 1 blocked" in text  # every unit counted
+    assert shown == ["u0007", "u0900", "u0901", "u1500", "u1600"]
+    assert "… 1,995 more units not shown: 1,796 passed, 199 pending" in text
+    assert "1799/2000 units finished, 1798 passed, 1 blocked" in text  # every unit counted
     assert "needs a human: u0007 (blocked)" in text and "workers: 3/3 up" in text
+    # A terminal too short even for those: the rows that matter most, and the count.
+    short = terminal(12)
+    short.print(LiveView(state, footer="workers: 3/3 up"))
+    lines = short.export_text().splitlines()
+    assert len(lines) <= 12, lines
+    assert [ln.split("│")[1].strip() for ln in lines if ln.startswith("│ u")] == [
+        "u0007", "u1500"]
 
 
 def test_the_needs_a_human_line_names_ten_units_and_counts_the_others() -> None:
@@ -219,12 +223,24 @@ def test_the_lines_for_people_of_a_look_are_printed_with_one_redraw() -> None:
     # the whole view again).
     state = status_of([row(f"u{i:02d}", "blocked", reason="stuck") for i in range(50)])
     console = terminal(200, width=200)
-    notices = HumanNotices()
     with Live(LiveView(status_of([])), console=console, auto_refresh=False) as live:
-        redraw(live, state, True, "workers: 1/1 up", "", notices)
-        assert redraw(live, state, False, "workers: 1/1 up", "workers: 1/1 up",
-                      notices) == "workers: 1/1 up"
+        screen = Screen(live, HumanNotices())
+        screen.show(state, True, "workers: 1/1 up")
+        screen.show(state, False, "workers: 1/1 up")  # nothing new: nothing drawn
     text = console.export_text()
     assert text.count("needs a human: u") == 51  # 50 notices, and the view's own line
     # Drawn at the start, with the notices, and once more as the live display stops.
-    assert text.count("units finished") <= 3, text.count("units finished")
+    assert text.count("units finished") == 3, text.count("units finished")
+
+
+def test_the_view_is_drawn_at_most_once_a_second_and_a_change_is_never_lost() -> None:
+    console = terminal(40)
+    with Live(LiveView(status_of([])), console=console, auto_refresh=False) as live:
+        screen = Screen(live, HumanNotices(), every_s=0.5)
+        for i in range(5):  # five looks in a row, each with a change
+            screen.show(status_of([row("cart", "coding", attempt=i + 1)]), True, "w")
+        time.sleep(0.6)
+        screen.show(status_of([row("cart", "coding", attempt=5)]), False, "w")
+        frames = console.export_text().count("units finished")
+        live.stop()
+        assert frames == 1 + 2  # the start, the first look, the change drawn once due
