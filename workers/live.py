@@ -51,7 +51,6 @@ WHY_READABLE = 32  # the why column's width, when a reason needs it, before opti
 WHY_LINES = 4  # a reason's most lines in the table; the rest is cut at a word, with "…"
 MORE = "…"
 HUMAN = ("blocked", "review")  # the statuses that wait for a person
-RUNNING = ("coding", "testing", "waiting_model", "paused", "interrupted")
 NAMED = 10  # units the "needs a human" line names; it counts the others
 RECENT_ROWS = 10  # of the units that changed last, the most a bounded table lists
 FRAME_EVERY_S = 1.0  # a run's view is drawn again at most this often (notices aside)
@@ -100,13 +99,11 @@ class StatusTable:
 
 def rows_that_matter(state: ProjectStatus) -> list[str]:
     """Unit ids worth a row, most first: running a step, waiting for a person, changed
-    last (newest first; a unit just passed, blocked or started), then moving without a
-    step yet (queued) or stopped mid-step. Units pending or long finished are counted
-    under the table, not listed."""
+    last (newest first: a unit just passed, blocked or started). Units queued for a
+    worker, pending or long finished are counted under the table, not listed."""
     stepping = [u.unit_id for u in state.units if u.step is not None]
     human = [u.unit_id for u in state.units if u.status in HUMAN]
-    queued = [u.unit_id for u in state.units if u.status in RUNNING]
-    return list(dict.fromkeys([*stepping, *human, *state.recent[:RECENT_ROWS], *queued]))
+    return list(dict.fromkeys([*stepping, *human, *state.recent[:RECENT_ROWS]]))
 
 
 def rest_line(state: ProjectStatus, shown: set[str]) -> str:

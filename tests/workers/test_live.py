@@ -197,10 +197,10 @@ def test_on_a_short_terminal_the_table_keeps_the_rows_that_matter_and_counts_the
     lines = console.export_text().splitlines()
     assert len(lines) <= 30, lines
     text = "\n".join(lines)
-    # Running, waiting for a person, changed last, queued: in units.json order.
+    # Running, waiting for a person, changed last: in units.json order (not the queued).
     shown = [ln.split("│")[1].strip() for ln in lines if ln.startswith("│ u")]
-    assert shown == ["u0007", "u0900", "u0901", "u1500", "u1600"]
-    assert "… 1,995 more units not shown: 1,796 passed, 199 pending" in text
+    assert shown == ["u0007", "u0900", "u0901", "u1500"]
+    assert "… 1,996 more units not shown: 1,796 passed, 199 pending, 1 coding" in text
     assert "1799/2000 units finished, 1798 passed, 1 blocked" in text  # every unit counted
     assert "needs a human: u0007 (blocked)" in text and "workers: 3/3 up" in text
     # A terminal too short even for those: the rows that matter most, and the count.
