@@ -464,7 +464,7 @@ def _watch(
         # The end is told from one look after everything stopped: a step that ended after
         # the look that ended the watch (its model calls counted) is in it.
         state = project_status(store, pid, folder=folder)
-        live.update(LiveView(state, footer=children.summary()), refresh=True)
+        live.update(LiveView(state, footer=children.summary()))  # drawn as the view stops
     console.print()
     sync.finish(state.scripted)  # exact at the end (decisions race to write the marks)
     return state
