@@ -5,15 +5,24 @@ session is doing; at NARROW_COLUMNS or fewer it drops tokens and cost before it 
 cut a unit's name or status. A reason gets room to be read (WHY_READABLE columns, before
 step, cost, tokens, elapsed and attempt) and at most WHY_LINES lines: a longer one ends
 at a word with "…", and a line under the table says where every reason is in full.
+
+On a terminal the live view is never taller than it: when every unit's row does not fit,
+the table shows the rows that matter (units running, waiting for a person, the ones that
+changed last), in units.json order, and one line counts the rest by status. A frame then
+costs the same at 10,000 units as at 100 (`devloop status` still prints every row).
 """
 
 from __future__ import annotations
 
 import shlex
+import time
+from collections import Counter
 from collections.abc import Callable
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.live import Live
 from rich.progress_bar import ProgressBar
+from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
@@ -42,19 +51,67 @@ WHY_READABLE = 32  # the why column's width, when a reason needs it, before opti
 WHY_LINES = 4  # a reason's most lines in the table; the rest is cut at a word, with "…"
 MORE = "…"
 HUMAN = ("blocked", "review")  # the statuses that wait for a person
+NAMED = 10  # units the "needs a human" line names; it counts the others
+RECENT_ROWS = 10  # of the units that changed last, the most a bounded table lists
+FRAME_EVERY_S = 1.0  # a run's view is drawn again at most this often (notices aside)
+TABLE_LINES = 5  # a table's lines besides its rows: title, borders and header
 
 
 class StatusTable:
-    """The units table, laid out for the width it is rendered at."""
+    """The units table, laid out for the width it is rendered at; with `lines`, at most
+    that many lines tall (the rows that matter and a line counting the rest)."""
 
-    def __init__(self, state: ProjectStatus) -> None:
-        self.state = state
+    def __init__(self, state: ProjectStatus, lines: int | None = None) -> None:
+        self.state, self.lines = state, lines
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        table, cut = fitted_table(self.state, options.max_width, console)
+        state, lines = self.state, self.lines
+        if lines is not None and len(state.units) + TABLE_LINES > lines:
+            yield from self._bounded(console, options, lines)
+            return
+        table, cut = fitted_table(state, options.max_width, console)
         yield table
         if cut:
-            yield Text(cut_note(self.state), style="dim")
+            yield Text(cut_note(state), style="dim")
+
+    def _bounded(self, console: Console, options: ConsoleOptions, lines: int) -> RenderResult:
+        """The rows that matter, as many as fit in `lines` with the line counting the rest
+        (a reason over several lines takes room from the rows)."""
+        order = rows_that_matter(self.state)
+        keep = max(1, lines - TABLE_LINES - 1)
+        while True:
+            kept = set(order[:keep])
+            shown = self.state.model_copy(
+                update={"units": [u for u in self.state.units if u.unit_id in kept]})
+            table, cut = fitted_table(shown, options.max_width, console)
+            parts: list[RenderableType] = [table]
+            if cut:
+                parts.append(Text(cut_note(self.state), style="dim"))
+            parts.append(Text(rest_line(self.state, kept), style="dim"))
+            rendered = console.render_lines(Group(*parts), options, pad=False)
+            if len(rendered) <= lines or keep == 1:
+                break
+            keep = max(1, keep - (len(rendered) - lines))
+        for line in rendered:
+            yield from line
+            yield Segment.line()
+
+
+def rows_that_matter(state: ProjectStatus) -> list[str]:
+    """Unit ids worth a row, most first: running a step, waiting for a person, changed
+    last (newest first: a unit just passed, blocked or started). Units queued for a
+    worker, pending or long finished are counted under the table, not listed."""
+    stepping = [u.unit_id for u in state.units if u.step is not None]
+    human = [u.unit_id for u in state.units if u.status in HUMAN]
+    return list(dict.fromkeys([*stepping, *human, *state.recent[:RECENT_ROWS]]))
+
+
+def rest_line(state: ProjectStatus, shown: set[str]) -> str:
+    """The line under a bounded table: how many units it leaves out, by status."""
+    hidden = Counter(u.label for u in state.units if u.unit_id not in shown)
+    total = sum(hidden.values())
+    counts = ", ".join(f"{n:,} {status}" for status, n in hidden.most_common())
+    return f"{MORE} {total:,} more unit{'' if total == 1 else 's'} not shown: {counts}"
 
 
 def fitted_table(state: ProjectStatus, width: int, console: Console) -> tuple[Table, bool]:
@@ -179,20 +236,49 @@ def _why(row: UnitRow) -> str:
 def live_view(state: ProjectStatus, footer: str | None = None) -> Group:
     """The table with a progress bar of finished units under it (and `footer`: the run's
     workers and Redis, when a run shows it)."""
-    done = sum(u.status in ("passed", "blocked", "blocked_upstream") for u in state.units)
-    total, waiting = len(state.units), state.count("waiting_model")
+    return Group(StatusTable(state), *view_parts(state, footer))
+
+
+class LiveView:
+    """`live_view` for `devloop run`: on a terminal, no taller than it (the table gives up
+    rows to fit); elsewhere (a log, a pipe) every row, as `live_view`."""
+
+    def __init__(self, state: ProjectStatus, footer: str | None = None) -> None:
+        self.state, self.footer = state, footer
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        parts = view_parts(self.state, self.footer)
+        if not console.is_terminal:
+            yield StatusTable(self.state)
+            yield from parts
+            return
+        below = console.render_lines(Group(*parts), options, pad=False)
+        # One line stays free: the cursor's, under the frame.
+        lines = max(TABLE_LINES + 2, options.size.height - len(below) - 1)
+        yield StatusTable(self.state, lines=lines)
+        for line in below:  # drawn once: measured and shown
+            yield from line
+            yield Segment.line()
+
+
+def view_parts(state: ProjectStatus, footer: str | None = None) -> list[RenderableType]:
+    """What the live view shows under the table: the progress bar and its counts, the
+    scripted legend, the lines for people, the footer and an environment problem."""
+    counts = Counter(u.status for u in state.units)
+    done = counts["passed"] + counts["blocked"] + counts["blocked_upstream"]
+    total, waiting = len(state.units), counts["waiting_model"]
     caption = Text(
-        f"{done}/{total} units finished, {state.count('passed')} passed, "
-        f"{state.count('blocked') + state.count('blocked_upstream')} blocked"
+        f"{done}/{total} units finished, {counts['passed']} passed, "
+        f"{counts['blocked'] + counts['blocked_upstream']} blocked"
         + (f", {waiting} waiting for the model" if waiting else "")
-        + (f", {state.count('interrupted')} interrupted" if state.count("interrupted") else "")
+        + (f", {counts['interrupted']} interrupted" if counts["interrupted"] else "")
         + ("; costs scripted (stub)" if state.scripted else "")
     )
     marked = sum(u.scripted for u in state.units)
     # A grid row keeps the bar and its caption on one line (a bare bar ends no line).
     progress = Table.grid(padding=(0, 1))
     progress.add_row(ProgressBar(total=total, completed=done, width=30), caption)
-    parts: list[RenderableType] = [StatusTable(state), progress]
+    parts: list[RenderableType] = [progress]
     if marked:
         parts.append(Text(scripted_legend(marked, state.folder), style="dim"))
     parts += people_lines(state)
@@ -200,7 +286,7 @@ def live_view(state: ProjectStatus, footer: str | None = None) -> Group:
         parts.append(Text(footer, style="dim"))
     if state.environment_error:
         parts.append(Text(f"environment: {state.environment_error}", style="red"))
-    return Group(*parts)
+    return parts
 
 
 def scripted_legend(marked: int, folder: str | None = None) -> str:
@@ -245,7 +331,9 @@ def people_lines(state: ProjectStatus) -> list[Text]:
     lines = []
     waiting = [f"{u.unit_id} ({u.status})" for u in state.units if u.status in HUMAN]
     if waiting:
-        lines.append(Text(f"needs a human: {', '.join(waiting)}", style="bold red"))
+        more = len(waiting) - NAMED
+        named = ", ".join(waiting[:NAMED]) + (f" and {more:,} more" if more > 0 else "")
+        lines.append(Text(f"needs a human: {named}", style="bold red"))
     if state.max_usd is not None:
         lines.append(Text(spent_words(state.spent_usd, state.max_usd)))
     if state.paused:
@@ -284,3 +372,32 @@ class HumanNotices:
                 target = shlex.quote(state.folder) if state.folder else state.pid
                 lines.append(human_line(target, row, self.link(row.unit_id)))
         return lines
+
+
+class Screen:
+    """A run's live view on its console: drawn again when what it shows changed, at most
+    every `every_s` (a frame costs the same whatever changed, and a person reads no
+    faster), with the lines for people of each look printed above it together, in one
+    print (each print draws the view again)."""
+
+    def __init__(self, live: Live, notices: HumanNotices,
+                 every_s: float = FRAME_EVERY_S) -> None:
+        self.live, self.notices, self.every_s = live, notices, every_s
+        self.footer: str | None = None  # the footer drawn last
+        self.pending = False  # a change not drawn yet
+        self.drawn_at = float("-inf")
+
+    def show(self, state: ProjectStatus, changed: bool, footer: str) -> None:
+        """What one look found: draw it when due, and print its lines for people now."""
+        lines = self.notices.new(state)
+        self.pending = self.pending or changed or footer != self.footer
+        now = time.monotonic()
+        if not lines and not (self.pending and now - self.drawn_at >= self.every_s):
+            return
+        self.live.update(LiveView(state, footer=footer))
+        if lines:
+            self.live.console.print("\n".join(lines), markup=False, highlight=False)
+            self.live.console.bell()  # a terminal flags the window: someone is needed
+        else:
+            self.live.refresh()
+        self.footer, self.pending, self.drawn_at = footer, False, now

@@ -26,16 +26,17 @@ from devloop.config import Settings, load_settings
 from devloop.console.listen import Listener, ListenFailed, listening
 from devloop.embedded import NotPrivate, private_state_dir, redis_endpoint
 from devloop.errors import DevLoopError, Problem, ProjectInvalid
-from devloop.fleet.control import export_spend, steps_running
+from devloop.fleet.control import steps_running
 from devloop.fleet.dispatch import enqueue_project, reconcile, resume_blocked
 from devloop.fleet.failures import one_line
+from devloop.fleet.livestatus import LiveStatus
 from devloop.fleet.marks import STUB, export_marks
 from devloop.fleet.messages import Dispatch
-from devloop.fleet.records import export_steps
 from devloop.fleet.respec import apply_changes
 from devloop.fleet.scripted import Rebuilt, run_scripted_again
 from devloop.fleet.status import ProjectStatus, mark_run, project_status, scripted
-from devloop.fleet.webhook import console_link
+from devloop.fleet.sync import FolderSync
+from devloop.fleet.webhook import unit_page
 from devloop.lastrun import Given, RunChoices, carry_on, recall, remember, script_path
 from devloop.llm.base import load_prices, price_of, unpriced_fault
 from devloop.private import write_private
@@ -50,7 +51,7 @@ from devloop.supervisor import Received, interrupt_on
 from workers.app import configure
 from workers.children import CrashLoop, RunChildren, start_children
 from workers.dispatch import send
-from workers.live import HumanNotices, epilogue, live_view
+from workers.live import HumanNotices, LiveView, Screen, epilogue
 from workers.people import (
     apply_controls,
     paused_exit,
@@ -416,29 +417,36 @@ def _watch(
     children: RunChildren,
 ) -> ProjectStatus:
     """Show the live table, export as results land, keep the children running, return the
-    final status (GaveUp: not)."""
+    final status (GaveUp: not).
+
+    Each look reads only what moved (LiveStatus) and writes only what changed (FolderSync);
+    the view is drawn again only when what it shows changed (at most once a second), and
+    the lines for people of a look are printed together, one redraw for all of them.
+    """
     settings = load_settings()
     started = last_reconcile = time.monotonic()
-    versions: dict[str, int] = {}
     grace = settings.reconcile_grace_s
     folder = str(options.project_dir)  # as the user wrote it, for the commands shown
-    state = project_status(store, pid, folder=folder)
+    tracker = LiveStatus(store, pid, folder=folder)
+    state = tracker.load().status
+    sync = FolderSync(store, pid, project_dir)
+    sync.start(tracker)
     unreachable_since: float | None = None
-    notices = HumanNotices(lambda unit: console_link(store, pid, unit))
-    with Live(live_view(state), console=console, refresh_per_second=4, transient=False,
-              vertical_overflow="visible") as live:
+    notices = HumanNotices(lambda unit: unit_page(
+        tracker.setting.control.console_url if tracker.setting else None, pid, unit))
+    with Live(LiveView(state, footer=children.summary()), console=console,
+              auto_refresh=False, transient=False, vertical_overflow="visible") as live:
+        screen = Screen(live, notices)
         while True:
             try:
                 children.check()
             except (CrashLoop, RedisServerError) as broken:
                 raise GaveUp(str(broken)) from None
             try:
-                state = project_status(store, pid, folder=folder)
-                versions = _export_changes(store, pid, project_dir, versions)
-                live.update(live_view(state, footer=children.summary()))
-                for line in notices.new(state):
-                    live.console.print(line, markup=False, highlight=False)
-                    live.console.bell()  # a terminal flags the window: someone is needed
+                look = tracker.poll()
+                state = look.status
+                sync.sync(tracker, look)
+                screen.show(state, look.changed, children.summary())
                 if state.finished and not waits_in_console(state, options.console):
                     break
                 if state.paused and not steps_running(store, pid):
@@ -460,29 +468,14 @@ def _watch(
                     raise GaveUp(f"Redis unreachable for {settings.redis_wait_s:.0f} s "
                                  f"({one_line(lost)}); run again to resume") from None
                 children.note = f"Redis unreachable: {one_line(lost)}; waiting"
-                live.update(live_view(state, footer=children.summary()))
+                live.update(LiveView(state, footer=children.summary()), refresh=True)
             if options.timeout_s and time.monotonic() - started > options.timeout_s:
                 raise GaveUp(f"timed out after {options.timeout_s:.0f} s; run again to resume")
             time.sleep(options.poll_s)
         # The end is told from one look after everything stopped: a step that ended after
         # the look that ended the watch (its model calls counted) is in it.
         state = project_status(store, pid, folder=folder)
-        live.update(live_view(state, footer=children.summary()))
+        live.update(LiveView(state, footer=children.summary()))  # drawn as the view stops
     console.print()
-    export_marks(store, pid, state.scripted)  # exact at the end (decisions race to write it)
-    store.export(pid, project_dir, as_source=True)
-    export_steps(store, pid, project_dir)
-    export_spend(store, pid, project_dir)
+    sync.finish(state.scripted)  # exact at the end (decisions race to write the marks)
     return state
-
-
-def _export_changes(
-    store: RedisStore, pid: str, project_dir: Path, seen: dict[str, int]
-) -> dict[str, int]:
-    """Export the project when any unit's files changed since the last look."""
-    now = store.unit_versions(pid, [u.id for u in store.project_record(pid).units.units])
-    if now != seen:
-        store.export(pid, project_dir, as_source=True)
-        export_steps(store, pid, project_dir)
-        export_spend(store, pid, project_dir)
-    return now

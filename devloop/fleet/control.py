@@ -148,6 +148,14 @@ def read_control(store: RedisStore, pid: str, units: Sequence[str] | None = None
     if units is not None:
         names = [b"total", b"scripted", *(f"unit:{u}".encode() for u in units)]
         ledger = {k: v for k, v in zip(names, ledger, strict=True) if v is not None}
+    return control_from(raw, ledger, earlier)
+
+
+def control_from(
+    raw: dict[bytes, bytes], ledger: dict[bytes, bytes], earlier: bytes | None
+) -> Control:
+    """The controls from the control hash, the spend ledger (its `unit:` shares, when
+    read, become `unit_spent`) and what an earlier DevLoop counted."""
     fields = {k.decode(): v.decode("utf-8", errors="replace") for k, v in raw.items()}
     shares = {k.decode()[5:]: from_nano(int(v)) for k, v in ledger.items()
               if k.startswith(b"unit:")}
@@ -156,7 +164,7 @@ def read_control(store: RedisStore, pid: str, units: Sequence[str] | None = None
         spent_usd=_total(ledger.get(b"total"), earlier),
         default_max_usd=(float(fields["default_max_usd"]) if "default_max_usd" in fields
                          else None),
-        scripted_usd=from_nano(int(ledger.get(b"scripted", 0))),
+        scripted_usd=from_nano(int(ledger.get(b"scripted") or 0)),
         unit_spent=shares,
         paused=fields.get("paused"),
         paused_at=float(fields["paused_at"]) if "paused_at" in fields else None,
@@ -221,8 +229,13 @@ def spend(
 def export_spend(store: RedisStore, pid: str, dest: Path) -> Path:
     """Write the ledger to agent-state/spend.json (the report's figures)."""
     control = read_control(store, pid)
+    return write_spend(dest, control, control.unit_spent)
+
+
+def write_spend(dest: Path, control: Control, shares: dict[str, float]) -> Path:
+    """Write agent-state/spend.json: the ledger's total, the cap and each unit's share."""
     data = {"spent_usd": control.spent_usd, "max_usd": control.max_usd,
-            "units": dict(sorted(control.unit_spent.items()))}
+            "units": dict(sorted(shares.items()))}
     dest.mkdir(parents=True, exist_ok=True)
     with Dir.open(dest) as root:  # never written through a link in the project folder
         root.write_atomic(SPEND_FILE, json.dumps(data, indent=2) + "\n")

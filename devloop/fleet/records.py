@@ -8,7 +8,7 @@ devloop:{pid}:environment-error      string why no session can run (a worker fou
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from redis.client import Pipeline
 
 from devloop.fleet.messages import StepMsg
+from devloop.ledgers.sink import DirSink
 from devloop.safedir import Dir
 from devloop.store import Fence, RedisStore, UnitState, scripts
 from devloop.store.fence import fenced
@@ -221,10 +222,25 @@ def export_steps(store: RedisStore, pid: str, dest: Path) -> Path:
     """Write every unit's step records to agent-state/fleet-steps.ndjson (for reports)."""
     units = [entry.id for entry in store.project_record(pid).units.units]
     by_unit = steps_of(store, pid, units)
-    lines = [record.model_dump_json() for records in by_unit.values() for record in records]
+    return write_steps(dest, [record for records in by_unit.values() for record in records])
+
+
+def write_steps(dest: Path, records: Iterable[StepRecord]) -> Path:
+    """Write agent-state/fleet-steps.ndjson whole: one line per record."""
+    lines = [record.model_dump_json() for record in records]
     dest.mkdir(parents=True, exist_ok=True)
     with Dir.open(dest) as root:  # never written through a link in the project folder
         root.write_atomic(STEPS_FILE, "".join(line + "\n" for line in lines))
+    return dest / STEPS_FILE
+
+
+def append_steps(dest: Path, records: Iterable[StepRecord]) -> Path:
+    """Add records to agent-state/fleet-steps.ndjson (what a run does as steps end: the
+    file grows with the steps, never written whole again; its end writes it whole)."""
+    lines = [record.model_dump_json() for record in records]
+    if lines:
+        with Dir.open(dest) as root:  # never through a link in the project folder
+            DirSink(root, STEPS_FILE).append("\n".join(lines))
     return dest / STEPS_FILE
 
 

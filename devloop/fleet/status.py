@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import shlex
 import time
+from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
@@ -85,6 +86,8 @@ class ProjectStatus(BaseModel):
     real_spent_usd: float = 0.0  # the spend but scripted turns': what the default counts
     # The folder the commands shown name (else the project id); not part of the JSON.
     folder: str | None = Field(default=None, exclude=True)
+    # The units whose rows changed last, newest first (the live view shows them); not JSON.
+    recent: list[str] = Field(default_factory=list, exclude=True)
 
     @property
     def finished(self) -> bool:
@@ -137,31 +140,36 @@ def mark_run(store: RedisStore, pid: str, llm: str) -> None:
 
 def scripted(store: RedisStore, pid: str) -> bool:
     """Whether every run of the project so far used the stub's scripted turns."""
-    raw = store.agent_state_file(pid, RUN_FILE)
-    return bool(raw) and json.loads(raw or b"{}").get("llms") == ["stub"]
+    return scripted_runs(store.agent_state_file(pid, RUN_FILE))
+
+
+def scripted_runs(run_json: bytes | None) -> bool:
+    """Whether agent-state/run.json (as stored) says every run so far used the stub."""
+    return bool(run_json) and json.loads(run_json or b"{}").get("llms") == ["stub"]
+
+
+def lease_keys(store: RedisStore, pid: str, unit: str, state: UnitState) -> list[str]:
+    """The leases a step of the unit's current attempt holds while it runs."""
+    roles = ["coder", *(f"tester.{n}" for n in range(1, awaited_tester_try(state) + 1))]
+    return [store.keys(pid).lease(unit, state.attempt, role) for role in roles]
 
 
 def _live_units(store: RedisStore, pid: str, states: dict[str, UnitState]) -> set[str]:
     """Units a step runs for right now: one of their current attempt's leases is held."""
-    asked = [
-        (unit, store.keys(pid).lease(unit, state.attempt, role))
-        for unit, state in states.items()
-        if state.status in MOVING
-        for role in ["coder", *(f"tester.{n}" for n in range(1, awaited_tester_try(state) + 1))]
-    ]
+    asked = [(unit, key) for unit, state in states.items() if state.status in MOVING
+             for key in lease_keys(store, pid, unit, state)]
     held = store.client.mget([key for _, key in asked]) if asked else []
     return {unit for (unit, _), owner in zip(asked, held, strict=True) if owner}
 
 
-def _progress(store: RedisStore, pid: str,
-              units: list[str] | None = None) -> dict[str, StepProgress]:
-    """The running sessions' last steps (of the listed units only, when given)."""
-    if units is None:
-        raw = store.client.hgetall(progress_key(store, pid))
-    else:
-        values = store.client.hmget(progress_key(store, pid), units) if units else []
-        raw = {u.encode(): v for u, v in zip(units, values, strict=True) if v is not None}
-    return {k.decode(): StepProgress.model_validate_json(v) for k, v in raw.items()}
+def _progress(
+    store: RedisStore, pid: str, states: dict[str, UnitState]
+) -> dict[str, StepProgress]:
+    """The last progress record of each moving unit (the others' are not shown)."""
+    moving = [unit for unit, state in states.items() if state.status in MOVING]
+    raw = store.client.hmget(progress_key(store, pid), moving) if moving else []
+    return {unit: StepProgress.model_validate_json(v)
+            for unit, v in zip(moving, raw, strict=True) if v}
 
 
 def _current(progress: StepProgress | None, state: UnitState) -> StepProgress | None:
@@ -176,6 +184,86 @@ def _elapsed(steps: list[StepRecord], live_since: float | None, now: float) -> f
     """Seconds a step of the unit ran: its finished steps, and the live one so far."""
     busy = sum(max(0.0, s.ended_at - s.started_at) for s in steps)
     return round(busy + (max(0.0, now - live_since) if live_since else 0.0), 1)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """What every row of a project shares: its controls, the commands shown, the time."""
+
+    pid: str
+    control: Control
+    every_run_scripted: bool
+    fleet: bool | None = True
+    folder: str | None = None
+    run_live: str | None = None
+    now: float = 0.0
+
+    @property
+    def resume(self) -> str:
+        """The command that carries a paused project on."""
+        control = self.control
+        resume = f"devloop resume {shlex.quote(self.folder) if self.folder else self.pid}"
+        if control.paused == "budget":
+            resume += " --max-usd " + resume_cap(control.spent_usd, control.max_usd,
+                                                 control.real_spent_usd,
+                                                 control.default_max_usd)
+        return resume
+
+    def same_rows(self, other: Setting) -> bool:
+        """Whether rows built in `other` read as in this one (time and spend aside)."""
+        return (self.control.paused, self.resume, self.every_run_scripted) == (
+            other.control.paused, other.resume, other.every_run_scripted)
+
+
+def unit_row(
+    unit: str,
+    state: UnitState,
+    steps: list[StepRecord],
+    setting: Setting,
+    live: bool,
+    progress: StepProgress | None,
+    spent_usd: float,
+) -> UnitRow:
+    """One unit's row from what Redis holds of it (`live`: a step of it holds its lease)."""
+    paused = setting.control.paused
+    shown: str = state.status
+    if shown in MOVING and not live and (setting.fleet is False or paused):
+        shown = "paused" if paused else "interrupted"
+    current = _current(progress, state) if live else None
+    since = (current.since if current else state.updated_at) if live else None
+    return UnitRow(
+        unit_id=unit,
+        status=shown,
+        attempt=state.attempt,
+        tokens=sum(s.tokens for s in steps),
+        cost_usd=spent_usd,
+        elapsed_s=_elapsed(steps, since, setting.now),
+        last_hint=state.last_hint,
+        last_error=state.last_error,
+        blocked_reason=state.blocked_reason if state.status == "blocked" else None,
+        reason=reason(state, steps, shown, paused, setting.resume),
+        step=current.describe() if current else None,
+        next_steps=(next_steps(state, unit, setting.folder, setting.pid, setting.run_live)
+                    if shown == "blocked" else []),
+        note=load_note(state),
+        coverage=last_coverage(steps),
+        scripted=is_scripted(state, setting.every_run_scripted),
+    )
+
+
+def status_of(
+    setting: Setting, rows: list[UnitRow], environment: str | None,
+    recent: list[str] | None = None,
+) -> ProjectStatus:
+    """The project's status from its rows and its controls."""
+    control = setting.control
+    return ProjectStatus(
+        pid=setting.pid, units=rows, environment_error=environment,
+        scripted=setting.every_run_scripted, paused=control.paused,
+        spent_usd=control.spent_usd, max_usd=control.max_usd, folder=setting.folder,
+        default_max_usd=control.default_max_usd if control.max_usd is None else None,
+        real_spent_usd=control.real_spent_usd, recent=recent or [],
+    )
 
 
 def project_status(
@@ -193,21 +281,18 @@ def project_status(
     should be moving but has no live step shows as `interrupted` (or `paused`, when a pause
     of the project stopped it). A blocked unit's row names the commands that move it on, for
     the project at `folder` (when known), with the pid of the `devloop run` live on that
-    folder (`run_live`), which then picks the unit up.
+    folder (`run_live`), which then picks the unit up. Every read is one pipelined round
+    trip (or a few, for a large project): the cost grows with the units, no faster.
     """
-    now = now or time.time()
-    control = read_control(store, pid)
     units = [entry.id for entry in store.project_record(pid).units.units]
-    every_run_scripted = scripted(store, pid)
-    rows = unit_rows(store, pid, units, control, now=now, fleet=fleet, folder=folder,
-                     run_live=run_live, every_run_scripted=every_run_scripted)
-    return ProjectStatus(
-        pid=pid, units=rows, environment_error=environment_error(store, pid),
-        scripted=every_run_scripted, paused=control.paused,
-        spent_usd=control.spent_usd, max_usd=control.max_usd, folder=folder,
-        default_max_usd=control.default_max_usd if control.max_usd is None else None,
-        real_spent_usd=control.real_spent_usd,
-    )
+    states, steps_by_unit = store.get_states(pid, units), steps_of(store, pid, units)
+    live, progress = _live_units(store, pid, states), _progress(store, pid, states)
+    setting = Setting(pid, read_control(store, pid), scripted(store, pid), fleet, folder,
+                      run_live, now or time.time())
+    rows = [unit_row(unit, states[unit], steps_by_unit[unit], setting, unit in live,
+                     progress.get(unit), setting.control.unit_spent.get(unit, 0.0))
+            for unit in units]
+    return status_of(setting, rows, environment_error(store, pid))
 
 
 def unit_rows(
@@ -224,42 +309,13 @@ def unit_rows(
 ) -> list[UnitRow]:
     """The rows of the listed units as project_status has them, reading only their keys
     (and the project's few): the console's unit page and its per-change updates."""
-    now = now or time.time()
     control = control if control is not None else read_control(store, pid, units)
     states, steps_by_unit = store.get_states(pid, units), steps_of(store, pid, units)
-    live, progress = _live_units(store, pid, states), _progress(store, pid, units)
+    live, progress = _live_units(store, pid, states), _progress(store, pid, states)
     if every_run_scripted is None:
         every_run_scripted = scripted(store, pid)
-    resume = f"devloop resume {shlex.quote(folder) if folder else pid}"
-    if control.paused == "budget":
-        resume += " --max-usd " + resume_cap(control.spent_usd, control.max_usd,
-                                             control.real_spent_usd, control.default_max_usd)
-    rows = []
-    for unit in units:
-        state, steps = states[unit], steps_by_unit[unit]
-        shown: str = state.status
-        if shown in MOVING and unit not in live and (fleet is False or control.paused):
-            shown = "paused" if control.paused else "interrupted"
-        current = _current(progress.get(unit), state) if unit in live else None
-        since = (current.since if current else state.updated_at) if unit in live else None
-        rows.append(
-            UnitRow(
-                unit_id=unit,
-                status=shown,
-                attempt=state.attempt,
-                tokens=sum(s.tokens for s in steps),
-                cost_usd=control.unit_spent.get(unit, 0.0),
-                elapsed_s=_elapsed(steps, since, now),
-                last_hint=state.last_hint,
-                last_error=state.last_error,
-                blocked_reason=state.blocked_reason if state.status == "blocked" else None,
-                reason=reason(state, steps, shown, control.paused, resume),
-                step=current.describe() if current else None,
-                next_steps=(next_steps(state, unit, folder, pid, run_live)
-                            if shown == "blocked" else []),
-                note=load_note(state),
-                coverage=last_coverage(steps),
-                scripted=is_scripted(state, every_run_scripted),
-            )
-        )
-    return rows
+    setting = Setting(pid, control, every_run_scripted, fleet, folder, run_live,
+                      now or time.time())
+    return [unit_row(unit, states[unit], steps_by_unit[unit], setting, unit in live,
+                     progress.get(unit), control.unit_spent.get(unit, 0.0))
+            for unit in units]

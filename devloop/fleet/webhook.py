@@ -81,8 +81,12 @@ def payload(pid: str, call: HumanCall, event_id: str, console: str | None) -> di
 
 def console_link(store: RedisStore, pid: str, unit: str) -> str | None:
     """The unit's page in the console serving the project (no token), if one runs."""
-    base = read_control(store, pid).console_url
-    return f"{base.rstrip('/')}/p/{pid}/u/{unit}" if base else None
+    return unit_page(read_control(store, pid).console_url, pid, unit)
+
+
+def unit_page(console_url: str | None, pid: str, unit: str) -> str | None:
+    """The unit's page in the console at console_url (no token), if one runs."""
+    return f"{console_url.rstrip('/')}/p/{pid}/u/{unit}" if console_url else None
 
 
 class Notifier:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import stat
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -39,7 +40,10 @@ class _UnitSnapshot:
 class ExportMixin(StoreBase):
     """`export`: unit files, ledgers, agent state and memory notes back onto disk."""
 
-    def export(self, pid: str, dest: Path, *, as_source: bool = False) -> list[Path]:
+    def export(
+        self, pid: str, dest: Path, *, as_source: bool = False,
+        units: Collection[str] | None = None,
+    ) -> list[Path]:
         """Write pid's files under dest in the seed layout; returns the paths written.
 
         Files already identical on disk are left alone. With `as_source` dest is the
@@ -47,7 +51,9 @@ class ExportMixin(StoreBase):
         dir is made to mirror Redis (files that agents deleted go here too; files the
         user added stay) and what the export wrote becomes what the folder is known to
         hold (`ondisk`), so the next import reads only the user's edits as changes,
-        even from a folder this export left half-written when it was killed.
+        even from a folder this export left half-written when it was killed. With
+        `units`, only those units' files (what a run exports as their versions move; the
+        ledgers, agent state and memory notes are left to the whole export).
         """
         dest = Path(dest)
         dest.mkdir(parents=True, exist_ok=True)
@@ -55,10 +61,10 @@ class ExportMixin(StoreBase):
         # each reads Redis once it has its turn: one that read before the other wrote would
         # put older files back, which the next import would take for the user's edits.
         with folder_synced(dest, create=as_source or (dest / "units.json").is_file()):
-            contents, units = self._export_contents(pid)
+            contents, snaps = self._export_contents(pid, units)
             if not as_source:
                 return self._export_copy(dest, contents)
-            return self._export_source(pid, dest, contents, units)
+            return self._export_source(pid, dest, contents, snaps)
 
     @staticmethod
     def _export_copy(dest: Path, contents: dict[str, bytes]) -> list[Path]:
@@ -127,24 +133,30 @@ class ExportMixin(StoreBase):
                     written.append(dest.resolve() / rel)
         return written
 
-    def _export_contents(self, pid: str) -> tuple[dict[str, bytes], dict[str, _UnitSnapshot]]:
-        """Every exported file, path relative to the project root -> bytes, and each
-        unit's files with what its folder is known to hold, read in one MULTI/EXEC: a
-        consistent snapshot."""
+    def _export_contents(
+        self, pid: str, only: Collection[str] | None = None
+    ) -> tuple[dict[str, bytes], dict[str, _UnitSnapshot]]:
+        """Every exported file (with `only`, those units' files), path relative to the
+        project root -> bytes, and each unit's files with what its folder is known to
+        hold, read in one MULTI/EXEC: a consistent snapshot."""
         keys = self.keys(pid)
-        raw_units = self.client.hget(keys.project, "units_json")
-        if raw_units is None:
-            raise ProjectNotImported(f'project "{pid}" is not in Redis; import it first')
-        unit_ids = [u.id for u in UnitsFile.model_validate_json(raw_units).units]
+        if only is None:
+            raw_units = self.client.hget(keys.project, "units_json")
+            if raw_units is None:
+                raise ProjectNotImported(f'project "{pid}" is not in Redis; import it first')
+            unit_ids = [u.id for u in UnitsFile.model_validate_json(raw_units).units]
+        else:
+            unit_ids = list(only)
         with self.client.pipeline(transaction=True) as pipe:
             for unit in unit_ids:
                 pipe.hgetall(keys.files(unit))
             for unit in unit_ids:
                 pipe.hmget(keys.meta(unit), ["known", "imported"])
-            for name in LEDGERS:
-                pipe.xrange(keys.stream(name))
-            pipe.hgetall(keys.agent_state)
-            pipe.hgetall(keys.memory)
+            if only is None:
+                for name in LEDGERS:
+                    pipe.xrange(keys.stream(name))
+                pipe.hgetall(keys.agent_state)
+                pipe.hgetall(keys.memory)
             replies = pipe.execute()
         out: dict[str, bytes] = {}
         units: dict[str, _UnitSnapshot] = {}
@@ -160,6 +172,8 @@ class ExportMixin(StoreBase):
             units[unit] = _UnitSnapshot(kept, ondisk.decode(known), (known, imported))
             for rel, data in units[unit].files.items():
                 out[f"units/{unit}/{safe_relpath(rel)}"] = data
+        if only is not None:
+            return out, units
         ledgers = replies[2 * n : 2 * n + len(LEDGERS)]
         for name, entries in zip(LEDGERS, ledgers, strict=True):
             lines = [line for _id, fields in entries for line in entry_lines(fields)]

@@ -328,3 +328,27 @@ def test_a_pull_into_the_folder_beside_a_running_export_loses_nothing(
     redis_store.export(PID, todo_project, as_source=True)
     assert not redis_store.import_project(load_project(todo_project)).changed
     assert redis_store.unit_files(PID, "todo-be").files == expected
+
+
+def test_an_export_of_some_units_writes_only_their_files(
+    redis_store: RedisStore, todo_project: Path
+) -> None:
+    # What `devloop run` does as a unit's files move: the other units' folders, the
+    # ledgers and the agent state are left as they are (a whole export would write them).
+    imported(redis_store, todo_project)
+    redis_store.export(PID, todo_project, as_source=True)
+    commit(redis_store, 1, {"code/server.js": b"v2\n"})
+    fe = redis_store.unit_files(PID, "todo-fe")
+    assert redis_store.commit_files(PID, "todo-fe", role="coder", attempt=1,
+                                    base_version=fe.version,
+                                    changes={"code/app.js": b"fe v2\n"}).applied
+    redis_store.sink(PID, "timeline").append('{"kind":"unit_tested"}')
+    (todo_project / "agent-state/todo.json").write_text("edited\n")
+    written = redis_store.export(PID, todo_project, as_source=True, units=["todo-be"])
+    assert written == [todo_project.resolve() / "units/todo-be/code/server.js"]
+    assert (todo_project / "units/todo-be/code/server.js").read_text() == "v2\n"
+    assert not (todo_project / "units/todo-fe/code/app.js").exists()
+    assert (todo_project / "timeline.ndjson").read_text() == '{"kind":"unit_coded"}\n'
+    assert (todo_project / "agent-state/todo.json").read_text() == "edited\n"
+    # What the folder is known to hold moved for the unit exported: no edit is seen.
+    assert redis_store.import_project(load_project(todo_project)).changed_units == []

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import time
 from pathlib import Path
 
 from rich.console import Console
+from rich.live import Live
 
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.records import environment_key
@@ -14,7 +16,7 @@ from devloop.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
-from workers.live import WHY_LINES, print_status
+from workers.live import WHY_LINES, HumanNotices, LiveView, Screen, print_status
 
 
 def test_a_waiting_unit_shows_the_providers_error_and_a_blocked_one_its_reason(
@@ -167,3 +169,78 @@ def test_at_80_columns_a_long_reason_is_cut_at_a_word_and_says_where_it_is_in_fu
     wide = shown_at(200, state)
     assert " ".join(why_cell(wide, "bad")) == STORY
     assert not any("cut to fit" in line for line in wide)
+
+
+def terminal(height: int, width: int = 120) -> Console:
+    """A recording console that is a terminal of height x width (the live view's bound)."""
+    return Console(record=True, width=width, height=height, force_terminal=True,
+                   file=io.StringIO(), color_system=None)
+
+
+def test_at_ten_units_the_live_view_is_the_whole_table() -> None:
+    state = status_of([row(f"unit-{i}", "passed" if i % 2 else "coding") for i in range(10)])
+    whole = Console(record=True, width=120)
+    print_status(whole, state)
+    live = terminal(40)
+    live.print(LiveView(state))
+    assert live.export_text() == whole.export_text()
+
+
+def test_on_a_short_terminal_the_table_keeps_the_rows_that_matter_and_counts_the_rest() -> None:
+    units = [row(f"u{i:04d}", "pending" if i > 1800 else "passed") for i in range(2000)]
+    units[1500] = row("u1500", "coding", step="coder 1/4, turn 2, Write")
+    units[1600] = row("u1600", "coding")  # released, waiting for a worker
+    units[7] = row("u0007", "blocked", reason="the same failure 3 times")
+    state = ProjectStatus(pid="p-big", units=units, recent=["u0900", "u0901"])
+    console = terminal(30)
+    console.print(LiveView(state, footer="workers: 3/3 up"))
+    lines = console.export_text().splitlines()
+    assert len(lines) <= 30, lines
+    text = "\n".join(lines)
+    # Running, waiting for a person, changed last: in units.json order (not the queued).
+    shown = [ln.split("│")[1].strip() for ln in lines if ln.startswith("│ u")]
+    assert shown == ["u0007", "u0900", "u0901", "u1500"]
+    assert "… 1,996 more units not shown: 1,796 passed, 199 pending, 1 coding" in text
+    assert "1799/2000 units finished, 1798 passed, 1 blocked" in text  # every unit counted
+    assert "needs a human: u0007 (blocked)" in text and "workers: 3/3 up" in text
+    # A terminal too short even for those: the rows that matter most, and the count.
+    short = terminal(12)
+    short.print(LiveView(state, footer="workers: 3/3 up"))
+    lines = short.export_text().splitlines()
+    assert len(lines) <= 12, lines
+    assert [ln.split("│")[1].strip() for ln in lines if ln.startswith("│ u")] == [
+        "u0007", "u1500"]
+
+
+def test_the_needs_a_human_line_names_ten_units_and_counts_the_others() -> None:
+    state = status_of([row(f"u{i:02d}", "blocked") for i in range(25)])
+    line = next(ln for ln in shown_at(400, state) if ln.startswith("needs a human"))
+    assert line.endswith("u09 (blocked) and 15 more") and "u10" not in line
+
+
+def test_the_lines_for_people_of_a_look_are_printed_with_one_redraw() -> None:
+    # Fifty units blocked at once: one print above the view, not fifty (each print draws
+    # the whole view again).
+    state = status_of([row(f"u{i:02d}", "blocked", reason="stuck") for i in range(50)])
+    console = terminal(200, width=200)
+    with Live(LiveView(status_of([])), console=console, auto_refresh=False) as live:
+        screen = Screen(live, HumanNotices())
+        screen.show(state, True, "workers: 1/1 up")
+        screen.show(state, False, "workers: 1/1 up")  # nothing new: nothing drawn
+    text = console.export_text()
+    assert text.count("needs a human: u") == 51  # 50 notices, and the view's own line
+    # Drawn at the start, with the notices, and once more as the live display stops.
+    assert text.count("units finished") == 3, text.count("units finished")
+
+
+def test_the_view_is_drawn_at_most_once_a_second_and_a_change_is_never_lost() -> None:
+    console = terminal(40)
+    with Live(LiveView(status_of([])), console=console, auto_refresh=False) as live:
+        screen = Screen(live, HumanNotices(), every_s=0.5)
+        for i in range(5):  # five looks in a row, each with a change
+            screen.show(status_of([row("cart", "coding", attempt=i + 1)]), True, "w")
+        time.sleep(0.6)
+        screen.show(status_of([row("cart", "coding", attempt=5)]), False, "w")
+        frames = console.export_text().count("units finished")
+        live.stop()
+        assert frames == 1 + 2  # the start, the first look, the change drawn once due

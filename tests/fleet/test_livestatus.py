@@ -1,0 +1,124 @@
+"""The run's status in memory: moved on by the events stream, checked by a sweep, and as
+a full read would tell it."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+from devloop.fleet.dispatch import enqueue_project
+from devloop.fleet.livestatus import LiveStatus
+from devloop.fleet.messages import StepMsg
+from devloop.fleet.records import StepRecord, save_step
+from devloop.fleet.status import project_status
+from devloop.store import RedisStore, UnitState
+from tests.fleet.builder import UnitPlan, build
+
+UNITS = 120
+
+
+def project(store: RedisStore, tmp_path: Path, n: int = UNITS) -> tuple[str, list[str]]:
+    """A project of n units, imported; its pid and units."""
+    units = [f"u{i:03d}" for i in range(n)]
+    report, _ = enqueue_project(store, build(tmp_path / "p", [UnitPlan(u) for u in units]))
+    return report.pid, units
+
+
+def step(store: RedisStore, pid: str, unit: str, role: str, attempt: int, tokens: int) -> None:
+    """A finished step's record, as a worker saves it."""
+    now = time.time()
+    save_step(store, pid, unit, StepRecord(
+        role=role, attempt=attempt, msg=StepMsg(pid=pid, unit_id=unit, attempt=attempt),
+        worker="w1", started_at=now - 2, ended_at=now - 1, tokens=tokens))
+
+
+def commands(store: RedisStore) -> dict[str, int]:
+    """How many times Redis ran each command so far."""
+    stats: dict[str, Any] = store.client.info("commandstats")
+    return {name.removeprefix("cmdstat_"): int(v["calls"]) for name, v in stats.items()}
+
+
+def test_a_look_reads_only_what_moved_and_reads_as_a_full_read(
+    redis_store: RedisStore, tmp_path: Path
+) -> None:
+    pid, units = project(redis_store, tmp_path)
+    live = LiveStatus(redis_store, pid, sweep_s=3600)  # the sweep reads one unit a look
+    first = live.load()
+    assert first.status.model_dump() == project_status(redis_store, pid).model_dump()
+    moved = units[5:8]
+    for unit in moved:
+        step(redis_store, pid, unit, "coder", 1, tokens=100)
+        redis_store.put_state(pid, unit, UnitState(status="testing", attempt=1,
+                                                   updated_at=time.time()))
+    before = commands(redis_store)
+    look = live.poll()
+    used = {k: v - before.get(k, 0) for k, v in commands(redis_store).items()}
+    # Its units' state and records, the sweep's one unit, the controls: not every unit.
+    assert used.get("get", 0) <= len(moved) + 3, used
+    assert used.get("hgetall", 0) <= len(moved) + 2, used
+    assert set(moved) <= set(look.units) and look.changed
+    assert sorted(r.msg.unit_id for r in look.steps) == moved  # the new records only
+    full = project_status(redis_store, pid, now=time.time())
+    rows = {r.unit_id: r for r in look.status.units}
+    for row in full.units:  # a moving unit's elapsed time moves with the clock
+        assert rows[row.unit_id].model_dump(exclude={"elapsed_s"}) == \
+            row.model_dump(exclude={"elapsed_s"})
+    assert rows[moved[0]].status == "testing" and rows[moved[0]].tokens == 100
+    assert [r.unit_id for r in look.status.units] == units  # units.json order
+    assert look.status.recent[:3] == list(reversed(moved))  # the last to change first
+    quiet = live.poll()  # nothing moved since: nothing to draw or write
+    assert not quiet.changed and quiet.steps == [] and quiet.units == []
+
+
+def test_a_change_no_event_announced_shows_within_a_sweep(
+    redis_store: RedisStore, tmp_path: Path
+) -> None:
+    pid, units = project(redis_store, tmp_path, n=30)
+    live = LiveStatus(redis_store, pid, sweep_s=1.0)
+    live.load()
+    # Written behind the events stream's back (as a direct SET would).
+    redis_store.client.set(redis_store.keys(pid).state(units[20]),
+                           UnitState(status="blocked", attempt=2).model_dump_json())
+    deadline = time.monotonic() + 10
+    while live.poll().status.units[20].status != "blocked":
+        assert time.monotonic() < deadline, "the sweep never read the unit again"
+        time.sleep(0.1)
+
+
+def test_a_look_after_the_stream_lost_events_reads_everything_again(
+    redis_store: RedisStore, tmp_path: Path
+) -> None:
+    pid, units = project(redis_store, tmp_path, n=30)
+    step(redis_store, pid, units[2], "coder", 1, tokens=5)
+    live = LiveStatus(redis_store, pid, sweep_s=3600)
+    live.load()
+    step(redis_store, pid, units[11], "coder", 1, tokens=7)
+    redis_store.put_state(pid, units[10], UnitState(status="blocked", attempt=2))
+    redis_store.put_state(pid, units[11], UnitState(status="passed", attempt=1))
+    # More events than the stream keeps came in between: the first ones are gone.
+    redis_store.client.xtrim(redis_store.keys(pid).events, maxlen=1, approximate=False)
+    look = live.poll()
+    rows = {r.unit_id: r for r in look.status.units}
+    assert rows[units[10]].status == "blocked" and rows[units[11]].status == "passed"
+    # Only what is new since the last look is new (the run appends it to the folder).
+    assert [(r.msg.unit_id, r.tokens) for r in look.steps] == [(units[11], 7)]
+
+
+def test_a_look_cut_short_is_taken_again_from_the_same_place(
+    redis_store: RedisStore, tmp_path: Path
+) -> None:
+    pid, units = project(redis_store, tmp_path, n=30)
+    live = LiveStatus(redis_store, pid, sweep_s=3600)
+    live.load()
+    redis_store.put_state(pid, units[3], UnitState(status="blocked", attempt=1))
+    steps = f"{redis_store.keys(pid).prefix}unit:{units[3]}:steps"
+    redis_store.client.set(steps, "not a hash")  # the look's read of the unit fails
+    try:
+        live.poll()
+    except Exception as exc:  # noqa: BLE001 - Redis refuses HGETALL on a string
+        assert "WRONGTYPE" in str(exc)
+    else:
+        raise AssertionError("the look did not fail")
+    redis_store.client.delete(steps)
+    assert live.poll().status.units[3].status == "blocked"
