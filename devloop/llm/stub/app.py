@@ -21,8 +21,9 @@ from devloop.llm.stub.respond import (
     turn_number_of,
     with_usage,
 )
-from devloop.llm.stub.script import HTTP_FAULTS, Script, Turn
+from devloop.llm.stub.script import Script
 from devloop.llm.stub.tokens import prefix_blocks, total_tokens
+from devloop.llm.stub.turn import HTTP_FAULTS, Turn
 from devloop.llm.stub.validate import request_problem
 from devloop.llm.stub.yamlmarks import ScriptInvalid
 
