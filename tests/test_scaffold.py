@@ -100,6 +100,26 @@ units:
 """
 
 
+# tests/data/stub-per-unit-sessions.yaml is what `devloop new` wrote for this spec before
+# templates.
+PAIR = """\
+company_id: c-acme
+project_id: p-pair
+stack: python
+units:
+  - id: stock
+    kind: lib
+    exports: {module: {"code/stock.py": {"level(sku)": "-> int"}}}
+    acceptance: [level() reports what is left]
+  - id: orders
+    kind: be
+    depends_on: [stock]
+    exports: {module: {"code/orders.py": {"place(order)": "-> dict"}}}
+    consumes: [{unit: stock, module: level}]
+    acceptance: [place() checks the level and returns the order]
+"""
+
+
 def write_spec(tmp_path: Path, text: str) -> Path:
     spec = tmp_path / "spec.yaml"
     spec.write_text(text)
@@ -234,6 +254,23 @@ def test_trivial_script_writes_each_roles_turns_once_and_each_units_files_in_a_t
     assert [t["path"] for t in tests] == ["tests/test_stock.py"]
     assert "def test_02_level_reports_what_is_left_after_a_reservation" in tests[0]["content"]
     assert script.turn_for("coder.c-acme.p-shop.orders.reassess.1.1", 1) is not None
+
+
+def test_a_script_an_earlier_devloop_new_wrote_still_loads_and_serves_the_same_turns(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "pair"
+    scaffold(write_spec(tmp_path, PAIR), project)
+    before = Script.load(REPO / "tests/data/stub-per-unit-sessions.yaml")
+    now = Script.load(project / "stub.yaml")
+    assert len(before.sessions) == 5 and not before.templates and len(now.templates) == 2
+    for role in ("coder", "tester"):
+        for unit in ("stock", "orders", "orders.reassess.1.1"):
+            key = f"{role}.c-acme.p-pair.{unit}"
+            for n in range(1, 10):
+                old, new = before.turn_for(key, n), now.turn_for(key, n)
+                assert old is not None and new is not None, (key, n)
+                assert old.model_dump() == new.model_dump(), (key, n)
 
 
 @pytest.mark.parametrize("example", ["todo", "inventory"])
