@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,18 @@ def test_the_same_bytes_are_parsed_once(tmp_path: Path) -> None:
     first.write_text(SCRIPT.replace("nothing scripted", "changed"))
     changed = Script.load(first)
     assert changed is not script and _texts(_turn(changed, "zzz", 1)) == ["changed"]
+
+
+def test_a_parse_leaves_the_garbage_collector_as_it_found_it() -> None:
+    # The collector is paused while the document is built (a big script's parse spent more
+    # than half its CPU in it), and only for that long.
+    was_enabled = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            read_yaml(SCRIPT, "stub.yaml")
+            with pytest.raises(ScriptInvalid):
+                read_yaml("sessions: [unclosed", "stub.yaml")
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
