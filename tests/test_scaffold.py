@@ -16,9 +16,16 @@ from typer.testing import CliRunner
 
 from devloop.cli import app
 from devloop.contracts import hash_contract
-from devloop.llm.stub import Script
+from devloop.llm.stub import Script, Turn
 from devloop.project import load_project
-from devloop.scaffold import NewProject, NewUnit, SpecInvalid, scaffold, trivial_script
+from devloop.scaffold import (
+    NewProject,
+    NewUnit,
+    SpecInvalid,
+    dump_script,
+    scaffold,
+    trivial_script,
+)
 from tests.proctree import run_bounded
 
 DEVLOOP = Path(sys.executable).parent / "devloop"
@@ -90,6 +97,26 @@ units:
     depends_on: [ui]
     exports: {module: {"code/tally.py": {"count()": "-> int"}}}
     acceptance: [count() starts at zero]
+"""
+
+
+# tests/data/stub-per-unit-sessions.yaml is what `devloop new` wrote for this spec before
+# templates.
+PAIR = """\
+company_id: c-acme
+project_id: p-pair
+stack: python
+units:
+  - id: stock
+    kind: lib
+    exports: {module: {"code/stock.py": {"level(sku)": "-> int"}}}
+    acceptance: [level() reports what is left]
+  - id: orders
+    kind: be
+    depends_on: [stock]
+    exports: {module: {"code/orders.py": {"place(order)": "-> dict"}}}
+    consumes: [{unit: stock, module: level}]
+    acceptance: [place() checks the level and returns the order]
 """
 
 
@@ -189,30 +216,61 @@ def test_files_follow_the_seed_layout_and_hashes_match_the_escaped_sdd(tmp_path:
     assert loaded.derived_specs == set()
 
 
-def test_trivial_script_is_a_valid_stub_script_with_one_session_per_role_and_unit(
+def test_trivial_script_writes_each_roles_turns_once_and_each_units_files_in_a_table(
     tmp_path: Path,
 ) -> None:
     project = tmp_path / "shop"
     scaffold(write_spec(tmp_path, SHOP), project, script=False, latency_ms=150)
     assert not (project / "stub.yaml").exists()
-    script = trivial_script(project, latency_ms=150)
-    Script.from_dict(script)  # raises on any problem
-    keys = [k for k in script["sessions"] if not k.startswith("*")]
-    assert keys == [
-        f"{role}.c-acme.p-shop.{unit}"
-        for unit in ("stock", "prices", "orders", "report")
-        for role in ("coder", "tester")
-    ]
-    session = script["sessions"]["coder.c-acme.p-shop.orders"]
-    coder = session["turns"]
-    assert coder[1]["latency_ms"] == 150 and len(coder) == 2  # the first attempt's two turns
-    assert len(session["repeat"]) == 2  # every later attempt's two, at any turn number
-    contract = next(
-        json.loads(b["tool_use"]["input"]["content"])
-        for b in coder[1]["content"]
-        if "tool_use" in b and b["tool_use"]["input"].get("path") == "contract.json"
-    )
+    data = trivial_script(project, latency_ms=150)
+    script = Script.from_dict(data)  # raises on any problem
+    assert list(data["templates"]) == ["coder.c-acme.p-shop.{unit}", "tester.c-acme.p-shop.{unit}"]
+    assert list(data["units"]) == ["stock", "prices", "orders", "report"]
+    # The turns are in the file once, whatever the number of units.
+    assert dump_script(data).count("update_todo_item") == 5 + 6 + 3 + 3
+
+    def turn(role: str, unit: str, n: int) -> Turn:
+        found = script.turn_for(f"{role}.c-acme.p-shop.{unit}", n)
+        assert found is not None
+        return found
+
+    first = turn("coder", "orders", 1)
+    assert first.latency_ms == 150
+    writes = {b.tool_use.input["path"]: b.tool_use.input["content"] for b in first.content
+              if b.tool_use is not None and b.tool_use.name == "Write"}
+    assert sorted(writes) == ["code/orders.py", "contract.json"]
+    assert "def place(order) -> dict:" in writes["code/orders.py"]
+    contract = json.loads(writes["contract.json"])
     assert contract["version"] == load_project(project).units.unit("orders").contract_hash  # type: ignore[union-attr]
+    done = "Implemented orders: code/orders.py, contract.json; contract_bridge ok."
+    assert turn("coder", "orders", 2).content[0].text == done
+    # Every later attempt, at any turn number: the retry's workflow, then done.
+    for n in (3, 41):
+        again = [b.tool_use.name for b in turn("coder", "orders", n).content if b.tool_use]
+        assert "verify_tests" in again and again.count("Write") == 2
+        assert turn("coder", "orders", n + 1).content[0].text == done
+    tests = [b.tool_use.input for b in turn("tester", "stock", 1).content
+             if b.tool_use is not None and b.tool_use.name == "Write"]
+    assert [t["path"] for t in tests] == ["tests/test_stock.py"]
+    assert "def test_02_level_reports_what_is_left_after_a_reservation" in tests[0]["content"]
+    assert script.turn_for("coder.c-acme.p-shop.orders.reassess.1.1", 1) is not None
+
+
+def test_a_script_an_earlier_devloop_new_wrote_still_loads_and_serves_the_same_turns(
+    tmp_path: Path,
+) -> None:
+    project = tmp_path / "pair"
+    scaffold(write_spec(tmp_path, PAIR), project)
+    before = Script.load(REPO / "tests/data/stub-per-unit-sessions.yaml")
+    now = Script.load(project / "stub.yaml")
+    assert len(before.sessions) == 5 and not before.templates and len(now.templates) == 2
+    for role in ("coder", "tester"):
+        for unit in ("stock", "orders", "orders.reassess.1.1"):
+            key = f"{role}.c-acme.p-pair.{unit}"
+            for n in range(1, 10):
+                old, new = before.turn_for(key, n), now.turn_for(key, n)
+                assert old is not None and new is not None, (key, n)
+                assert old.model_dump() == new.model_dump(), (key, n)
 
 
 @pytest.mark.parametrize("example", ["todo", "inventory"])
@@ -268,6 +326,30 @@ def test_the_readme_quick_start_prints_what_the_readme_shows(tmp_path: Path) -> 
                        cwd=tmp_path)
     assert typo.returncode == 2
     assert f"$ devloop new shop --from spec.yaml\n{typo.stderr}```" in quick
+
+
+def modes(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): oct(p.stat().st_mode & 0o777) for p in root.rglob("*")}
+
+
+def test_a_new_folder_is_built_beside_its_place_with_the_modes_a_copy_gets(
+    tmp_path: Path,
+) -> None:
+    # A new DIR is built next to it and renamed into place (each file written once); a DIR
+    # that exists is written file by file. Both give folders 0755 and files 0644.
+    spec = write_spec(tmp_path, SHOP)
+    old = os.umask(0o027)
+    try:
+        scaffold(spec, tmp_path / "out" / "new")
+        (tmp_path / "out" / "there").mkdir()
+        scaffold(spec, tmp_path / "out" / "there")
+    finally:
+        os.umask(old)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["new", "there"]
+    built, copied = modes(tmp_path / "out" / "new"), modes(tmp_path / "out" / "there")
+    assert built == copied and set(built.values()) == {"0o755", "0o644"}
+    assert oct((tmp_path / "out" / "new").stat().st_mode & 0o777) == "0o750"  # as mkdir would
+    load_project(tmp_path / "out" / "new")
 
 
 def test_force_writes_into_a_non_empty_folder(tmp_path: Path) -> None:

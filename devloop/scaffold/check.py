@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import typing
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import yaml
@@ -24,7 +24,7 @@ from devloop.scaffold.spec import FIXES, NewProject, NewUnit
 from devloop.suggest import closest, closest_id
 from devloop.yamlindent import Misindent, described, misindented
 
-Lines = dict[tuple[str, ...], int]
+Lines = Mapping[tuple[str, ...], int]
 ALLOWED: dict[str, tuple[str, ...]] = {
     "kind": typing.get_args(UnitKind),
     "stack": typing.get_args(Stack),
@@ -50,13 +50,11 @@ class SpecInvalid(DevLoopError):
 
 def parse_spec(text: str, source: str) -> NewProject:
     """The spec in text, checked; SpecInvalid lists every problem with its line."""
-    syntax = _syntax_problem(text, source)
-    if syntax is not None:
-        raise SpecInvalid([syntax])
     try:
         data, lines = read_yaml(text, source)
-    except ScriptInvalid as exc:  # duplicate keys, with their line
-        raise SpecInvalid(exc.problems) from None
+    except ScriptInvalid as exc:  # a syntax error (said here with its column), or a duplicate key
+        syntax = _syntax_problem(text, source)
+        raise SpecInvalid([syntax] if syntax is not None else exc.problems) from None
     if data is None:
         raise SpecInvalid(
             [
@@ -84,7 +82,7 @@ def parse_spec(text: str, source: str) -> NewProject:
 def _syntax_problem(text: str, source: str) -> Problem | None:
     """A YAML syntax error at `file:line:column`, or None when the text parses."""
     try:
-        yaml.safe_load(text)
+        yaml.safe_load(text)  # PyYAML's own parser: its words are the ones SYNTAX_HINTS know
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         if mark is None:

@@ -17,12 +17,14 @@ script with the new criteria's tests, and the next `devloop run DIR --llm stub` 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from devloop.contracts import hash_contract
+from devloop.models import UnitEntry
 from devloop.project import Project, load_project
 from devloop.scaffold.trivial_common import TrivialUnit
 from devloop.scaffold.trivial_node import node_unit
@@ -50,9 +52,11 @@ TESTER_PLAN = (
     "Run the tests",
     "Review the result",
 )
+REASSESS = "Re-read spec.json and make the smallest change."
 HEADER = (
     "# A generated stub script (format: docs/stub-script.md): every unit passes first time.\n"
-    "# Session keys are {role}.{company}.{project}.{unit}.\n"
+    "# Session keys are {role}.{company}.{project}.{unit}: each role's turns are written once\n"
+    "# under `templates:`, filled in with the unit's files from `units:`.\n"
 )
 
 
@@ -75,59 +79,72 @@ def _turn(content: list[dict[str, Any]], latency_ms: int) -> dict[str, Any]:
     return {"latency_ms": latency_ms, "content": content} if latency_ms else {"content": content}
 
 
-def unit_files(project: Project, unit_id: str) -> TrivialUnit:
-    """The trivial code and tests for one unit of the project, by its stack and kind."""
+def unit_files(project: Project, entry: UnitEntry, entries: Mapping[str, UnitEntry]) -> TrivialUnit:
+    """The trivial code and tests for one unit of the project, by its stack and kind
+    (`entries`: units.json's entries by id)."""
+    unit_id = entry.id
     contract = project.sdd_contracts[unit_id]
     acceptance = list(project.specs[unit_id].acceptance_criteria)
-    entry = project.units.unit(unit_id)
-    assert entry is not None
-    if project.stack_of(unit_id) == "python":
+    if _stack(project, entry) == "python":
         upstream = {d: project.sdd_contracts[d] for d in entry.depends_on
-                    if project.stack_of(d) == "python"}
+                    if _stack(project, entries[d]) == "python"}
         return python_unit(unit_id, contract, acceptance, upstream)
     return node_unit(unit_id, entry.kind, contract, acceptance)
 
 
-def _contract(project: Project, unit_id: str) -> dict[str, Any]:
+def _stack(project: Project, entry: UnitEntry) -> str:
+    """Project.stack_of for an entry in hand (looking an id up scans units.json)."""
+    spec = project.specs.get(entry.id)
+    return (spec and spec.stack) or entry.stack or project.units.stack
+
+
+def _contract(project: Project, unit_id: str) -> str:
+    """The contract.json the coder writes: the SDD's, with its hash as the version."""
     sdd = project.sdd_contracts[unit_id]
-    return {
+    contract = {
         "unit_id": unit_id,
         "version": hash_contract(sdd),
         "exports": sdd["exports"],
         "consumes": sdd.get("consumes", []),
     }
+    return json.dumps(contract, indent=2) + "\n"
 
 
-def coder_session(project: Project, unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
+# In the templates: {{unit}} is the unit the session key names; {{code}}, {{tests}} and
+# {{contract}} its row of `units:` (a mapping of path -> text is written as its paths in a
+# sentence, and `each` writes one block per file).
+_WRITE_EACH = {"tool_use": {"name": "Write", "input": {"path": "{{key}}", "content": "{{value}}"}}}
+_WRITTEN = [{"each": "code", "item": "{{key}}"}, "contract.json"]
+
+
+def coder_template(latency_ms: int) -> dict[str, Any]:
     """The coder's turns: everything in one turn, then done; every later attempt (a retry
     after a spec edit, `--rerun`, `devloop unblock`) the retry's workflow, then done."""
-    contract = json.dumps(_contract(project, unit_id), indent=2) + "\n"
-    written = [*files.code, "contract.json"]
     work = [
-        {"text": f"Plan, then a minimal {unit_id} that meets its contract."},
+        {"text": "Plan, then a minimal {{unit}} that meets its contract."},
         _use("write_todolist", items=_plan(CODER_PLAN)),
         _use("Read", path="spec.json"),
-        *(_use("Write", path=p, content=c) for p, c in files.code.items()),
-        _use("Write", path="contract.json", content=contract),
+        {"each": "code", "item": _WRITE_EACH},
+        _use("Write", path="contract.json", content="{{contract}}"),
         _use("contract_bridge"),
         _use(
             "append_coder_log",
             decision={
-                "this_fix": f"First version of {unit_id}: {', '.join(files.code)}",
+                "this_fix": "First version of {{unit}}: {{code}}",
                 "rationale": "The smallest code that meets the contract and the acceptance tests",
-                "changed_files": written,
+                "changed_files": _WRITTEN,
             },
         ),
-        _use("timeline_append", kind="unit_coded", summary=f"{unit_id}: first version"),
+        _use("timeline_append", kind="unit_coded", summary="{{unit}}: first version"),
         *_ticks(CODER_PLAN),
     ]
-    done = [{"text": f"Implemented {unit_id}: {', '.join(written)}; contract_bridge ok."}]
+    done = [{"text": "Implemented {{unit}}: {{code}}, contract.json; contract_bridge ok."}]
     again = [
-        {"text": f"Run again: {unit_id}'s code, written for its spec as it is now."},
+        {"text": "Run again: {{unit}}'s code, written for its spec as it is now."},
         _use("write_todolist", items=_plan(CODER_RETRY_PLAN)),
         _use("Read", path="spec.json"),
-        *(_use("Write", path=p, content=c) for p, c in files.code.items()),
-        _use("Write", path="contract.json", content=contract),
+        {"each": "code", "item": _WRITE_EACH},
+        _use("Write", path="contract.json", content="{{contract}}"),
         _use("contract_bridge"),
         _use("verify_tests"),
         _use(
@@ -135,12 +152,12 @@ def coder_session(project: Project, unit_id: str, files: TrivialUnit, latency_ms
             decision={
                 "last_failure": "none recorded: the unit was asked to run again",
                 "last_cause": "its definition changed, or a person asked for a run again",
-                "this_fix": f"{unit_id} written again for its spec: {', '.join(files.code)}",
+                "this_fix": "{{unit}} written again for its spec: {{code}}",
                 "rationale": "The trivial code meets the contract as the spec states it now",
-                "changed_files": written,
+                "changed_files": _WRITTEN,
             },
         ),
-        _use("timeline_append", kind="code_patched", summary=f"{unit_id}: written again"),
+        _use("timeline_append", kind="code_patched", summary="{{unit}}: written again"),
         *_ticks(CODER_RETRY_PLAN),
     ]
     return {
@@ -152,18 +169,18 @@ def coder_session(project: Project, unit_id: str, files: TrivialUnit, latency_ms
     }
 
 
-def tester_session(unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
+def tester_template(latency_ms: int) -> dict[str, Any]:
     """The tester's turns: plan, write the tests, run them and tick the plan, then done;
     every later attempt the same, with the tests for the spec the script was made from."""
     work = [
         _use("write_todolist", items=_plan(TESTER_PLAN)),
-        *(_use("Write", path=p, content=c) for p, c in files.tests.items()),
+        {"each": "tests", "item": _WRITE_EACH},
         _use("run_tests"),
-        _use("timeline_append", kind="unit_tested", summary=f"{unit_id}: tests run"),
-        _use("timeline_append", kind="test_passed", summary=f"{unit_id}: green"),
+        _use("timeline_append", kind="unit_tested", summary="{{unit}}: tests run"),
+        _use("timeline_append", kind="test_passed", summary="{{unit}}: green"),
         *_ticks(TESTER_PLAN),
     ]
-    done = [{"text": f"Tests for {unit_id} written and run: {', '.join(files.tests)}."}]
+    done = [{"text": "Tests for {{unit}} written and run: {{tests}}."}]
     return {
         "turns": {1: _turn(work, latency_ms), 2: _turn(done, latency_ms)},
         "repeat": [_turn(work, latency_ms), _turn(done, latency_ms)],
@@ -171,25 +188,34 @@ def tester_session(unit_id: str, files: TrivialUnit, latency_ms: int) -> Any:
     }
 
 
-def trivial_script(project_dir: Path, latency_ms: int = 0) -> dict[str, Any]:
-    """The script for every unit of the (valid) project at project_dir."""
-    project = load_project(project_dir)
+def trivial_script(project: Path | Project, latency_ms: int = 0) -> dict[str, Any]:
+    """The script for every unit of the (valid) project (or the one at a path): the coder's
+    and the tester's turns written once, and each unit's files in `units:`."""
+    project = project if isinstance(project, Project) else load_project(project)
     prefix = f"{project.units.company_id}.{project.pid}"
-    sessions: dict[str, Any] = {}
+    units: dict[str, Any] = {}
+    entries = {entry.id: entry for entry in project.units.units}
     for entry in project.units.units:
-        files = unit_files(project, entry.id)
-        sessions[f"coder.{prefix}.{entry.id}"] = coder_session(project, entry.id, files, latency_ms)
-        sessions[f"tester.{prefix}.{entry.id}"] = tester_session(entry.id, files, latency_ms)
-    sessions["*.reassess.*"] = {
-        "default": {"content": [{"text": "Re-read spec.json and make the smallest change."}]}
-    }
+        files = unit_files(project, entry, entries)
+        units[entry.id] = {
+            "code": files.code, "contract": _contract(project, entry.id), "tests": files.tests,
+        }
     return {
-        "sessions": sessions,
+        "templates": {
+            f"coder.{prefix}.{{unit}}": coder_template(latency_ms),
+            f"tester.{prefix}.{{unit}}": tester_template(latency_ms),
+        },
+        "sessions": {"*.reassess.*": {"default": {"content": [{"text": REASSESS}]}}},
         "default": {"content": [{"text": "Nothing more is scripted for this turn."}]},
+        "units": units,
     }
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter where PyYAML was built with it (the pure-Python one is ~10x slower).
+_FAST_DUMPER: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_FAST_DUMPER):  # type: ignore[valid-type,misc]
     """Multi-line strings (code, tests) as literal blocks, so the script reads like the files."""
 
     def ignore_aliases(self, data: Any) -> bool:
@@ -197,6 +223,7 @@ class _Dumper(yaml.SafeDumper):
 
 
 def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    """Multi-line strings as literal blocks."""
     style = "|" if "\n" in value else None
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 

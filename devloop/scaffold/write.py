@@ -6,6 +6,8 @@ spec writes nothing.
 
 from __future__ import annotations
 
+import os
+import shutil
 import stat
 import tempfile
 from dataclasses import dataclass, field
@@ -104,21 +106,29 @@ def scaffold(
     spec = load_spec(spec_path)
     dest = Path(dest)
     _check_dest(dest, force)
-    with tempfile.TemporaryDirectory(prefix="devloop-new-") as tmp:
-        scratch = Path(tmp)
-        files = render_project(spec)
-        for rel, text in files.items():
-            path = scratch / rel
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
+    files = render_project(spec)
+    # A new folder is built beside its place and renamed into it: each file is written
+    # once and nothing is left to delete (10,000 units are 10,000 folders). Into a folder
+    # that exists, it is built in a temporary folder and copied over through a Dir.
+    fresh = not dest.exists() and not dest.is_symlink()
+    if fresh:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{dest.name}.new-" if fresh else "devloop-new-",
+                                    dir=dest.parent if fresh else None))
+    try:
+        _write_scratch(scratch, files)
         # Anything render_project gets wrong surfaces here, before dest is touched.
-        load_project(scratch)
+        project = load_project(scratch)
         if script:
-            text = dump_script(trivial_script(scratch, latency_ms=latency_ms))
-            (scratch / SCRIPT_FILE).write_text(text, encoding="utf-8")
+            text = dump_script(trivial_script(project, latency_ms=latency_ms))
+            _write_scratch(scratch, {SCRIPT_FILE: text})
             files[SCRIPT_FILE] = text
-        dest.mkdir(parents=True, exist_ok=True)
-        _write(dest, files)
+        if not (fresh and _renamed(scratch, dest)):
+            dest.mkdir(parents=True, exist_ok=True)
+            _write(dest, files)
+    finally:
+        if scratch.exists():
+            shutil.rmtree(scratch, ignore_errors=True)
     return ScaffoldReport(
         root=dest,
         project_id=spec.project_id,
@@ -126,3 +136,32 @@ def scaffold(
         files=sorted(files),
         script=dest / SCRIPT_FILE if script else None,
     )
+
+
+def _write_scratch(scratch: Path, files: dict[str, str]) -> None:
+    """Write files under scratch, folders 0755 and files 0644 whatever the umask (as
+    Dir.write_atomic writes them)."""
+    made: set[Path] = {scratch}
+    for rel, text in files.items():
+        path = scratch / rel
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            for folder in path.relative_to(scratch).parents:
+                if scratch / folder not in made:
+                    made.add(scratch / folder)
+                    (scratch / folder).chmod(0o755)
+        path.write_text(text, encoding="utf-8")
+        path.chmod(0o644)
+
+
+def _renamed(scratch: Path, dest: Path) -> bool:
+    """Move the finished scratch folder to dest, which must still not exist (False: it
+    appeared meanwhile, or the rename is not possible; the caller copies instead)."""
+    umask = os.umask(0)
+    os.umask(umask)
+    scratch.chmod(0o777 & ~umask)  # as dest.mkdir() would have made it, not mkdtemp's 0700
+    try:
+        os.rename(scratch, dest)
+    except OSError:
+        return False
+    return True

@@ -113,7 +113,7 @@ def build(
 ) -> Harness:
     """Import the project, materialize the coder's view of todo-be, start the stub."""
     store.import_project(load_project(project_dir))
-    stub = StubServer(script).start()
+    stub = StubServer(script, record_bodies=True).start()
     harness = rig(store, settings, stub.base_url)
     harness.stub = stub
     return harness

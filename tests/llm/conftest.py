@@ -45,7 +45,7 @@ def stub_server() -> Iterator[Callable[..., StubServer]]:
     started: list[StubServer] = []
 
     def start(script: dict[str, Any], **kwargs: Any) -> StubServer:
-        server = StubServer(script, **kwargs).start()
+        server = StubServer(script, **{"record_bodies": True, **kwargs}).start()
         started.append(server)
         return server
 

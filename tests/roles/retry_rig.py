@@ -185,7 +185,7 @@ def retry(
         }
         if reassess is not None:
             sessions[f"{KEY}.reassess.*"] = {"default": {"content": [{"text": reassess}]}}
-        stub = StubServer({"sessions": sessions}).start()
+        stub = StubServer({"sessions": sessions}, record_bodies=True).start()
         stubs.append(stub)
         llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
         request = RoleRequest(PID, UNIT, "coder", "retry", 2, reflect_hint="multiply")

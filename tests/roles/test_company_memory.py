@@ -30,7 +30,7 @@ DONE = {"content": [{"text": "done"}]}
 
 @pytest.fixture
 def stub() -> Iterator[StubServer]:
-    with StubServer({"sessions": {"*": {"default": DONE}}}) as server:
+    with StubServer({"sessions": {"*": {"default": DONE}}}, record_bodies=True) as server:
         yield server
 
 

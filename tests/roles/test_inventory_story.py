@@ -36,7 +36,7 @@ FAILING_TEST = (
 
 @pytest.fixture
 def stub() -> Iterator[StubServer]:
-    with StubServer(EXAMPLES / "inventory" / "stub.yaml") as server:
+    with StubServer(EXAMPLES / "inventory" / "stub.yaml", record_bodies=True) as server:
         yield server
 
 

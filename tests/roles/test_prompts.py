@@ -334,7 +334,7 @@ def test_the_reassess_prompt_as_the_runtime_sends_it(
     plan = "1. Read code/orders.py.\nDo not touch again: spec.json"
     key = f"coder.c-demo.{PID}.{UNIT}"
     script = {"sessions": {f"{key}.reassess.1.1": {"default": {"content": [{"text": plan}]}}}}
-    with StubServer(script) as stub:
+    with StubServer(script, record_bodies=True) as stub:
         llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
         parent = SessionSpec(key, "coder", "implement", 1, "claude-sonnet-4-6", "(parent)")
         reassess = make_reassess(

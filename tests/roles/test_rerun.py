@@ -31,7 +31,7 @@ def test_a_suite_that_mocks_the_code_under_test_fails_its_rerun_and_gets_a_sessi
     # leaves a suite mocking value() (its self-check fails), then a real test again.
     plans = [UnitPlan(UNIT, bad=True, tester=["proper", "mock", "proper"])]
     redis_store.import_project(load_project(build(tmp_path / "p", plans)))
-    with StubServer(script(plans)) as stub:
+    with StubServer(script(plans), record_bodies=True) as stub:
         llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
         run_coder(redis_store, settings, llm, RoleRequest(PID, UNIT, "coder", "implement", 1))
         run, first = run_tester(redis_store, settings, llm, request_for(1))
@@ -67,7 +67,7 @@ def test_a_second_session_on_an_unchanged_folder_reports_the_run_it_reused_never
     # session of attempt 1 has finished, so no model call is made and nothing runs.
     plans = [UnitPlan(UNIT, bad=True, tester=["proper"])]
     redis_store.import_project(load_project(build(tmp_path / "p", plans)))
-    with StubServer(script(plans)) as stub:
+    with StubServer(script(plans), record_bodies=True) as stub:
         llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
         run_coder(redis_store, settings, llm, RoleRequest(PID, UNIT, "coder", "implement", 1))
         _, first = run_tester(redis_store, settings, llm, request_for(1))

@@ -133,7 +133,8 @@ def drive(
         loaded = load_project(project)
         redis_store.import_project(loaded)
         turns = {1: {"content": calls}}
-        stub = StubServer({"sessions": {f"{role}.*.{unit}": {"turns": turns, "default": DONE}}})
+        stub = StubServer({"sessions": {f"{role}.*.{unit}": {"turns": turns, "default": DONE}}},
+                          record_bodies=True)
         stubs.append(stub.start())
         llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
         out: CoderOutput | TesterOutput
@@ -651,7 +652,8 @@ def test_a_tester_red_with_the_same_failures_three_times_is_stuck_and_offered_no
     loaded = load_project(coded_pricing)
     redis_store.import_project(loaded)
     with StubServer({"sessions": {"tester.*.pricing": {"turns": turns, "default": DONE},
-                                  "tester.*.pricing.reassess.*": reassess}}) as stub:
+                                  "tester.*.pricing.reassess.*": reassess}},
+                    record_bodies=True) as stub:
         llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
         request = RoleRequest(loaded.pid, "pricing", "tester", "test", 1, "run-1-1")
         run, out = run_tester(redis_store, settings, llm, request)

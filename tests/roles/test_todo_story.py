@@ -23,7 +23,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "todo"
 
 @pytest.fixture
 def stub() -> Iterator[StubServer]:
-    with StubServer(EXAMPLE / "stub.yaml") as server:
+    with StubServer(EXAMPLE / "stub.yaml", record_bodies=True) as server:
         yield server
 
 

@@ -52,7 +52,7 @@ SCRIPT = {
 
 @pytest.fixture
 def stub() -> Iterator[StubServer]:
-    with StubServer(SCRIPT) as server:
+    with StubServer(SCRIPT, record_bodies=True) as server:
         yield server
 
 

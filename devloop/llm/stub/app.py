@@ -21,9 +21,11 @@ from devloop.llm.stub.respond import (
     turn_number_of,
     with_usage,
 )
-from devloop.llm.stub.script import HTTP_FAULTS, Script, Turn
+from devloop.llm.stub.script import Script
 from devloop.llm.stub.tokens import prefix_blocks, total_tokens
+from devloop.llm.stub.turn import HTTP_FAULTS, Turn
 from devloop.llm.stub.validate import request_problem
+from devloop.llm.stub.yamlmarks import ScriptInvalid
 
 _FAULT_REPLIES = {  # kind -> (status, error type, message)
     "rate_limit": (
@@ -40,13 +42,14 @@ _FAULT_REPLIES = {  # kind -> (status, error type, message)
 }
 
 
-@dataclass
+@dataclass(slots=True)
 class RecordedRequest:
-    """One request the stub received, and how it answered."""
+    """One request the stub received, and how it answered. `headers` and `body` are kept
+    only by a stub asked to record them (`record_bodies`): a long run sends gigabytes."""
 
     path: str
-    headers: dict[str, str]  # names lower-cased
-    body: Any
+    headers: dict[str, str]  # names lower-cased ({} unless recorded)
+    body: Any  # None unless recorded
     session_key: str = ""
     turn: int = 0
     status: int = 0  # 0 when the connection was dropped
@@ -88,11 +91,15 @@ def _seconds(value: float) -> str:
 
 
 class StubApp:
-    """The stub's state: its script, the prompt cache, fault counters, every request seen."""
+    """The stub's state: its script, the prompt cache, fault counters, every request seen
+    (what it asked and how it was answered; its headers and body only with record_bodies)."""
 
-    def __init__(self, script: Script, api_key: str | None = None) -> None:
+    def __init__(
+        self, script: Script, api_key: str | None = None, record_bodies: bool = False
+    ) -> None:
         self.script = script
         self.api_key = api_key  # None: any non-empty key is accepted
+        self.record_bodies = record_bodies
         self.requests: list[RecordedRequest] = []
         self.cache = PromptCache(script.cache.min_tokens)
         self._faults_served: dict[tuple[str, int], int] = {}
@@ -112,6 +119,8 @@ class StubApp:
             self.requests.append(record)
         reply = self._route(record, lower, request_id)
         record.status = 0 if reply.drop else reply.status
+        if not self.record_bodies:
+            record.headers, record.body = {}, None
         return reply
 
     def _authorized(self, headers: dict[str, str]) -> bool:
@@ -161,7 +170,10 @@ class StubApp:
             return _error(400, "invalid_request_error", str(TooManyBreakpoints(marked)), request_id)
         key, turn = session_key_of(body), turn_number_of(body)
         record.session_key, record.turn = key, turn
-        spec = self.script.turn_for(key, turn)
+        try:
+            spec = self.script.turn_for(key, turn)
+        except ScriptInvalid as exc:  # a template whose values do not make a turn
+            return _error(400, "invalid_request_error", str(exc), request_id)
         if spec is None:
             return _error(
                 400,

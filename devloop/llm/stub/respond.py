@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from devloop.llm.stub.cache import CacheUsage
-from devloop.llm.stub.script import Turn
 from devloop.llm.stub.tokens import block_tokens
+from devloop.llm.stub.turn import Turn
 
 log = logging.getLogger(__name__)
 

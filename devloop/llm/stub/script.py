@@ -1,109 +1,42 @@
 """The stub's script: scripted assistant turns keyed by session key pattern and turn number.
 
 The format is documented with examples in docs/stub-script.md. A script is loaded from
-a YAML file (errors name the line) or from a dict (tests build scripts inline).
+a YAML file (errors name the line) or from a dict (tests build scripts inline). Sessions are
+written out one by one (`sessions:`) or once for many (`templates:` filled from the session
+key and the `units:` table, one turn at a time as requests ask for it: template.py and
+bound.py). A turn and its parts are turn.py's.
 """
 
 from __future__ import annotations
 
+import hashlib
+import threading
+from collections.abc import Mapping
 from fnmatch import fnmatchcase
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    ValidationInfo,
-    field_validator,
-    model_validator,
+from pydantic import Field, PrivateAttr, ValidationError
+
+from devloop.llm.stub.bound import Bound, Template, bind, filled, template_problems
+from devloop.llm.stub.template import UNIT, pick
+from devloop.llm.stub.turn import (
+    HTTP_FAULTS,
+    Block,
+    Fault,
+    FaultKind,
+    Strict,
+    ToolUse,
+    Turn,
+    TurnNumber,
 )
-
-from devloop.llm.base import StopReason
 from devloop.llm.stub.yamlmarks import ScriptInvalid, problems_from_validation, read_yaml
 
-FaultKind = Literal[
-    "rate_limit", "overloaded", "server_error", "drop", "malformed_tool_input", "unknown_tool",
-    "authentication", "unknown_model", "invalid_request",
-]
-HTTP_FAULTS = frozenset(
-    {"rate_limit", "overloaded", "server_error", "drop", "authentication", "unknown_model",
-     "invalid_request"}
-)
+__all__ = ["HTTP_FAULTS", "Block", "CacheOptions", "Fault", "FaultKind", "Script", "Session",
+           "Template", "ToolUse", "Turn"]
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ToolUse(_Strict):
-    """A tool call the scripted model makes."""
-
-    name: str = Field(min_length=1)
-    input: dict[str, Any] = Field(default_factory=dict)
-
-
-class Block(_Strict):
-    """One content block: exactly one of `text` or `tool_use`."""
-
-    text: str | None = None
-    tool_use: ToolUse | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> Block:
-        if (self.text is None) == (self.tool_use is None):
-            raise ValueError(
-                "a content block needs exactly one of `text` or `tool_use`; "
-                "fix: write `- text: ...` or `- tool_use: {name: ..., input: {...}}`"
-            )
-        return self
-
-
-class Fault(_Strict):
-    """An injected failure, served the first `times` times this (session, turn) is asked."""
-
-    kind: FaultKind
-    times: int = Field(default=1, ge=1)
-    retry_after: float = Field(default=0, ge=0)  # seconds, sent on rate_limit and overloaded
-
-    @model_validator(mode="before")
-    @classmethod
-    def _shorthand(cls, value: Any) -> Any:
-        # `fault: rate_limit` is short for `fault: {kind: rate_limit}`.
-        return {"kind": value} if isinstance(value, str) else value
-
-
-class Turn(_Strict):
-    """One scripted assistant turn."""
-
-    content: list[Block] = Field(default_factory=list)
-    stop_reason: StopReason | None = None
-    stop_sequence: str | None = None
-    latency_ms: int = Field(default=0, ge=0)
-    fault: Fault | None = None
-
-    @field_validator("stop_sequence")
-    @classmethod
-    def _stop_sequence_needs_reason(cls, value: str | None, info: ValidationInfo) -> str | None:
-        if value is not None and info.data.get("stop_reason") != "stop_sequence":
-            raise ValueError(
-                "`stop_sequence` is only meaningful with `stop_reason: stop_sequence`; "
-                "fix: add `stop_reason: stop_sequence` or remove `stop_sequence`"
-            )
-        return value
-
-    def resolved_stop_reason(self, has_tool_use: bool) -> StopReason:
-        """The scripted stop reason, else tool_use when a tool is called, else end_turn."""
-        if self.stop_reason is not None:
-            return self.stop_reason
-        return "tool_use" if has_tool_use else "end_turn"
-
-
-TurnNumber = Annotated[int, Field(ge=1)]
-
-
-class Session(_Strict):
+class Session(Strict):
     """The turns of every session whose key matches this entry's pattern."""
 
     turns: dict[TurnNumber, Turn] = Field(default_factory=dict)
@@ -114,21 +47,17 @@ class Session(_Strict):
 
     def turn(self, n: int) -> Turn | None:
         """Turn n: numbered, else from `repeat` past the numbered ones, else the default."""
-        if n in self.turns:
-            return self.turns[n]
-        last = max(self.turns, default=0)
-        if self.repeat and n > last:
-            return self.repeat[(n - last - 1) % len(self.repeat)]
-        return self.default
+        picked = pick(self.turns, self.repeat, self.default, n)
+        return None if picked is None else picked[1]
 
 
-class CacheOptions(_Strict):
+class CacheOptions(Strict):
     """Prompt-cache knobs."""
 
     min_tokens: int = Field(default=0, ge=0)  # prefixes shorter than this are never written
 
 
-class Script(_Strict):
+class Script(Strict):
     """A whole stub script."""
 
     sessions: dict[str, Session] = Field(default_factory=dict)
@@ -136,6 +65,9 @@ class Script(_Strict):
     cache: CacheOptions = Field(default_factory=CacheOptions)
     # Answer with this model id whatever was asked, as a proxy that rewrites it would.
     answer_model: str | None = None
+    templates: dict[str, Template] = Field(default_factory=dict)
+    units: dict[str, dict[str, Any]] = Field(default_factory=dict)  # unit id -> its values
+    _bound: list[Bound] | None = PrivateAttr(default=None)
 
     @classmethod
     def from_dict(cls, data: Any, source: str = "<dict>") -> Script:
@@ -150,9 +82,18 @@ class Script(_Strict):
 
     @classmethod
     def load(cls, path: str | Path) -> Script:
-        """Read a script file."""
-        path = Path(path)
-        return cls.from_yaml(path.read_text(encoding="utf-8"), str(path))
+        """Read a script file. The same bytes are parsed once per process: `devloop run`
+        checks the script before it starts anything, then serves it."""
+        global _last_loaded
+        raw = Path(path).read_bytes()
+        key = hashlib.sha256(raw).digest()  # a Script holds nothing of the path it came from
+        with _load_lock:
+            if _last_loaded is not None and _last_loaded[0] == key:
+                return _last_loaded[1]
+        script = cls.from_yaml(raw.decode("utf-8"), str(path))
+        with _load_lock:
+            _last_loaded = (key, script)
+        return script
 
     def session_for(self, session_key: str) -> Session | None:
         """The exact entry for session_key, else the first pattern (file order) matching it."""
@@ -165,16 +106,42 @@ class Script(_Strict):
 
     def turn_for(self, session_key: str, turn: int) -> Turn | None:
         """The session's turn (numbered, repeated, its default), else the script's default,
-        else None."""
+        else None. Sessions first, then the first template that matches the key."""
         session = self.session_for(session_key)
+        found = None
         if session is not None:
             found = session.turn(turn)
-            if found is not None:
-                return found
-        return self.default
+        elif (matched := self._template_for(session_key)) is not None:
+            found = filled(*matched, turn, session_key)
+        return found if found is not None else self.default
+
+    def bound(self) -> list[Bound]:
+        """The templates compiled, in file order (ValueError for a pattern that cannot be)."""
+        if self._bound is None:
+            self._bound = [bind(p, t) for p, t in self.templates.items()]
+        return self._bound
+
+    def _template_for(self, session_key: str) -> tuple[Bound, dict[str, Any]] | None:
+        """The first template matching the key (one that needs a row: only for a unit that
+        has one), with its values: the row, then the captured parts."""
+        for bound in self.bound():
+            match = bound.regex.match(session_key)
+            if match is None:
+                continue
+            captured = match.groupdict()
+            if not bound.row_names:
+                return bound, captured
+            row = self.units.get(captured.get(UNIT, ""))
+            if row is not None:
+                return bound, {**row, **captured}
+        return None
 
 
-def _validate(data: Any, source: str, lines: dict[tuple[str, ...], int]) -> Script:
+_load_lock = threading.Lock()
+_last_loaded: tuple[bytes, Script] | None = None
+
+
+def _validate(data: Any, source: str, lines: Mapping[tuple[str, ...], int]) -> Script:
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -186,6 +153,10 @@ def _validate(data: Any, source: str, lines: dict[tuple[str, ...], int]) -> Scri
             "start with `sessions:` and/or `default:` (see docs/stub-script.md)",
         )
     try:
-        return Script.model_validate(data)
+        script = Script.model_validate(data)
     except ValidationError as exc:
         raise ScriptInvalid(problems_from_validation(exc, source, lines, Script)) from None
+    problems = template_problems(script.templates, script.units, source, lines)
+    if problems:
+        raise ScriptInvalid(problems)
+    return script

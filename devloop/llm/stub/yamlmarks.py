@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import types
 import typing
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import yaml
@@ -29,17 +32,96 @@ class ScriptInvalid(DevLoopError):
         cls, source: str, line: int | None, field: str, message: str, fix: str
     ) -> ScriptInvalid:
         """A ScriptInvalid with a single problem."""
-        return cls([Problem(_where(source, line), field, message, fix)])
+        return cls([Problem(where(source, line), field, message, fix)])
 
 
-def _where(source: str, line: int | None) -> str:
+def where(source: str, line: int | None) -> str:
+    """`file:line`, or the file alone without a line."""
     return f"{source}:{line}" if line else source
 
 
-def read_yaml(text: str, source: str) -> tuple[Any, dict[Path, int]]:
-    """Parse YAML; return the data and the 1-based line of every path in it."""
+# libyaml's parser where PyYAML was built with it (the pure-Python one is ~20x slower).
+FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_MERGE = "tag:yaml.org,2002:merge"
+
+
+class _DuplicateKey(Exception):
+    """A mapping repeats a key; the slow path finds where, with its path."""
+
+
+class _Loader(FAST_LOADER):  # type: ignore[valid-type,misc]
+    """The fast safe loader, refusing a repeated key (PyYAML silently keeps the last)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        keys = [k.value for k, _ in node.value
+                if isinstance(k, yaml.ScalarNode) and k.tag != _MERGE]
+        if len(set(keys)) != len(keys):
+            raise _DuplicateKey
+        return super().construct_mapping(node, deep)
+
+
+class Marks(Mapping[Path, int]):
+    """The 1-based line of every path in a YAML text, worked out on first use: only a script
+    or spec with a problem pays for a walk over every node."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self._text, self._source = text, source
+        self._lines: dict[Path, int] | None = None
+
+    @property
+    def computed(self) -> bool:
+        """Whether the lines were worked out (someone asked for one)."""
+        return self._lines is not None
+
+    def _computed(self) -> dict[Path, int]:
+        if self._lines is None:
+            # The text parsed already: compose it again, as fast, for the nodes' marks.
+            _, self._lines = _read_marked(self._text, self._source, FAST_LOADER)
+        return self._lines
+
+    def __getitem__(self, path: Path) -> int:
+        return self._computed()[path]
+
+    def __iter__(self) -> Iterator[Path]:
+        return iter(self._computed())
+
+    def __len__(self) -> int:
+        return len(self._computed())
+
+
+def read_yaml(text: str, source: str) -> tuple[Any, Mapping[Path, int]]:
+    """Parse YAML; return the data and the 1-based line of every path in it (computed when
+    first asked for). Errors name the line, as ScriptInvalid."""
     try:
-        loader = yaml.SafeLoader(text)
+        with _collector_paused():
+            data = yaml.load(text, Loader=_Loader)  # noqa: S506 (a safe loader)
+        return data, Marks(text, source)
+    except (yaml.YAMLError, _DuplicateKey):
+        pass  # the pure-Python parser says what is wrong and where, in PyYAML's words
+    return _read_marked(text, source)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a document is built: every container the loader
+    makes is new and alive, so each collection rescans them all for nothing (more than half
+    the CPU of a 10,000-unit script's parse, and growing faster than the script)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _read_marked(
+    text: str, source: str, loader_class: type[yaml.SafeLoader] = yaml.SafeLoader
+) -> tuple[Any, dict[Path, int]]:
+    """Parse (PyYAML's own parser by default, for its messages), walking every node for its
+    line."""
+    try:
+        loader = loader_class(text)
         try:
             node = loader.get_single_node()
             data = loader.construct_document(node) if node is not None else None
@@ -57,35 +139,38 @@ def read_yaml(text: str, source: str) -> tuple[Any, dict[Path, int]]:
         ) from None
     lines: dict[Path, int] = {}
     if node is not None:
-        _walk(node, (), lines, source)
+        _walk(node, (), lines, source, yaml.constructor.SafeConstructor())
     return data, lines
 
 
-def _walk(node: yaml.Node, path: Path, lines: dict[Path, int], source: str) -> None:
+def _walk(
+    node: yaml.Node, path: Path, lines: dict[Path, int], source: str,
+    keys: yaml.constructor.SafeConstructor,
+) -> None:
     lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         seen: set[str] = set()
         for key_node, value_node in node.value:
-            key = str(yaml.constructor.SafeConstructor().construct_object(key_node))
+            key = str(keys.construct_object(key_node))
             if key in seen:
                 # PyYAML silently keeps the last duplicate; a script author never means that.
                 raise ScriptInvalid.one(
                     source,
                     key_node.start_mark.line + 1,
-                    _dotted(path + (key,)),
+                    dotted(path + (key,)),
                     "duplicate key",
                     "merge the two entries or rename one",
                 )
             seen.add(key)
             lines[path + (key,)] = key_node.start_mark.line + 1
-            _walk(value_node, path + (key,), lines, source)
+            _walk(value_node, path + (key,), lines, source, keys)
     elif isinstance(node, yaml.SequenceNode):
         for i, item in enumerate(node.value):
-            _walk(item, path + (str(i),), lines, source)
+            _walk(item, path + (str(i),), lines, source, keys)
 
 
-def _dotted(path: typing.Sequence[Any]) -> str:
-    """sessions."coder.*".turns[2].content[0].text"""
+def dotted(path: typing.Sequence[Any]) -> str:
+    """A path as a person reads it: sessions."coder.*".turns[2].content[0].text"""
     out = ""
     for seg in path:
         if isinstance(seg, int) or (isinstance(seg, str) and seg.isdigit()):
@@ -97,7 +182,8 @@ def _dotted(path: typing.Sequence[Any]) -> str:
     return out or "(top level)"
 
 
-def _line_of(loc: Path, lines: dict[Path, int]) -> int | None:
+def line_of(loc: Path, lines: Mapping[Path, int]) -> int | None:
+    """The line of loc, else of the nearest enclosing path that has one."""
     while loc:
         if loc in lines:
             return lines[loc]
@@ -151,15 +237,17 @@ def _fix(err: ErrorDetails, root: type[BaseModel]) -> str:
 
 
 def problems_from_validation(
-    exc: ValidationError, source: str, lines: dict[Path, int], root: type[BaseModel]
+    exc: ValidationError, source: str, lines: Mapping[Path, int], root: type[BaseModel],
+    place: typing.Callable[[Path], Path] = lambda loc: loc,
 ) -> list[Problem]:
-    """One Problem per pydantic error, located by the YAML marks, in line order."""
+    """One Problem per pydantic error, located by the YAML marks, in line order (`place`:
+    where in the file the validated data's loc is, when it is part of the file)."""
     found = []
     for err in exc.errors(include_url=False):
-        loc = tuple(str(s) for s in err["loc"] if s != "[key]")
+        loc = place(tuple(str(s) for s in err["loc"] if s != "[key]"))
         # Our own validators phrase their message as "what is wrong; fix: what to do".
         message, _, fix = err["msg"].removeprefix("Value error, ").partition("; fix: ")
-        line = _line_of(loc, lines)
-        problem = Problem(_where(source, line), _dotted(loc), message, fix or _fix(err, root))
+        line = line_of(loc, lines)
+        problem = Problem(where(source, line), dotted(loc), message, fix or _fix(err, root))
         found.append((line or 0, problem))
     return [problem for _, problem in sorted(found, key=lambda pair: pair[0])]

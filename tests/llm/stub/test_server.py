@@ -70,6 +70,39 @@ def test_each_answered_request_keeps_the_usage_it_answered_with(stub_server: Sta
         include={"input_tokens", "output_tokens", "cache_creation_input_tokens",
                  "cache_read_input_tokens"}) and answer.usage.output_tokens == 25
 
+def test_a_stub_keeps_bodies_and_headers_only_when_asked(stub_server: Start) -> None:
+    # A long run sends gigabytes of transcripts: by default only what was asked and answered.
+    script = {"default": {"content": [{"text": "hi"}]}}
+    lean, full = stub_server(script, record_bodies=False), stub_server(script, record_bodies=True)
+    for stub in (lean, full):
+        _create(_client(stub), USER, session="coder.p1.be")
+    [kept] = lean.requests
+    assert (kept.body, kept.headers) == (None, {})
+    assert (kept.path, kept.session_key, kept.turn, kept.status) == (
+        "/v1/messages", "coder.p1.be", 1, 200)
+    assert kept.usage == full.requests[0].usage and kept.usage is not None
+    assert full.requests[0].body["metadata"] == {"user_id": "coder.p1.be"}
+    assert full.requests[0].headers["content-type"] == "application/json"
+    assert StubServer(script).app.record_bodies is False  # the default
+
+
+def test_a_template_turn_its_values_do_not_make_is_a_400_naming_the_field(
+    stub_server: Start,
+) -> None:
+    script = {
+        "templates": {"coder.{unit}": {"default": {"content": [{"text": "{{unit}}"}],
+                                                   "latency_ms": "{{wait}}"}}},
+        "units": {"fine": {"wait": 0}, "odd": {"wait": "soon"}},
+    }
+    stub = stub_server(script)
+    client = _client(stub)
+    assert _create(client, USER, session="coder.fine").content[0].text == "fine"
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        _create(client, USER, session="coder.odd")
+    assert 'templates."coder.{unit}".default.latency_ms: Input should be a valid integer' in str(
+        caught.value)
+
+
 def test_count_tokens_answers_the_total_of_the_prompt(stub_server: Start) -> None:
     stub = stub_server({"default": {"content": [{"text": "hi"}]}})
     counted = _client(stub).messages.count_tokens(model=MODEL, system="be brief", messages=USER)
@@ -159,6 +192,21 @@ def test_latency_delays_the_answer(stub_server: Start) -> None:
     started = time.monotonic()
     _create(_client(stub), USER)
     assert time.monotonic() - started >= 0.15
+
+
+def test_a_kept_alive_connection_gets_each_answer_without_waiting_for_a_delayed_ack(
+    stub_server: Start,
+) -> None:
+    stub = stub_server({"default": {"content": [{"text": "hi"}]}})
+    client = _client(stub)
+    _create(client, USER)  # the connection the next ones reuse
+    took = []
+    for _ in range(9):
+        started = time.monotonic()
+        _create(client, USER)
+        took.append(time.monotonic() - started)
+    # Answers come in a few ms; a body held back by Nagle's algorithm waits 40 ms or more.
+    assert sorted(took)[4] < 0.03, took
 
 
 def test_faults_count_per_session_and_turn(stub_server: Start) -> None:
