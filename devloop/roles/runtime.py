@@ -73,6 +73,8 @@ class Prepared:
     source: UnitSource
     # Where the step's time went, in ms: materialize, session, commit (fleet timings).
     timings: dict[str, int] = field(default_factory=dict)
+    # The session's closing words as the model wrote them (the other role's hand-off).
+    closing: str = ""
 
     @property
     def record(self) -> ProjectRecord:
@@ -250,8 +252,9 @@ def prompt_context(p: Prepared) -> dict[str, object]:
         "mode": r.mode,
         "attempt": r.attempt,
         "run_id": r.run_id or "",
+        "tester_try": r.tester_try,
         "write_set": list(p.ws.patterns),
-        "sdd_section": p.source.sdd_section or "",
+        "sdd_section": context.plain_contract(p.source.sdd_section or ""),
         "acceptance": list(spec.acceptance_criteria) if spec else [],
         "upstream": list(entry.depends_on),
         "imports": _import_examples(p, list(entry.depends_on)),
@@ -282,6 +285,9 @@ def first_turn_context(
     retry = r.mode == "retry" and r.role == "coder"
     baseline = p.services.baseline if retry else None
     return {
+        "role": r.role,
+        "attempt": r.attempt,
+        "coder_summary": _coder_summary(store, p) if r.role == "tester" else "",
         "memory": context.memory_notes(
             store, r.pid, r.role, r.unit_id, _spec_text(p), p.record.company_id
         ),
@@ -297,6 +303,15 @@ def first_turn_context(
         "reflect_hint": (r.reflect_hint or "") if r.mode == "retry" else "",
         "baseline": verify.report(None, baseline) if baseline is not None else None,
     }
+
+
+def _coder_summary(store: RedisStore, p: Prepared) -> str:
+    """The coder's closing summary of this attempt, unless this conversation has it already
+    (an earlier try of the attempt was a session that was shown it)."""
+    r = p.request
+    said = context.load_handoffs(store, r.pid, r.unit_id, "coder").get(r.attempt, "")
+    seen = json.dumps((p.source.checkpoint or {}).get("messages", []), ensure_ascii=False)
+    return "" if said and json.dumps(said, ensure_ascii=False)[1:-1] in seen else said
 
 
 def _spec_text(p: Prepared) -> str:
@@ -402,6 +417,9 @@ def run_session(
     started = time.monotonic()
     p.services.runtime.update(status="running", started=time.time())
     result = session.run(first_turn(store, p, task, history, regressions))
+    p.closing = session.final_plan()
+    if p.closing:
+        context.save_handoff(store, r.pid, r.unit_id, r.role, r.attempt, p.closing, r.fence)
     p.timings["session_ms"] = p.timings.get("session_ms", 0) + _ms_since(started)
     p.services.runtime.update(status=result.status, duration_ms=p.timings["session_ms"])
     p.services.persist_runtime()

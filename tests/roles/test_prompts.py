@@ -213,7 +213,14 @@ def test_the_coder_prompt_in_implement_mode(
     assert "implement unit `orders` (be, python stack) of project `p-inventory`" in system
     assert "- `code/**`\n- `contract.json`\n- `coder.log`\n" in system
     assert "`../stock-db/contract.json`, `../pricing/contract.json` (upstream contracts" in system
-    assert "it must say ok (expected `sha256:8bc64074f1c325cd`)" in system
+    assert "which must say ok (expected `sha256:8bc64074f1c325cd`)" in system
+    # Issue 29: one call hashes and writes contract.json; the SDD and criteria are not
+    # re-read; the contract is plain JSON as hashed, not its HTML escape.
+    assert "`hash_contract` with `write: true`" in system
+    assert "Read `spec.json` and your SDD section" not in system
+    assert '"StockRepo.take(sku, qty)": "-> int' not in system  # upstream: never in system
+    assert "&gt;" not in system.split("## Unit spec")[1].split("Acceptance criteria")[0]
+    assert "the last item goes with your last check" in system
     # How to import what it uses of upstream, from the SDD contracts (no model text).
     assert "   - stock-db: `from units.stock_db.stock_db import StockRepo`\n" in system
     assert "   - pricing: `from units.pricing.pricing import DISCOUNTS, apply_discount, " in system
@@ -305,8 +312,12 @@ def test_the_tester_prompt_lists_the_contract_status_codes(
     assert "status code (200, 201, 400)" in text
     assert "supertest against the real Express app" in text
     assert "(none beyond the rules above)" in text
-    # No notes, no upstream, no history, no code yet: the first turn is the task alone.
-    assert first_turn(redis_store, p, "THE TASK", [], []) == "THE TASK\n"
+    # No notes, no upstream, no code yet: each promised block's heading says `(none)`.
+    first = first_turn(redis_store, p, "THE TASK", [], [])
+    assert "## Memory notes\n(none)\n" in first
+    assert "## Upstream contracts\n(none: this unit depends on no other unit)\n" in first
+    assert "(none: code/ has no source file the runtime could read)" in first
+    assert "|||\n" not in first and first.endswith("# Task\n\nTHE TASK\n")
 
 
 @pytest.mark.parametrize("role", ["coder", "tester"])
