@@ -23,7 +23,7 @@ from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
 from devloop.loop import attempts_left
 from devloop.models import HistoryEntry, UnitSpec
-from devloop.roles import checks, context, excerpt, verify
+from devloop.roles import checks, context, environment, excerpt, verify
 from devloop.roles.adequacy import Claims
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
@@ -200,6 +200,8 @@ def _build(
         ),
         settings=settings,
         upstream=upstream,
+        stack=stack,
+        kind=entry.kind,
     )
     checkpoint = source.checkpoint
     resuming = bool(
@@ -261,7 +263,9 @@ def prompt_context(p: Prepared) -> dict[str, object]:
         "conventions": p.record.conventions,
         "contract_hash": entry.contract_hash,
         "status_codes": context.status_codes(contract),
-        "syntax_check": _syntax_words(p.stack, p.kind),
+        "role": r.role,
+        "env_runtime": environment.runtime(p.stack, p.mounts.ro_binds[0][0]),
+        "env_packages": list(environment.packages(p.stack)),
     }
 
 
@@ -339,13 +343,6 @@ def first_turn(
     """The first user message of an attempt: the wrapped data, then the task."""
     variables = first_turn_context(store, p, history, regressions)
     return _render("first_turn", {**variables, "task": task})
-
-
-def _syntax_words(stack: str, kind: str) -> str:
-    if stack == "python":
-        # The prefix keeps __pycache__ out of code/, where it would be committed as code.
-        return "PYTHONPYCACHEPREFIX=/tmp/pycache python -m py_compile code/*.py"
-    return "a vite build dry run of code/*.vue" if kind == "fe" else "node --check code/*.js"
 
 
 def run_session(

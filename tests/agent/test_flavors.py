@@ -21,6 +21,7 @@ CODER = [
     "sandbox_check",
     "append_coder_log",
     "verify_tests",
+    "syntax_check",
     "write_todolist",
     "update_todo_item",
     "update_runtime_state",

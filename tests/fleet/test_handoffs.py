@@ -53,7 +53,7 @@ def coder_session(attempt: int, code: str, items: list[dict[str, str]]) -> list[
         turn(call("write_todolist", items=items),
              call("Write", path="code/unit.py", content=code),
              call("hash_contract", contract=CONTRACT, write=True)),
-        turn(call("append_coder_log", decision=decision),
+        turn(call("syntax_check"), call("append_coder_log", decision=decision),
              call("timeline_append", kind="code_patched" if attempt > 1 else "unit_coded",
                   summary="value()"),
              *[call("update_todo_item", id=i["id"], status="done") for i in items]),
@@ -98,6 +98,11 @@ def test_a_crash_raised_in_code_goes_to_the_coder_with_both_summaries_and_its_fr
         requests = [(r.session_key.split(".")[0], r.body) for r in c.stub.requests]
     tester = [body for role, body in requests if role == "tester"]
     coder = [body for role, body in requests if role == "coder"]
+    # One call wrote contract.json with its hash; syntax_check ran the runtime's check.
+    answered = user_texts(coder[2])
+    assert '\\"bridge\\": {\\"ok\\": true' in user_texts(coder[1])
+    assert '\\"ok\\": true, \\"problems\\": [], \\"command\\": \\"python -c' in answered
+    assert "py_compile" in answered
     # The coder's closing words reach the tester's first turn, fenced as data.
     label = "what the coder said when it finished attempt 1, for you among others"
     first = tester[0]["messages"][0]["content"][0]["text"]

@@ -9,6 +9,7 @@ first user turn, each fenced as untrusted data.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from devloop.project import load_project
 from devloop.prompts import PROMPTS_DIR, render
 from devloop.roles import context
 from devloop.roles.coder import capture_baseline
+from devloop.roles.environment import TOOLCHAINS
 from devloop.roles.registry import all_tools
 from devloop.roles.runtime import (
     Prepared,
@@ -224,7 +226,14 @@ def test_the_coder_prompt_in_implement_mode(
     # How to import what it uses of upstream, from the SDD contracts (no model text).
     assert "   - stock-db: `from units.stock_db.stock_db import StockRepo`\n" in system
     assert "   - pricing: `from units.pricing.pricing import DISCOUNTS, apply_discount, " in system
-    assert "PYTHONPYCACHEPREFIX=/tmp/pycache python -m py_compile code/*.py" in system
+    # Issue 29: the environment is stated, its facts read from the toolchain's files.
+    assert "5. `syntax_check` (the runtime's own check; see Environment)" in system
+    assert "call `syntax_check` (the runtime's own check, what the self-check runs: " in system
+    assert re.search(r"- Runtime: Python 3\.\d+\.\d+\. Packages, read-only, exactly these "
+                     r"versions: pytest \d[\d.]*, coverage \d[\d.]*, and the standard", system)
+    assert "Nothing can be installed" in system
+    assert "with `code/` on `sys.path` (pytest's `pythonpath=code`)" in system
+    assert "`from units.stock_db.stock_db import StockRepo`" in system.split("# Environment")[1]
     assert "`timeline_append` (`unit_coded`)" in system
     assert "Retry history" not in first and "this_fix" not in first
     assert "BASELINE" not in system and "## Baseline" not in first
@@ -312,6 +321,14 @@ def test_the_tester_prompt_lists_the_contract_status_codes(
     assert "status code (200, 201, 400)" in text
     assert "supertest against the real Express app" in text
     assert "(none beyond the rules above)" in text
+    # The node environment: versions from toolchains/node/package.json, CommonJS code/,
+    # how vitest runs, and the fresh-database convention both roles are told.
+    pins = json.loads((TOOLCHAINS / "node" / "package.json").read_text())["dependencies"]
+    assert f"express {pins['express']}, jsdom {pins['jsdom']}" in text
+    assert "`code/` is CommonJS with no `package.json` of its own" in text
+    assert "the node environment, no DOM" in text
+    assert "A fresh database per spec file" in text
+    assert "your own check is `run_tests`" in text
     # No notes, no upstream, no code yet: each promised block's heading says `(none)`.
     first = first_turn(redis_store, p, "THE TASK", [], [])
     assert "## Memory notes\n(none)\n" in first
@@ -379,3 +396,38 @@ def test_the_reassess_prompt_as_the_runtime_sends_it(
     ) in text
     assert text.endswith("Review the stuck session and write the plan.")
     assert [t["name"] for t in request.body["tools"]] == ["Read", "Bash"]
+
+
+@pytest.mark.parametrize(
+    ("unit", "words"),
+    [
+        ("todo-be", ["`node --check` on each `.js` file under `code/`",
+                     "A fresh database per spec file: `code/` opens its better-sqlite3 "
+                     "database on `:memory:` when it is first required"]),
+        ("todo-fe", ["a vite build of each `.vue` and `.js` file under `code/` that writes "
+                     "nothing", "jsdom, `.vue` files compiled by `@vitejs/plugin-vue`"]),
+    ],
+)
+def test_the_node_coder_is_told_its_environment_and_the_exact_syntax_check(
+    redis_store: RedisStore,
+    settings: Settings,
+    todo_project: Path,
+    node_toolchain_dir: Path,
+    prepared: list[Prepared],
+    unit: str,
+    words: list[str],
+) -> None:
+    # Issue 29: the fe coder's syntax step read "a vite build dry run of code/*.vue", not a
+    # command, and every node session probed for packages and the module system.
+    redis_store.import_project(load_project(todo_project))
+    p = prepare(redis_store, settings, RoleRequest("p-todo", unit, "coder", "implement", 1),
+                lambda event: None)
+    prepared.append(p)
+    text = render("coder", **prompt_context(p))
+    assert "a vite build dry run" not in text
+    assert re.search(r"- Runtime: Node v\d+\.\d+\.\d+\.", text)
+    for said in words:
+        assert said in text, said
+    # A contract with `>` in it reaches the model as the JSON it hashes.
+    if unit == "todo-fe":
+        assert '"list": "ul[data-test=todos] > li, one per todo title"' in text
