@@ -431,3 +431,22 @@ def test_the_node_coder_is_told_its_environment_and_the_exact_syntax_check(
     # A contract with `>` in it reaches the model as the JSON it hashes.
     if unit == "todo-fe":
         assert '"list": "ul[data-test=todos] > li, one per todo title"' in text
+
+
+@pytest.mark.parametrize(
+    ("attempt", "tester_try", "why"),
+    [(1, 2, "Why again: your own last try of this attempt did not stand"),
+     (2, 1, "Why again: the coder changed the code after your last run was red")],
+)
+def test_the_tester_is_told_truthfully_why_it_runs_again(
+    store: RedisStore, settings: Settings, prepared: list[Prepared],
+    attempt: int, tester_try: int, why: str,
+) -> None:
+    # Issue 29: a tester retried after its own crashed run was told "the coder changed the
+    # code", which was false.
+    request = RoleRequest(PID, UNIT, "tester", "retry", attempt, run_id=f"run-{attempt}-"
+                          f"{tester_try}", tester_try=tester_try)
+    system, _ = rendered(store, settings, prepared, request)
+    assert why in system
+    other = {1: "the coder changed the code", 2: "your own last try"}[tester_try]
+    assert other not in system
