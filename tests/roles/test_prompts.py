@@ -448,5 +448,5 @@ def test_the_tester_is_told_truthfully_why_it_runs_again(
                           f"{tester_try}", tester_try=tester_try)
     system, _ = rendered(store, settings, prepared, request)
     assert why in system
-    other = {1: "the coder changed the code", 2: "your own last try"}[tester_try]
+    other = {1: "your own last try", 2: "the coder changed the code"}[tester_try]
     assert other not in system
