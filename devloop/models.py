@@ -352,6 +352,7 @@ class HistoryEntry(Payload):
     attempt: int
     my_decision: str
     tester_said: list[Any] = Field(default_factory=list)
+    tester_summary: str = ""  # the tester's closing summary of that attempt (its analysis)
 
 
 class CoderInput(Payload):
@@ -435,3 +436,7 @@ class TesterOutput(Payload):
     coverage: CodeCoverage | None = None  # the last run's coverage of code/, when measured
     # Nothing ran (the session had already finished): the earlier run this reports.
     reused_run: str | None = None
+    # A zero-token re-run: no tester session, the tests a tester session of this attempt
+    # checked (`tests_from_attempt`) ran unchanged on this attempt's code.
+    rerun: bool = False
+    tests_from_attempt: int | None = None

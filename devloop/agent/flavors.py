@@ -25,6 +25,7 @@ FLAVORS: dict[str, tuple[str, ...]] = {
         "sandbox_check",
         "append_coder_log",
         "verify_tests",
+        "syntax_check",
         *COMMON_STATE_TOOLS,
     ),
     "tester": (

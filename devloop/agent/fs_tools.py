@@ -118,10 +118,16 @@ class WriteTool(Tool):
     name = "Write"
     description = (
         "Create a file, or replace a file's whole content. Paths are relative to your unit "
-        "dir and must be inside what your role may write; prefer Edit for small changes."
+        "dir and must be inside what your role may write."
     )
     Input = WriteInput
     writes = True
+
+    def describe(self, available: frozenset[str] | None) -> str:
+        """Edit is named only to a role that has it."""
+        if available is not None and "Edit" not in available:
+            return self.description
+        return self.description.removesuffix(".") + "; prefer Edit for small changes."
 
     def run(self, ctx: ToolContext, args: WriteInput) -> ToolResult:
         checked = _check_writable(ctx, args.path)

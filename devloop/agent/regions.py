@@ -60,7 +60,9 @@ def errors_block(window: list[list[str]]) -> dict[str, Any]:
     return region_block(
         "errors",
         f"Errors window: the last {len(window)} distinct failures of this session, oldest "
-        "first. It stays when older turns are summarised; if one repeats, change approach.\n"
+        "first. It stays when older turns are summarised; if one repeats, change approach "
+        "within your instructions (never by stubbing or mocking the unit under test: a fault "
+        "of the code is reported, not worked around).\n"
         + wrap_untrusted("failures from tool output and test runs", lines),
     )
 

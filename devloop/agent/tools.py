@@ -150,12 +150,18 @@ class Tool:
     Input: ClassVar[type[BaseModel]]
     writes: ClassVar[bool] = False
 
-    def spec(self) -> ToolSpec:
-        """The tool as the model sees it (built once per tool class: it is sent every turn)."""
-        kind = type(self)
-        if kind not in _SPECS:
-            _SPECS[kind] = _spec_of(kind)
-        return _SPECS[kind]
+    def spec(self, available: frozenset[str] | None = None) -> ToolSpec:
+        """The tool as the model sees it, among the `available` tools of a role (built once
+        per tool class and description: it is sent every turn)."""
+        kind, text = type(self), self.describe(available)
+        if (kind, text) not in _SPECS:
+            _SPECS[kind, text] = _spec_of(kind, text)
+        return _SPECS[kind, text]
+
+    def describe(self, available: frozenset[str] | None) -> str:
+        """The description for a role with these tools (None: every tool); a tool whose
+        text names another tool overrides this, so no role reads of a tool it lacks."""
+        return self.description
 
     def execute(self, ctx: ToolContext, raw: Any) -> ToolResult:
         """Validate the model's input, then run; invalid input is an error observation."""
@@ -176,15 +182,15 @@ class Tool:
         raise NotImplementedError
 
 
-_SPECS: dict[type[Tool], ToolSpec] = {}
+_SPECS: dict[tuple[type[Tool], str], ToolSpec] = {}
 
 
-def _spec_of(tool: type[Tool]) -> ToolSpec:
+def _spec_of(tool: type[Tool], description: str) -> ToolSpec:
     schema = tool.Input.model_json_schema()
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
-    return ToolSpec(name=tool.name, description=tool.description, input_schema=schema)
+    return ToolSpec(name=tool.name, description=description, input_schema=schema)
 
 
 class Toolset:
@@ -205,7 +211,8 @@ class Toolset:
 
     def specs(self) -> list[ToolSpec]:
         """What the model is shown."""
-        return [t.spec() for t in self.tools.values()]
+        available = frozenset(self.tools)
+        return [t.spec(available) for t in self.tools.values()]
 
     def execute(self, ctx: ToolContext, name: str, raw: Any) -> ToolResult:
         """Run an allowed tool; anything else is a denied observation, never executed."""

@@ -16,7 +16,7 @@ from devloop.fleet.control import Control, read_control
 from devloop.fleet.marks import is_scripted, note_llm
 from devloop.fleet.money import resume_cap
 from devloop.fleet.records import StepRecord, environment_error, steps_of
-from devloop.fleet.why import next_steps, reason
+from devloop.fleet.why import next_steps, reason, rerun_green
 from devloop.loop import awaited_tester_try
 from devloop.models import CodeCoverage
 from devloop.store import RedisStore, UnitState
@@ -62,7 +62,9 @@ class UnitRow(BaseModel):
     reason: str | None = None  # why it is blocked, waits or stands still, in words
     step: str | None = None  # the running session's current step (role, step/total, turn, tool)
     next_steps: list[str] = []  # blocked: the commands that move it on
-    note: str | None = None  # why the unit waits that is not its code's fault (a busy machine)
+    # why the unit waits that is not its code's fault (a busy machine); for a green by a
+    # zero-token re-run, which attempt's code the tests ran on (no tester session)
+    note: str | None = None
     coverage: CodeCoverage | None = None  # line and branch coverage by its last tester run
     scripted: bool = False  # passed under the stub's scripted turns: a real model runs it again
 
@@ -99,6 +101,10 @@ class ProjectStatus(BaseModel):
 
     def count(self, status: str) -> int:
         return sum(u.status == status for u in self.units)
+
+
+# Statuses a green test run put the unit in (its note may say how the green was reached).
+GREEN = ("passed", "review")
 
 
 def load_note(state: UnitState) -> str | None:
@@ -245,7 +251,9 @@ def unit_row(
         step=current.describe() if current else None,
         next_steps=(next_steps(state, unit, setting.folder, setting.pid, setting.run_live)
                     if shown == "blocked" else []),
-        note=load_note(state),
+        note=load_note(state) or (
+            rerun_green(steps, state.attempt) if state.status in GREEN else None
+        ),
         coverage=last_coverage(steps),
         scripted=is_scripted(state, setting.every_run_scripted),
     )

@@ -161,3 +161,18 @@ def next_steps(
         "# or start it over (its code, tests and attempts go, the spec stays), then run:",
         f"devloop reset {shlex.quote(folder) if folder else 'DIR'} {unit}",
     ]
+
+
+def rerun_green(steps: Sequence[StepRecord], attempt: int) -> str | None:
+    """For an attempt whose green came from a zero-token re-run (no tester session), which
+    code the tests ran on and whose tests they were; None otherwise."""
+    tested = [s for s in steps if s.role == "tester" and s.attempt == attempt]
+    last = max(tested, key=lambda s: s.tester_try, default=None)
+    if last is None or not last.output.get("rerun") or not last.output.get("ok"):
+        return None
+    source = last.output.get("tests_from_attempt")
+    whose = f"attempt {source}'s tests" if source else "the checked tests"
+    return (
+        f"green on attempt {attempt}'s code: {whose} re-ran unchanged, no tester session "
+        "needed (0 tokens)"
+    )

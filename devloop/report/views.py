@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from devloop.fleet.records import StepRecord
+from devloop.fleet.why import rerun_green
 from devloop.models import CoderDecision, RunResult, TimelineEvent
 from devloop.report.data import ReportData, SpendLedger, UnitReport, run_order
 
@@ -42,6 +43,7 @@ class Attempt:
     loop: list[TimelineEvent] = field(default_factory=list)
     self_check: list[str] = field(default_factory=list)  # what failed the coder's validation
     coder_end: str | None = None  # how the coder's session ended when it did not complete
+    rerun: str | None = None  # a green by a zero-token re-run: on which code, no session
 
 
 def cost_row(unit: UnitReport, spend: SpendLedger | None = None) -> CostRow:
@@ -91,6 +93,9 @@ def attempts(unit: UnitReport) -> list[Attempt]:
             continue  # the start of attempt 1, not a decision about an attempt
         match = _RUN_ATTEMPT.match(event.ref or "")
         at(int(match[1]) if match else max(story, default=1)).loop.append(event)
+    for number in {s.attempt for s in unit.steps if s.role == "tester"}:
+        if (words := rerun_green(unit.steps, number)) is not None:
+            at(number).rerun = words
     for step in unit.steps:
         made = step.outcome
         if step.role != "coder" or made is None or made.status == "completed":

@@ -58,11 +58,12 @@ def run_coder(
         if request.mode == "retry":
             files = store.unit_files(request.pid, request.unit_id).files
             notes = context.review_notes(store, request.pid, request.unit_id)
-            history, regressions = context.retry_history(files, request.attempt, notes)
+            said = context.load_handoffs(store, request.pid, request.unit_id, "tester")
+            history, regressions = context.retry_history(files, request.attempt, notes, said)
             p.services.baseline = capture_baseline(store, p)
-            said = [str(f.get("test")) for f in history[-1].tester_said] if history else []
+            named = [str(f.get("test")) for f in history[-1].tester_said] if history else []
             seen = [f.test for f in p.services.baseline.failures] if p.services.baseline else []
-            p.services.failing_tests = list(dict.fromkeys([*said, *seen]))
+            p.services.failing_tests = list(dict.fromkeys([*named, *seen]))
         session = run_session(
             store, settings, provider, p, coder_task(request, history), history, regressions, cancel
         )

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from devloop.agent.fs_tools import _check_writable
 from devloop.agent.tools import Tool, ToolContext, ToolResult
 from devloop.contracts import ContractMissingExports, contract_bridge, hash_contract
 from devloop.ledgers import (
@@ -26,23 +27,50 @@ from devloop.vagueness import is_specific
 
 class HashContractInput(BaseModel):
     contract: dict[str, Any] = Field(description="The contract object; its `exports` is hashed.")
+    write: bool = Field(
+        default=False,
+        description="Also write contract.json: the contract with `version` set to the hash "
+        "(and `unit_id` when missing), then check it as contract_bridge does.",
+    )
 
 
 class HashContractTool(Tool):
-    """Compute a contract's version hash."""
+    """Compute a contract's version hash, and (write=true) write contract.json with it."""
 
     name = "hash_contract"
     description = (
-        "Compute the version of a contract: sha256 of its canonical `exports`. Put the "
-        "result in contract.json's `version`; never compute it by hand."
+        "Compute the version of a contract: sha256 of its canonical `exports`; never compute "
+        "it by hand. With write=true it also writes contract.json with that `version` and "
+        "answers contract_bridge's verdict, all in one call."
     )
     Input = HashContractInput
 
     def run(self, ctx: ToolContext, args: HashContractInput) -> ToolResult:
         try:
-            return ToolResult(hash_contract(args.contract))
+            version = hash_contract(args.contract)
         except ContractMissingExports:
             return ToolResult("the contract has no `exports` object", is_error=True)
+        if not args.write:
+            return ToolResult(version)
+        return _write_contract(ctx, {**args.contract, "version": version})
+
+
+def _write_contract(ctx: ToolContext, contract: dict[str, Any]) -> ToolResult:
+    """Write contract.json (the unit's own id unless given) and bridge it."""
+    role = services(ctx)
+    contract = {"unit_id": role.unit_id, **contract}
+    checked = _check_writable(ctx, "contract.json")
+    if isinstance(checked, ToolResult):
+        return checked
+    text = json.dumps(contract, indent=2, ensure_ascii=False) + "\n"
+    try:
+        ctx.files.write_atomic(checked[0], text)
+    except OSError as exc:
+        return ToolResult(f"contract.json: {getattr(exc, 'reason', exc)}", is_error=True)
+    bridge = contract_bridge(role.units, role.unit_id, contract)
+    payload = {"written": "contract.json", "version": contract["version"],
+               "bridge": bridge.model_dump(exclude_none=True)}
+    return ToolResult(json.dumps(payload), data=payload, changed_files=("contract.json",))
 
 
 CONTRACT_CAP = 1024 * 1024

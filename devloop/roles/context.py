@@ -7,6 +7,7 @@ as untrusted data (prompts/data.md), never in the system prompt.
 
 from __future__ import annotations
 
+import html
 import json
 import re
 from typing import Any
@@ -14,7 +15,16 @@ from typing import Any
 from devloop.ledgers import parse_coder_log
 from devloop.models import CoderDecision, HistoryEntry, RunResult
 from devloop.roles import memory
-from devloop.store import RedisStore
+from devloop.store import Fence, RedisStore
+
+# The SDD's contract block: its JSON is HTML-escaped in the file (`-&gt; int`).
+_CONTRACT_PRE = re.compile(r"(<pre\b[^>]*\bdata-contract\b[^>]*>)(.*?)(</pre>)", re.S | re.I)
+
+
+def plain_contract(section: str) -> str:
+    """The SDD section with its contract as the plain JSON it declares (`-> int`), so a
+    model that copies it into contract.json copies what is hashed, not its HTML escape."""
+    return _CONTRACT_PRE.sub(lambda m: m[1] + html.unescape(m[2]) + m[3], section)
 
 
 def memory_notes(
@@ -84,6 +94,54 @@ def describe_decision(decision: CoderDecision) -> str:
     return "\n".join(parts)
 
 
+HANDOFF_CAP = 3000  # characters of a closing summary carried to the other role
+HANDOFF_KEEP = 6  # attempts kept per role
+
+
+def handoff_path(unit: str, role: str) -> str:
+    """agent-state/ file of a role's closing summaries: {attempt: text}, newest last."""
+    return f"handoff-{unit}-{role}.json"
+
+
+def save_handoff(
+    store: RedisStore, pid: str, unit: str, role: str, attempt: int, text: str,
+    fence: Fence | None = None,
+) -> None:
+    """Keep a session's closing summary for the other role (nothing when it said nothing)."""
+    text = text.strip()
+    if not text:
+        return
+    kept = load_handoffs(store, pid, unit, role)
+    kept[attempt] = text[:HANDOFF_CAP] + (" [...]" if len(text) > HANDOFF_CAP else "")
+    newest = dict(sorted(kept.items())[-HANDOFF_KEEP:])
+    data = json.dumps({str(k): v for k, v in newest.items()}, ensure_ascii=False).encode()
+    store.put_agent_state(pid, handoff_path(unit, role), data, fence)
+
+
+def load_handoffs(store: RedisStore, pid: str, unit: str, role: str) -> dict[int, str]:
+    """attempt -> the closing summary a role's last session of that attempt wrote."""
+    raw = store.agent_state_file(pid, handoff_path(unit, role))
+    try:
+        found = json.loads(raw) if raw else {}
+        return {int(k): str(v) for k, v in found.items()}
+    except (ValueError, AttributeError, TypeError):
+        return {}
+
+
+_CODE_FRAME = re.compile(r"\(at (code/[^)\s]+)\)")
+
+
+def crash_hint(reason: str | None) -> str:
+    """What the coder is told of a crashed run: where it was raised, when in code/."""
+    frames = _CODE_FRAME.findall(reason or "")
+    if frames:
+        return (
+            f"the run crashed before any test could judge the code, raised at {frames[0]} "
+            "in your code (the reason above quotes it): fix that line so the module loads"
+        )
+    return "the run crashed before any test could judge the code: the reason above says why"
+
+
 def reviews_path(unit: str) -> str:
     """agent-state/ file of a unit's reviews by people: {"reviews": [{attempt, verdict,
     note, by, ts}]} (written by devloop.fleet.review)."""
@@ -101,10 +159,14 @@ def review_notes(store: RedisStore, pid: str, unit: str) -> dict[int, str]:
 
 
 def retry_history(
-    files: dict[str, bytes], attempt: int, reviews: dict[int, str] | None = None
+    files: dict[str, bytes],
+    attempt: int,
+    reviews: dict[int, str] | None = None,
+    summaries: dict[int, str] | None = None,
 ) -> tuple[list[HistoryEntry], list[str]]:
-    """Earlier attempts (decision + what the tester said) and tests that regressed; a
-    person's review note is among what was said about its attempt, as a hint."""
+    """Earlier attempts (decision + what the tester said, with its closing summary from
+    `summaries`) and tests that regressed; a person's review note is among what was said
+    about its attempt, as a hint."""
     runs = runs_by_attempt(files)
     logged = {d.attempt: d for d in decisions(files)}
     history = []
@@ -118,14 +180,15 @@ def retry_history(
                     "test": "(the test run crashed)",
                     "expected": "a run",
                     "got": last_run[0].crash_reason,
-                    "hint": "see crash_reason",
+                    "hint": crash_hint(last_run[0].crash_reason),
                 }
             )
         if n in (reviews or {}):
             said.append({"test": "(a person's review of the green run)", "expected": "approval",
                          "got": "changes requested", "hint": (reviews or {})[n]})
         mine = describe_decision(logged[n]) if n in logged else "(no coder.log entry)"
-        history.append(HistoryEntry(attempt=n, my_decision=mine, tester_said=said))
+        history.append(HistoryEntry(attempt=n, my_decision=mine, tester_said=said,
+                                    tester_summary=(summaries or {}).get(n, "")))
     return history, regressions(runs, attempt)
 
 

@@ -19,7 +19,10 @@ MAX_FILES = 30
 MAX_LINE = 300
 FILE_CAP = 512 * 1024
 SUFFIXES = (".py", ".js", ".cjs", ".mjs", ".ts", ".vue")
-_JS_FUNC = r"(?:async\s+)?function\s*\*?\s*{name}\s*(\([^)]*\))"
+# A function's head up to its opening parenthesis; the parameters are read balanced, so a
+# default value with parentheses (`service = createTodoService()`) is not cut short.
+_JS_FUNC = r"(?:async\s+)?function\s*\*?\s*{name}\s*\("
+_JS_ARROW = r"\b(?:const|let|var)\s+{name}\s*=\s*(?:async\s*)?\("
 _EXPORTS_OBJ = re.compile(r"module\.exports\s*=\s*\{([^}]*)\}")
 _EXPORTS_ONE = re.compile(r"module\.exports\s*=\s*([A-Za-z_$][\w$]*)\s*;?\s*$", re.M)
 _EXPORTS_DOT = re.compile(r"(?:module\.)?exports\.([A-Za-z_$][\w$]*)\s*=")
@@ -50,11 +53,35 @@ def code_exports(view: Dir, unit_rel: str) -> list[str]:
         except (OSError, UnicodeDecodeError):
             continue
         names = python_exports(text) if rel.endswith(".py") else js_exports(rel, text)
-        line = f"code/{rel}: " + (", ".join(names) or "(no exports found)")
-        lines.append(line[:MAX_LINE])
+        lines.append(_line(f"code/{rel}: ", names))
     if len(files) > MAX_FILES:
         lines.append(f"... and {len(files) - MAX_FILES} more files under code/")
     return lines
+
+
+def _line(head: str, names: list[str]) -> str:
+    """`head` and the names, whole ones only: past MAX_LINE the rest are counted, never cut
+    mid-signature."""
+    if not names:
+        return head + "(no exports found)"
+    shown: list[str] = []
+    for i, name in enumerate(names):
+        rest = len(names) - i - 1
+        more = f", ... and {rest} more (read the file)" if rest else ""
+        if shown and len(head + ", ".join([*shown, name]) + more) > MAX_LINE:
+            return head + ", ".join(shown) + f", ... and {len(names) - i} more (read the file)"
+        shown.append(name)
+    return head + ", ".join(shown)
+
+
+def _balanced(text: str, start: int) -> str | None:
+    """The parenthesised text opening at text[start] == "(", whole, or None."""
+    depth = 0
+    for i in range(start, min(len(text), start + 2000)):
+        depth += {"(": 1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return text[start : i + 1]
+    return None
 
 
 def python_exports(text: str) -> list[str]:
@@ -115,9 +142,12 @@ def js_exports(rel: str, text: str) -> list[str]:
         names += [p.split(" as ")[-1].strip() for p in m.group(1).split(",") if p.strip()]
     out = []
     for name in dict.fromkeys(n for n in names if re.fullmatch(r"[A-Za-z_$][\w$]*", n)):
-        params = re.search(_JS_FUNC.format(name=re.escape(name)), text)
+        head = re.search(_JS_FUNC.format(name=re.escape(name)), text) or re.search(
+            _JS_ARROW.format(name=re.escape(name)), text
+        )
+        params = _balanced(text, head.end() - 1) if head else None
         if params:
-            out.append(f"{name}{' '.join(params.group(1).split())}")
+            out.append(f"{name}{' '.join(params.split())}")
         elif _EXPRESS.search(text) and re.search(rf"\b{re.escape(name)}\s*=\s*express\(", text):
             out.append(f"{name} (an Express app)")
         else:

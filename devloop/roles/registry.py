@@ -19,6 +19,7 @@ from devloop.roles.state_tools import (
     UpdateTodoItemTool,
     WriteTodolistTool,
 )
+from devloop.roles.syntax_tool import SyntaxCheckTool
 from devloop.roles.tester_tools import (
     BugListTool,
     BugOpenTool,
@@ -41,6 +42,7 @@ def all_tools() -> list[Tool]:
         SandboxCheckTool(),
         AppendCoderLogTool(),
         VerifyTestsTool(),
+        SyntaxCheckTool(),
         WriteTodolistTool(),
         UpdateTodoItemTool(),
         UpdateRuntimeStateTool(),

@@ -23,7 +23,7 @@ from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
 from devloop.loop import attempts_left
 from devloop.models import HistoryEntry, UnitSpec
-from devloop.roles import checks, context, excerpt, verify
+from devloop.roles import checks, context, environment, excerpt, verify
 from devloop.roles.adequacy import Claims
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
@@ -73,6 +73,8 @@ class Prepared:
     source: UnitSource
     # Where the step's time went, in ms: materialize, session, commit (fleet timings).
     timings: dict[str, int] = field(default_factory=dict)
+    # The session's closing words as the model wrote them (the other role's hand-off).
+    closing: str = ""
 
     @property
     def record(self) -> ProjectRecord:
@@ -198,6 +200,8 @@ def _build(
         ),
         settings=settings,
         upstream=upstream,
+        stack=stack,
+        kind=entry.kind,
     )
     checkpoint = source.checkpoint
     resuming = bool(
@@ -250,15 +254,18 @@ def prompt_context(p: Prepared) -> dict[str, object]:
         "mode": r.mode,
         "attempt": r.attempt,
         "run_id": r.run_id or "",
+        "tester_try": r.tester_try,
         "write_set": list(p.ws.patterns),
-        "sdd_section": p.source.sdd_section or "",
+        "sdd_section": context.plain_contract(p.source.sdd_section or ""),
         "acceptance": list(spec.acceptance_criteria) if spec else [],
         "upstream": list(entry.depends_on),
         "imports": _import_examples(p, list(entry.depends_on)),
         "conventions": p.record.conventions,
         "contract_hash": entry.contract_hash,
         "status_codes": context.status_codes(contract),
-        "syntax_check": _syntax_words(p.stack, p.kind),
+        "role": r.role,
+        "env_runtime": environment.runtime(p.stack, p.mounts.ro_binds[0][0]),
+        "env_packages": list(environment.packages(p.stack)),
     }
 
 
@@ -282,6 +289,9 @@ def first_turn_context(
     retry = r.mode == "retry" and r.role == "coder"
     baseline = p.services.baseline if retry else None
     return {
+        "role": r.role,
+        "attempt": r.attempt,
+        "coder_summary": _coder_summary(store, p) if r.role == "tester" else "",
         "memory": context.memory_notes(
             store, r.pid, r.role, r.unit_id, _spec_text(p), p.record.company_id
         ),
@@ -297,6 +307,15 @@ def first_turn_context(
         "reflect_hint": (r.reflect_hint or "") if r.mode == "retry" else "",
         "baseline": verify.report(None, baseline) if baseline is not None else None,
     }
+
+
+def _coder_summary(store: RedisStore, p: Prepared) -> str:
+    """The coder's closing summary of this attempt, unless this conversation has it already
+    (an earlier try of the attempt was a session that was shown it)."""
+    r = p.request
+    said = context.load_handoffs(store, r.pid, r.unit_id, "coder").get(r.attempt, "")
+    seen = json.dumps((p.source.checkpoint or {}).get("messages", []), ensure_ascii=False)
+    return "" if said and json.dumps(said, ensure_ascii=False)[1:-1] in seen else said
 
 
 def _spec_text(p: Prepared) -> str:
@@ -324,13 +343,6 @@ def first_turn(
     """The first user message of an attempt: the wrapped data, then the task."""
     variables = first_turn_context(store, p, history, regressions)
     return _render("first_turn", {**variables, "task": task})
-
-
-def _syntax_words(stack: str, kind: str) -> str:
-    if stack == "python":
-        # The prefix keeps __pycache__ out of code/, where it would be committed as code.
-        return "PYTHONPYCACHEPREFIX=/tmp/pycache python -m py_compile code/*.py"
-    return "a vite build dry run of code/*.vue" if kind == "fe" else "node --check code/*.js"
 
 
 def run_session(
@@ -402,6 +414,9 @@ def run_session(
     started = time.monotonic()
     p.services.runtime.update(status="running", started=time.time())
     result = session.run(first_turn(store, p, task, history, regressions))
+    p.closing = session.final_plan()
+    if p.closing:
+        context.save_handoff(store, r.pid, r.unit_id, r.role, r.attempt, p.closing, r.fence)
     p.timings["session_ms"] = p.timings.get("session_ms", 0) + _ms_since(started)
     p.services.runtime.update(status=result.status, duration_ms=p.timings["session_ms"])
     p.services.persist_runtime()

@@ -58,6 +58,9 @@ class RoleServices:
     owned: OwnedFiles = field(default_factory=OwnedFiles)
     # The units this one depends on, as its runs import them (devloop.upstream).
     upstream: Upstream | None = None
+    # The unit's stack and kind (the syntax check depends on both).
+    stack: str = "python"
+    kind: str = ""
 
     def record(self, rel: str, data: bytes) -> None:
         """A tool of this session wrote a file it owns (kept when the view has no record)."""

@@ -47,10 +47,12 @@ def tester_task(
             + "\nFix the tests, run_tests, and finish when the self-check holds."
         )
     if request.tester_try > 1:
+        # The code is the one the last try ran on: only the tests or their run can change.
         return (
             f"Attempt {request.attempt}, try {request.tester_try} (run {request.run_id}): your "
             f"last try did not stand: {request.reflect_hint or 'it ended early'}\n"
-            "Fix what it says, run_tests again, and finish when the self-check holds."
+            "The coder has not changed the code since. Fix what it says in your tests, "
+            "run_tests again, and finish when the self-check holds."
         )
     if request.mode == "resume":
         return "Your session was interrupted. Check what is already in tests/, then finish."
@@ -160,6 +162,7 @@ def run_tester(
     static checks and are the last checked session's, else (or when it crashes) a session."""
     p = prepare(store, settings, request, emit)
     session: SessionResult | None = None
+    rerun_from: int | None = None  # the attempt whose checked tests a re-run ran
     try:
         task = tester_task(request)
         zero_token = request.mode == "retry" and (
@@ -171,6 +174,7 @@ def run_tester(
                 task = tester_task(request, problems=problems)
             else:
                 result = rerun(p)
+                rerun_from = _checked_attempt(store, p)
                 weak = adequacy.problems(result.adequacy)
                 # A crash the code caused (it tampers with the framework) is the coder's.
                 crash = result.crashed and not is_code_fault(result.crash_reason)
@@ -199,8 +203,19 @@ def run_tester(
         output.run_id, output.reused_run = reused, reused
         output.tokens_used = 0  # the finished session's tokens were spent, and counted, before
         output.result_ref = f"units/{request.unit_id}/runs/{reused}/result.json"
+    if session is None and rerun_from is not None:
+        output.rerun, output.tests_from_attempt = True, rerun_from
     output.sandbox_violations = [str(v) for v in commit.violations]
     return RoleRun(p, session, commit), output
+
+
+def _checked_attempt(store: RedisStore, p: Prepared) -> int | None:
+    """The attempt of the tester session whose checked tests a re-run runs."""
+    saved = store.agent_state_file(p.request.pid, checked_path(p.request.unit_id))
+    try:
+        return int(json.loads(saved)["attempt"]) if saved else None
+    except (ValueError, KeyError, TypeError):
+        return None
 
 
 def _output(

@@ -15,6 +15,7 @@ from devloop.roles.state_tools import services
 from devloop.roles.testrun import run_and_record, write_result
 from devloop.roles.verify import tally
 from devloop.runners.hints import build_hint, is_useful_hint
+from devloop.runners.tamper import is_code_fault
 from devloop.runners.timing import load_note
 
 
@@ -29,6 +30,13 @@ class RunTestsInput(BaseModel):
             "much wall time at the latest."
         ),
     )
+
+
+# What the tester is told of a crash the code caused: it goes to the coder as it is.
+CODE_CRASH = (
+    "the code's: the coder gets this crash with its code frame. Do not rewrite the tests "
+    "around it or stub the code under test; say what you found in your summary and finish."
+)
 
 
 class RunTestsTool(Tool):
@@ -68,6 +76,8 @@ class RunTestsTool(Tool):
         }
         if result.crashed:
             report["crash_reason"] = result.crash_reason
+            if is_code_fault(result.crash_reason):
+                report["whose"] = CODE_CRASH
         if result.not_run:  # test files the run left out: the tester must know
             report["not_run"] = result.not_run.to_json_dict()
         if result.starved:

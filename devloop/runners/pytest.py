@@ -53,6 +53,7 @@ from devloop.runners.hints import build_hint
 from devloop.runners.hollow import hollow_python_code
 from devloop.runners.pyassert import expected_got, with_definitions
 from devloop.runners.setup_fault import at_syntax_error, syntax_frame, tests_fault, unavailable
+from devloop.runners.tamper import RAISED_IN_CODE
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_pytest
 from devloop.sandbox import Sandbox
 from devloop.sandbox.base import PYCACHE_PREFIX
@@ -291,6 +292,10 @@ def _collection_error(case: ET.Element, text: str) -> str:
     missing = _NO_MODULE.search(detail)
     if missing and not code and frames and frames[-1].startswith("tests/"):
         reason += f"; {unavailable(missing.group(1))}"  # the tests' import: what there is
+    innermost = syntax or (frames[-1] if frames else None)
+    if innermost and innermost.startswith("code/"):
+        # Raised in code/ (its innermost frame): no change to the tests can mend it.
+        reason = f"{RAISED_IN_CODE} (at {innermost}): {reason}"
     return reason
 
 

@@ -23,6 +23,9 @@ TAMPERED = "the code under test changed the test framework"
 UPSTREAM = "the code imports what its dependencies do not provide"
 # A run killed at its limit while its innermost frame was in code/ (timing.killed_reason).
 LOOP_IN_CODE = "a test never finished because the code under test did not return"
+# A run that crashed while loading the tests with its innermost frame in code/ (an
+# ImportError in the unit's module, an exception its import raised): the coder's.
+RAISED_IN_CODE = "the code under test raised while the tests loaded it"
 PY_SUFFIXES = (".py",)
 NODE_SUFFIXES = (".js", ".mjs", ".cjs", ".ts", ".mts", ".cts", ".jsx", ".tsx", ".vue")
 
@@ -42,8 +45,11 @@ class Finding:
 
 def is_code_fault(reason: str | None) -> bool:
     """Whether a crash is the code's doing (a static refusal, a runtime catch, an import
-    of another unit that is not there): the coder's to fix, never the tester's."""
-    return bool(reason) and str(reason).startswith((REFUSED, TAMPERED, UPSTREAM, LOOP_IN_CODE))
+    of another unit that is not there, an error raised in code/ as the tests loaded it):
+    the coder's to fix, never the tester's."""
+    return bool(reason) and str(reason).startswith(
+        (REFUSED, TAMPERED, UPSTREAM, LOOP_IN_CODE, RAISED_IN_CODE)
+    )
 
 
 def crash_reason(found: list[Finding], limit: int = 3) -> str:

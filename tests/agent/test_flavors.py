@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from devloop.agent.flavors import toolset
@@ -18,6 +21,7 @@ CODER = [
     "sandbox_check",
     "append_coder_log",
     "verify_tests",
+    "syntax_check",
     "write_todolist",
     "update_todo_item",
     "update_runtime_state",
@@ -81,3 +85,18 @@ def test_reassess_can_write_nothing(make_harness: MakeHarness) -> None:
     assert bash.is_error and "Read-only file system" in bash.text
     assert not (h.workspace.unit_dir / "code/a.js").exists()
     assert tools.execute(ctx, "Read", {"path": "spec.json"}).is_error is False
+
+
+@pytest.mark.parametrize("flavor", ["coder", "tester", "reassess"])
+def test_each_tool_a_role_sees_names_only_tools_that_role_has(flavor: str) -> None:
+    # The tester's Write once said "prefer Edit", a tool the tester does not have.
+    tools = toolset(flavor, all_tools())
+    others = {t.name for t in all_tools()} - set(tools.names())
+    for spec in tools.specs():
+        words = set(re.findall(r"[A-Za-z_]+", spec.description + json.dumps(spec.input_schema)))
+        assert not words & others, (spec.name, words & others)
+
+
+def test_the_coder_s_write_still_points_at_edit() -> None:
+    [write] = [s for s in toolset("coder", all_tools()).specs() if s.name == "Write"]
+    assert "prefer Edit for small changes" in write.description

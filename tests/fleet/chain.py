@@ -67,7 +67,7 @@ def chains(
     store: RedisStore, settings: Settings, project: Path, script: dict[str, Any], **changes: Any
 ) -> Iterator[Chains]:
     """Enqueue project with the stub serving script; settings changed by `changes`."""
-    with StubServer(script) as stub:
+    with StubServer(script, record_bodies=True) as stub:
         provider = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
         env = StepEnv(store, settings.model_copy(update=changes), lambda: provider, "test:1")
         report, dispatches = enqueue_project(store, project)

@@ -84,7 +84,7 @@ def test_a_passed_unit_s_notes_reach_the_company_s_other_projects_and_no_other_c
     assert fence(label, body) in mine
     assert "vue forms" not in mine  # shares no word with stock-db's spec
     theirs = first_message(stub, "coder.c-other.p-other.stock-db")
-    assert "sqlite connections" not in theirs and "Memory notes" not in theirs
+    assert "sqlite connections" not in theirs and "## Memory notes\n(none)" in theirs
     # The company's memory is the company's: deleting a project leaves it.
     store.delete_project("p-todo")
     assert len(store.company_notes("c-demo", "coder")) == 2

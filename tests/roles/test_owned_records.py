@@ -57,7 +57,8 @@ def session(
         loaded = load_project(project)
         redis_store.import_project(loaded)
         turns = {1: {"content": calls}}
-        stub = StubServer({"sessions": {f"{role}.*.pricing": {"turns": turns, "default": DONE}}})
+        stub = StubServer({"sessions": {f"{role}.*.pricing": {"turns": turns, "default": DONE}}},
+                          record_bodies=True)
         stubs.append(stub.start())
         llm = AnthropicProvider(api_key="test", base_url=stub.base_url, base_delay_s=0)
         chosen = settings.model_copy(update={"sandbox": sandbox})

@@ -9,6 +9,7 @@ first user turn, each fenced as untrusted data.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from devloop.project import load_project
 from devloop.prompts import PROMPTS_DIR, render
 from devloop.roles import context
 from devloop.roles.coder import capture_baseline
+from devloop.roles.environment import TOOLCHAINS
 from devloop.roles.registry import all_tools
 from devloop.roles.runtime import (
     Prepared,
@@ -213,11 +215,25 @@ def test_the_coder_prompt_in_implement_mode(
     assert "implement unit `orders` (be, python stack) of project `p-inventory`" in system
     assert "- `code/**`\n- `contract.json`\n- `coder.log`\n" in system
     assert "`../stock-db/contract.json`, `../pricing/contract.json` (upstream contracts" in system
-    assert "it must say ok (expected `sha256:8bc64074f1c325cd`)" in system
+    assert "which must say ok (expected `sha256:8bc64074f1c325cd`)" in system
+    # Issue 29: one call hashes and writes contract.json; the SDD and criteria are not
+    # re-read; the contract is plain JSON as hashed, not its HTML escape.
+    assert "`hash_contract` with `write: true`" in system
+    assert "Read `spec.json` and your SDD section" not in system
+    assert '"StockRepo.take(sku, qty)": "-> int' not in system  # upstream: never in system
+    assert "&gt;" not in system.split("## Unit spec")[1].split("Acceptance criteria")[0]
+    assert "the last item goes with your last check" in system
     # How to import what it uses of upstream, from the SDD contracts (no model text).
     assert "   - stock-db: `from units.stock_db.stock_db import StockRepo`\n" in system
     assert "   - pricing: `from units.pricing.pricing import DISCOUNTS, apply_discount, " in system
-    assert "PYTHONPYCACHEPREFIX=/tmp/pycache python -m py_compile code/*.py" in system
+    # Issue 29: the environment is stated, its facts read from the toolchain's files.
+    assert "5. `syntax_check` (the runtime's own check; see Environment)" in system
+    assert "call `syntax_check` (the runtime's own check, what the self-check runs: " in system
+    assert re.search(r"- Runtime: Python 3\.\d+\.\d+\. Packages, read-only, exactly these "
+                     r"versions: pytest \d[\d.]*, coverage \d[\d.]*, and the standard", system)
+    assert "Nothing can be installed" in system
+    assert "with `code/` on `sys.path` (pytest's `pythonpath=code`)" in system
+    assert "`from units.stock_db.stock_db import StockRepo`" in system.split("# Environment")[1]
     assert "`timeline_append` (`unit_coded`)" in system
     assert "Retry history" not in first and "this_fix" not in first
     assert "BASELINE" not in system and "## Baseline" not in first
@@ -305,8 +321,20 @@ def test_the_tester_prompt_lists_the_contract_status_codes(
     assert "status code (200, 201, 400)" in text
     assert "supertest against the real Express app" in text
     assert "(none beyond the rules above)" in text
-    # No notes, no upstream, no history, no code yet: the first turn is the task alone.
-    assert first_turn(redis_store, p, "THE TASK", [], []) == "THE TASK\n"
+    # The node environment: versions from toolchains/node/package.json, CommonJS code/,
+    # how vitest runs, and the fresh-database convention both roles are told.
+    pins = json.loads((TOOLCHAINS / "node" / "package.json").read_text())["dependencies"]
+    assert f"express {pins['express']}, jsdom {pins['jsdom']}" in text
+    assert "`code/` is CommonJS with no `package.json` of its own" in text
+    assert "the node environment, no DOM" in text
+    assert "A fresh database per spec file" in text
+    assert "your own check is `run_tests`" in text
+    # No notes, no upstream, no code yet: each promised block's heading says `(none)`.
+    first = first_turn(redis_store, p, "THE TASK", [], [])
+    assert "## Memory notes\n(none)\n" in first
+    assert "## Upstream contracts\n(none: this unit depends on no other unit)\n" in first
+    assert "(none: code/ has no source file the runtime could read)" in first
+    assert "|||\n" not in first and first.endswith("# Task\n\nTHE TASK\n")
 
 
 @pytest.mark.parametrize("role", ["coder", "tester"])
@@ -368,3 +396,57 @@ def test_the_reassess_prompt_as_the_runtime_sends_it(
     ) in text
     assert text.endswith("Review the stuck session and write the plan.")
     assert [t["name"] for t in request.body["tools"]] == ["Read", "Bash"]
+
+
+@pytest.mark.parametrize(
+    ("unit", "words"),
+    [
+        ("todo-be", ["`node --check` on each `.js` file under `code/`",
+                     "A fresh database per spec file: `code/` opens its better-sqlite3 "
+                     "database on `:memory:` when it is first required"]),
+        ("todo-fe", ["a vite build of each `.vue` and `.js` file under `code/` that writes "
+                     "nothing", "jsdom, `.vue` files compiled by `@vitejs/plugin-vue`"]),
+    ],
+)
+def test_the_node_coder_is_told_its_environment_and_the_exact_syntax_check(
+    redis_store: RedisStore,
+    settings: Settings,
+    todo_project: Path,
+    node_toolchain_dir: Path,
+    prepared: list[Prepared],
+    unit: str,
+    words: list[str],
+) -> None:
+    # Issue 29: the fe coder's syntax step read "a vite build dry run of code/*.vue", not a
+    # command, and every node session probed for packages and the module system.
+    redis_store.import_project(load_project(todo_project))
+    p = prepare(redis_store, settings, RoleRequest("p-todo", unit, "coder", "implement", 1),
+                lambda event: None)
+    prepared.append(p)
+    text = render("coder", **prompt_context(p))
+    assert "a vite build dry run" not in text
+    assert re.search(r"- Runtime: Node v\d+\.\d+\.\d+\.", text)
+    for said in words:
+        assert said in text, said
+    # A contract with `>` in it reaches the model as the JSON it hashes.
+    if unit == "todo-fe":
+        assert '"list": "ul[data-test=todos] > li, one per todo title"' in text
+
+
+@pytest.mark.parametrize(
+    ("attempt", "tester_try", "why"),
+    [(1, 2, "Why again: your own last try of this attempt did not stand"),
+     (2, 1, "Why again: the coder changed the code after your last run was red")],
+)
+def test_the_tester_is_told_truthfully_why_it_runs_again(
+    store: RedisStore, settings: Settings, prepared: list[Prepared],
+    attempt: int, tester_try: int, why: str,
+) -> None:
+    # Issue 29: a tester retried after its own crashed run was told "the coder changed the
+    # code", which was false.
+    request = RoleRequest(PID, UNIT, "tester", "retry", attempt, run_id=f"run-{attempt}-"
+                          f"{tester_try}", tester_try=tester_try)
+    system, _ = rendered(store, settings, prepared, request)
+    assert why in system
+    other = {1: "your own last try", 2: "the coder changed the code"}[tester_try]
+    assert other not in system
