@@ -6,6 +6,8 @@ A tool never raises for an expected failure: it returns a ToolResult with
 
 from __future__ import annotations
 
+import difflib
+import json
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -158,9 +160,12 @@ class Tool:
         return _SPECS[kind]
 
     def execute(self, ctx: ToolContext, raw: Any) -> ToolResult:
-        """Validate the model's input, then run; invalid input is an error observation."""
+        """Validate the model's input, then run; invalid input is an error observation that
+        names each problem and the input's shape, so the next call can be right."""
         if not isinstance(raw, dict):
-            return ToolResult(f"invalid input for {self.name}: expected a JSON object", True)
+            return ToolResult(
+                f"invalid input for {self.name}: expected a JSON object. {self.fix()}", True
+            )
         try:
             args = self.Input.model_validate(raw)
         except ValidationError as exc:
@@ -168,8 +173,14 @@ class Tool:
                 f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
                 for e in exc.errors(include_url=False)
             )
-            return ToolResult(f"invalid input for {self.name}: {problems}", is_error=True)
+            return ToolResult(f"invalid input for {self.name}: {problems}. {self.fix()}", True)
         return self.run(ctx, args)
+
+    def fix(self) -> str:
+        """How to call the tool right: its input's shape, required fields first."""
+        shape = call_shape(self.spec().input_schema)
+        optional = " (a field with ? may be left out)" if "?:" in shape else ""
+        return f"Fix: call {self.name} again with input shaped {shape}{optional}."
 
     def run(self, ctx: ToolContext, args: Any) -> ToolResult:
         """Do the work (subclasses)."""
@@ -185,6 +196,29 @@ def _spec_of(tool: type[Tool]) -> ToolSpec:
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     return ToolSpec(name=tool.name, description=tool.description, input_schema=schema)
+
+
+def call_shape(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> str:
+    """A JSON schema as a short shape the model can copy: `{path: string, limit?: integer}`."""
+    defs = schema.get("$defs", defs) or {}
+    if "$ref" in schema:
+        return call_shape(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
+    if "enum" in schema:
+        return " | ".join(json.dumps(v) for v in schema["enum"])
+    options = [o for o in schema.get("anyOf", []) if o.get("type") != "null"]
+    if options:
+        return " | ".join(call_shape(o, defs) for o in options)
+    kind = schema.get("type")
+    if kind == "array":
+        return f"[{call_shape(schema.get('items', {}), defs)}]"
+    if kind == "object" and "properties" in schema:
+        props: dict[str, Any] = schema["properties"]
+        required = [n for n in props if n in schema.get("required", [])]
+        optional = [n for n in props if n not in required]
+        fields = [f"{n}: {call_shape(props[n], defs)}" for n in required]
+        fields += [f"{n}?: {call_shape(props[n], defs)}" for n in optional]
+        return "{" + ", ".join(fields) + "}"
+    return str(kind or "any")
 
 
 class Toolset:
@@ -211,8 +245,10 @@ class Toolset:
         """Run an allowed tool; anything else is a denied observation, never executed."""
         tool = self.tools.get(name)
         if tool is None:
+            close = difflib.get_close_matches(str(name), list(self.tools), n=1)
+            meant = f"; did you mean {close[0]}?" if close else ""
             return ToolResult(
-                f"denied: tool {name!r} is not available to the {self.flavor} role; "
+                f"denied: tool {name!r} is not available to the {self.flavor} role{meant} "
                 f"available tools: {', '.join(self.tools)}",
                 is_error=True,
                 data={"denied": name},

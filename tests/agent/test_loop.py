@@ -99,6 +99,30 @@ def test_malformed_tool_input_and_unknown_tools_come_back_as_observations(
     assert "denied: tool 'call_sub_agent'" in observations[2]["content"]
 
 
+def test_a_malformed_call_gets_the_schema_error_and_the_fix_and_the_next_turn_succeeds(
+    make_harness: MakeHarness,
+) -> None:
+    items = [{"id": "step-001", "title": "write code/server.js"}]
+    h = make_harness(
+        script(
+            {**tool("write_todolist", items=items), "fault": "malformed_tool_input"},
+            tool("write_todolist", items=items),
+            tool("write_todolst", items=items),  # a misspelt name
+            text("done"),
+        )
+    )
+    result = h.session().run("go")
+    assert result.status == "completed" and result.turns == 4
+    bad, good, misspelt = [r.body["messages"][-1]["content"][0] for r in h.requests()[1:4]]
+    # The schema error names the field and what is wrong, and the fix gives the shape.
+    assert bad["is_error"] and bad["content"] == (
+        "invalid input for write_todolist: items: Input should be a valid list. "
+        "Fix: call write_todolist again with input shaped {items: [{id: string, title: string}]}."
+    )
+    assert not good["is_error"] and good["content"] == "todolist written: 1 items"
+    assert misspelt["is_error"] and "did you mean write_todolist?" in misspelt["content"]
+
+
 def test_each_budget_ends_the_session_with_its_own_reason(make_harness: MakeHarness) -> None:
     busy = {**tool("Bash", command="echo $$ > code/n.txt"), "latency_ms": 100}
     cases = {
