@@ -223,8 +223,27 @@ class AgentSession:
         ]
         for reason, hit, what in spent:
             if hit:
-                return self._finish("budget_exceeded", reason, f"the budget of {what} is spent")
+                return self._owed_only_end() or self._finish(
+                    "budget_exceeded", reason, f"the budget of {what} is spent"
+                )
         return None
+
+    def _owed_only_end(self) -> SessionResult | None:
+        """A budget ran out after the one reminder, with nothing but paperwork owed: if the
+        work still passes its check, the session completes and what it owes is recorded
+        missing (bookkeeping never costs the attempt)."""
+        if not self.state.get("owed_only"):
+            return None
+        report = self._report()
+        if report.failures:
+            return None
+        self.state["paperwork_missing"] = report.owed
+        return self._finish("completed", "end_turn", None)
+
+    def _report(self) -> CheckReport:
+        """The role's self-check, as a report (a plain list is all failures)."""
+        found = self.self_check() if self.self_check else []
+        return found if isinstance(found, CheckReport) else CheckReport(failures=found)
 
     def _unstick(self) -> SessionResult | None:
         """When stuck, hand one turn to reassess and pin its plan; stuck twice ends it.
@@ -398,10 +417,13 @@ class AgentSession:
         """The model says it is done: run the role's self-check. Failures of the work go
         back at most `self_check_rounds` times, then the session is validation_failed;
         what only the model can give is asked for once, by name, and never fails it."""
-        found = self.self_check() if self.self_check else []
-        report = found if isinstance(found, CheckReport) else CheckReport(failures=found)
+        report = self._report()
         failures, owed = report.failures, report.owed
-        ask = bool(owed) and not self.state.get("reminded")
+        # Asked only when a turn is left to give it in: the reminder must never be what
+        # spends the turn budget.
+        ask = (bool(owed) and not self.state.get("reminded")
+               and self.state["turns"] < self.spec.budgets.max_turns)
+        self.state["owed_only"] = ask and not failures
         if not failures and not ask:
             self.state["paperwork_missing"] = owed
             return self._finish("completed", "end_turn", None)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -169,18 +170,39 @@ class Tool:
         try:
             args = self.Input.model_validate(raw)
         except ValidationError as exc:
+            errors = exc.errors(include_url=False)
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
-                for e in exc.errors(include_url=False)
+                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in errors
             )
-            return ToolResult(f"invalid input for {self.name}: {problems}. {self.fix()}", True)
+            named = [str(e["loc"][0]) for e in errors if e["loc"]]
+            return ToolResult(
+                f"invalid input for {self.name}: {problems}. {self.fix(named)}", True
+            )
         return self.run(ctx, args)
 
-    def fix(self) -> str:
-        """How to call the tool right: its input's shape, required fields first."""
-        shape = call_shape(self.spec().input_schema)
+    def fix(self, named: Sequence[str] = ()) -> str:
+        """How to call the tool right: what each named field is, the input's shape
+        (required fields first) and an example to copy."""
+        schema = self.spec().input_schema
+        props: dict[str, Any] = schema.get("properties", {})
+        fields = []
+        for n in dict.fromkeys(named):
+            if n not in props:
+                continue
+            kind = call_shape(props[n], schema.get("$defs"))
+            said = props[n].get("description")
+            # An object's shape is the input's own, given whole just after.
+            about = [] if kind.startswith("{") else [f"{n} is {kind}"]
+            about += [f"({said})" if about else f"{n}: {said}"] if said else []
+            if about:
+                fields.append(" ".join(about))
+        shape = call_shape(schema)
         optional = " (a field with ? may be left out)" if "?:" in shape else ""
-        return f"Fix: call {self.name} again with input shaped {shape}{optional}."
+        example = json.dumps(call_example(schema), ensure_ascii=False)
+        return (
+            "Fix: " + "".join(f"{f}; " for f in fields)
+            + f"call {self.name} again with input shaped {shape}{optional}, e.g. {example}."
+        )
 
     def run(self, ctx: ToolContext, args: Any) -> ToolResult:
         """Do the work (subclasses)."""
@@ -219,6 +241,35 @@ def call_shape(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> st
         fields += [f"{n}?: {call_shape(props[n], defs)}" for n in optional]
         return "{" + ", ".join(fields) + "}"
     return str(kind or "any")
+
+
+_EG = re.compile(r"\be\.g\.,? (\S+?)[.,;)]?(?:\s|$)")
+
+
+def call_example(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
+    """A JSON value of a schema with its required fields only: a field's own example (the
+    `e.g.` of its description) or its default where it has one, else a placeholder."""
+    defs = schema.get("$defs", defs) or {}
+    if "$ref" in schema:
+        return call_example(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
+    if "enum" in schema:
+        return schema["enum"][0]
+    options = [o for o in schema.get("anyOf", []) if o.get("type") != "null"]
+    if options:
+        return call_example(options[0], defs)
+    kind = schema.get("type")
+    if kind == "object":
+        props: dict[str, Any] = schema.get("properties", {})
+        return {n: call_example(props[n], defs) for n in schema.get("required", [])
+                if n in props}
+    if kind == "array":
+        return [call_example(schema.get("items", {}), defs)]
+    if "default" in schema and schema["default"] is not None:
+        return schema["default"]
+    said = _EG.search(schema.get("description", ""))
+    if kind == "string":
+        return said[1] if said else "..."
+    return {"integer": 1, "number": 1, "boolean": True}.get(str(kind), "...")
 
 
 class Toolset:

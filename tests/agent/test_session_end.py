@@ -6,7 +6,7 @@ from typing import Any
 
 from devloop.agent.loop import REMINDER
 from devloop.agent.result import SessionResult
-from devloop.agent.spec import CheckReport
+from devloop.agent.spec import Budgets, CheckReport
 from devloop.llm.base import Usage
 from tests.agent.harness import KEY, MakeHarness
 from tests.agent.test_loop import script, text, tool
@@ -61,6 +61,31 @@ def test_what_only_the_model_can_give_is_asked_once_by_name_and_never_fails_it(
     assert result.paperwork_missing == owed and result.self_check_failures == []
     [asked] = user_texts(h)
     assert asked == f"{REMINDER}\n- {owed[0]}"
+
+
+def test_a_reminder_is_not_asked_for_with_no_turn_left(
+    make_harness: MakeHarness,
+) -> None:
+    owed = ["no todolist: call write_todolist with your plan"]
+    # Done on the last turn: no turn left to give it in, so it is not asked for.
+    h = make_harness(script(default=text("done")))
+    last = h.session(budgets=Budgets(max_turns=1), self_check=lambda: CheckReport(owed=owed))
+    result = last.run("go")
+    assert (result.status, result.terminal_reason, result.turns) == ("completed", "end_turn", 1)
+    assert result.paperwork_missing == owed and len(h.requests()) == 1
+
+
+def test_work_that_passes_completes_when_the_turns_run_out_after_the_reminder(
+    make_harness: MakeHarness,
+) -> None:
+    # Asked, then the model works on without giving it until the turns run out: the work
+    # still passes its check, so the session completes with the item recorded missing.
+    owed = ["no todolist: call write_todolist with your plan"]
+    h = make_harness(script(text("done"), tool("Read", path="spec.json")))
+    busy = h.session(budgets=Budgets(max_turns=2), self_check=lambda: CheckReport(owed=owed))
+    result = busy.run("go")
+    assert (result.status, result.terminal_reason, result.turns) == ("completed", "end_turn", 2)
+    assert result.paperwork_missing == owed and len(user_texts(h)) == 1
 
 
 def test_a_reminder_rides_once_with_failures_that_still_end_validation_failed(
