@@ -108,7 +108,9 @@ def note(role: RoleServices, kind: str, summary: str) -> str:
     """timeline_append: keep the model's words for the runtime's event of that fact, and
     say what the runtime records (one event per fact, never a second one)."""
     said = role.narrative.get(kind)
-    if said != summary:
+    # The same words again (a turn replayed after a resume, a model repeating itself) are
+    # kept once.
+    if summary not in (said or "").split("; "):
         role.narrative[kind] = f"{said}; {summary}"[:SUMMARY_CAP] if said else summary
         role.persist_narrative()
     if kind in CODE_KINDS:

@@ -108,7 +108,9 @@ def test_a_retry_that_logs_nothing_gets_an_entry_naming_the_tests_that_failed(
 def test_the_models_timeline_calls_are_narrative_on_the_one_event_of_each_fact(
     drive: Drive, redis_store: RedisStore, inventory_project: Path
 ) -> None:
-    said = [call("timeline_append", kind="unit_coded", summary=s) for s in ("first", "second")]
+    # The same words twice (a model repeating itself, a turn replayed) are kept once.
+    said = [call("timeline_append", kind="unit_coded", summary=s)
+            for s in ("first", "second", "first")]
     ended = drive(inventory_project, "coder", "pricing",
                   scripted_coder(inventory_project, extra=tuple(said), timeline="unit_coded"))
     assert ended.failures == [] and ended.reminders == [] and ended.output.ok
