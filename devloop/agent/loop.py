@@ -22,6 +22,7 @@ from devloop.agent.context import (
 from devloop.agent.result import SessionResult, SessionStatus
 from devloop.agent.spec import (
     Checkpointer,
+    CheckReport,
     Reassess,
     SelfCheck,
     SessionSpec,
@@ -59,6 +60,12 @@ INVALID = "llm_invalid_request"
 # Finished checkpoints a later run of the same (attempt, try) carries on from: the model
 # was unavailable, or the session was stopped between turns (cancel, the project's budget).
 RESUMABLE = ("recovery_required", "cancelled")
+# The one reminder of what only the model can give (the facts the runtime records itself).
+REMINDER = (
+    "Before the session ends: the runtime records the facts itself (test runs and their "
+    "verdicts, commits, todo items whose output exists), but this only you can give, and "
+    "it is asked for once:"
+)
 
 
 class AgentSession:
@@ -216,8 +223,27 @@ class AgentSession:
         ]
         for reason, hit, what in spent:
             if hit:
-                return self._finish("budget_exceeded", reason, f"the budget of {what} is spent")
+                return self._owed_only_end() or self._finish(
+                    "budget_exceeded", reason, f"the budget of {what} is spent"
+                )
         return None
+
+    def _owed_only_end(self) -> SessionResult | None:
+        """A budget ran out after the one reminder, with nothing but paperwork owed: if the
+        work still passes its check, the session completes and what it owes is recorded
+        missing (bookkeeping never costs the attempt)."""
+        if not self.state.get("owed_only"):
+            return None
+        report = self._report()
+        if report.failures:
+            return None
+        self.state["paperwork_missing"] = report.owed
+        return self._finish("completed", "end_turn", None)
+
+    def _report(self) -> CheckReport:
+        """The role's self-check, as a report (a plain list is all failures)."""
+        found = self.self_check() if self.self_check else []
+        return found if isinstance(found, CheckReport) else CheckReport(failures=found)
 
     def _unstick(self) -> SessionResult | None:
         """When stuck, hand one turn to reassess and pin its plan; stuck twice ends it.
@@ -388,19 +414,34 @@ class AgentSession:
         regions.note_tests(self.state, tally, turn, snapshot)
 
     def _check(self) -> SessionResult | None:
-        """The model says it is done: run the role's self-check, hand failures back twice."""
-        failures = self.self_check() if self.self_check else []
-        if not failures:
+        """The model says it is done: run the role's self-check. Failures of the work go
+        back at most `self_check_rounds` times, then the session is validation_failed;
+        what only the model can give is asked for once, by name, and never fails it."""
+        report = self._report()
+        failures, owed = report.failures, report.owed
+        # Asked only when a turn is left to give it in: the reminder must never be what
+        # spends the turn budget.
+        ask = (bool(owed) and not self.state.get("reminded")
+               and self.state["turns"] < self.spec.budgets.max_turns)
+        self.state["owed_only"] = ask and not failures
+        if not failures and not ask:
+            self.state["paperwork_missing"] = owed
             return self._finish("completed", "end_turn", None)
-        if self.state["self_checks"] >= self.spec.self_check_rounds:
+        if failures and self.state["self_checks"] >= self.spec.self_check_rounds:
             self.state["self_check_failures"] = failures
+            self.state["paperwork_missing"] = owed
             return self._finish("failed", "validation_failed", "; ".join(failures))
-        self.state["self_checks"] += 1
-        append_user_text(
-            self.state["messages"],
-            "The runtime's self-check failed; fix each item, then finish again:\n"
-            + "\n".join(f"- {f}" for f in failures),
-        )
+        parts = []
+        if failures:
+            self.state["self_checks"] += 1
+            parts.append(
+                "The runtime's self-check failed; fix each item, then finish again:\n"
+                + "\n".join(f"- {f}" for f in failures)
+            )
+        if ask:
+            self.state["reminded"] = True
+            parts.append(REMINDER + "\n" + "\n".join(f"- {o}" for o in owed))
+        append_user_text(self.state["messages"], "\n\n".join(parts))
         self.state["next"] = "query"
         self._save()
         return None
@@ -429,5 +470,6 @@ class AgentSession:
             turns=self.state["turns"],
             duration_ms=self.state["elapsed_ms"],
             self_check_failures=self.state.get("self_check_failures", []),
+            paperwork_missing=self.state.get("paperwork_missing", []),
             changed_files=self.state["changed_files"],
         )

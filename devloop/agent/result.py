@@ -34,3 +34,6 @@ class SessionResult(BaseModel):
     duration_ms: int
     self_check_failures: list[str] = []
     changed_files: list[str] = []
+    # What the model still owed when the session ended, after it was asked once by name
+    # (its plan, its reflection): recorded as missing, never a failure of the session.
+    paperwork_missing: list[str] = []

@@ -65,7 +65,23 @@ class WorkspaceHooks(Protocol):
     def revert_to(self, snapshot: dict[str, str | None]) -> None: ...
 
 
-SelfCheck = Callable[[], list[str]]
+@dataclass(frozen=True)
+class CheckReport:
+    """What the runtime's self-check found when the model said it was done.
+
+    `failures` are the work's (code, tests, contract, sandbox): handed back at most
+    `self_check_rounds` times, then the session is `validation_failed`. `owed` is what
+    only the model can give and the runtime cannot derive (its plan, its reflection):
+    asked for once, by name; still missing at the next end, it is recorded as missing
+    (`SessionResult.paperwork_missing`) and never fails the session.
+    """
+
+    failures: list[str] = field(default_factory=list)
+    owed: list[str] = field(default_factory=list)
+
+
+# A plain list is all failures (a check with nothing to ask of the model).
+SelfCheck = Callable[[], CheckReport | list[str]]
 
 
 class Reassess(Protocol):

@@ -6,6 +6,9 @@ A tool never raises for an expected failure: it returns a ToolResult with
 
 from __future__ import annotations
 
+import difflib
+import json
+import re
 import stat
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -164,18 +167,48 @@ class Tool:
         return self.description
 
     def execute(self, ctx: ToolContext, raw: Any) -> ToolResult:
-        """Validate the model's input, then run; invalid input is an error observation."""
+        """Validate the model's input, then run; invalid input is an error observation that
+        names each problem and the input's shape, so the next call can be right."""
         if not isinstance(raw, dict):
-            return ToolResult(f"invalid input for {self.name}: expected a JSON object", True)
+            return ToolResult(
+                f"invalid input for {self.name}: expected a JSON object. {self.fix()}", True
+            )
         try:
             args = self.Input.model_validate(raw)
         except ValidationError as exc:
+            errors = exc.errors(include_url=False)
             problems = "; ".join(
-                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}"
-                for e in exc.errors(include_url=False)
+                f"{'.'.join(str(p) for p in e['loc']) or 'input'}: {e['msg']}" for e in errors
             )
-            return ToolResult(f"invalid input for {self.name}: {problems}", is_error=True)
+            named = [str(e["loc"][0]) for e in errors if e["loc"]]
+            return ToolResult(
+                f"invalid input for {self.name}: {problems}. {self.fix(named)}", True
+            )
         return self.run(ctx, args)
+
+    def fix(self, named: Sequence[str] = ()) -> str:
+        """How to call the tool right: what each named field is, the input's shape
+        (required fields first) and an example to copy."""
+        schema = self.spec().input_schema
+        props: dict[str, Any] = schema.get("properties", {})
+        fields = []
+        for n in dict.fromkeys(named):
+            if n not in props:
+                continue
+            kind = call_shape(props[n], schema.get("$defs"))
+            said = props[n].get("description")
+            # An object's shape is the input's own, given whole just after.
+            about = [] if kind.startswith("{") else [f"{n} is {kind}"]
+            about += [f"({said})" if about else f"{n}: {said}"] if said else []
+            if about:
+                fields.append(" ".join(about))
+        shape = call_shape(schema)
+        optional = " (a field with ? may be left out)" if "?:" in shape else ""
+        example = json.dumps(call_example(schema), ensure_ascii=False)
+        return (
+            "Fix: " + "".join(f"{f}; " for f in fields)
+            + f"call {self.name} again with input shaped {shape}{optional}, e.g. {example}."
+        )
 
     def run(self, ctx: ToolContext, args: Any) -> ToolResult:
         """Do the work (subclasses)."""
@@ -191,6 +224,58 @@ def _spec_of(tool: type[Tool], description: str) -> ToolSpec:
     for prop in schema.get("properties", {}).values():
         prop.pop("title", None)
     return ToolSpec(name=tool.name, description=description, input_schema=schema)
+
+
+def call_shape(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> str:
+    """A JSON schema as a short shape the model can copy: `{path: string, limit?: integer}`."""
+    defs = schema.get("$defs", defs) or {}
+    if "$ref" in schema:
+        return call_shape(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
+    if "enum" in schema:
+        return " | ".join(json.dumps(v) for v in schema["enum"])
+    options = [o for o in schema.get("anyOf", []) if o.get("type") != "null"]
+    if options:
+        return " | ".join(call_shape(o, defs) for o in options)
+    kind = schema.get("type")
+    if kind == "array":
+        return f"[{call_shape(schema.get('items', {}), defs)}]"
+    if kind == "object" and "properties" in schema:
+        props: dict[str, Any] = schema["properties"]
+        required = [n for n in props if n in schema.get("required", [])]
+        optional = [n for n in props if n not in required]
+        fields = [f"{n}: {call_shape(props[n], defs)}" for n in required]
+        fields += [f"{n}?: {call_shape(props[n], defs)}" for n in optional]
+        return "{" + ", ".join(fields) + "}"
+    return str(kind or "any")
+
+
+_EG = re.compile(r"\be\.g\.,? (\S+?)[.,;)]?(?:\s|$)")
+
+
+def call_example(schema: dict[str, Any], defs: dict[str, Any] | None = None) -> Any:
+    """A JSON value of a schema with its required fields only: a field's own example (the
+    `e.g.` of its description) or its default where it has one, else a placeholder."""
+    defs = schema.get("$defs", defs) or {}
+    if "$ref" in schema:
+        return call_example(defs.get(schema["$ref"].rsplit("/", 1)[-1], {}), defs)
+    if "enum" in schema:
+        return schema["enum"][0]
+    options = [o for o in schema.get("anyOf", []) if o.get("type") != "null"]
+    if options:
+        return call_example(options[0], defs)
+    kind = schema.get("type")
+    if kind == "object":
+        props: dict[str, Any] = schema.get("properties", {})
+        return {n: call_example(props[n], defs) for n in schema.get("required", [])
+                if n in props}
+    if kind == "array":
+        return [call_example(schema.get("items", {}), defs)]
+    if "default" in schema and schema["default"] is not None:
+        return schema["default"]
+    said = _EG.search(schema.get("description", ""))
+    if kind == "string":
+        return said[1] if said else "..."
+    return {"integer": 1, "number": 1, "boolean": True}.get(str(kind), "...")
 
 
 class Toolset:
@@ -218,8 +303,10 @@ class Toolset:
         """Run an allowed tool; anything else is a denied observation, never executed."""
         tool = self.tools.get(name)
         if tool is None:
+            close = difflib.get_close_matches(str(name), list(self.tools), n=1)
+            meant = f"; did you mean {close[0]}?" if close else ""
             return ToolResult(
-                f"denied: tool {name!r} is not available to the {self.flavor} role; "
+                f"denied: tool {name!r} is not available to the {self.flavor} role{meant} "
                 f"available tools: {', '.join(self.tools)}",
                 is_error=True,
                 data={"denied": name},

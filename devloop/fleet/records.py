@@ -46,6 +46,9 @@ class StepOutcome(BaseModel):
     # tester: a failure is the tests' own set-up (a missing fixture or package, a fixture
     # that raised by itself): what is wrong, for the tester's next try.
     setup_fault: str | None = None
+    # What the model still owed at the session's end after one reminder (its plan, its
+    # reflection): recorded, never a failure (the attempt's code is tested all the same).
+    paperwork_missing: list[str] = []
 
 
 class StepRecord(BaseModel):

@@ -273,6 +273,7 @@ def _run(
             status=session.status if session else "completed",
             reason=session.terminal_reason if session else "",
             summary=session.failure_summary if session else None,
+            paperwork_missing=session.paperwork_missing if session else [],
         )
         output, tokens = coder.model_dump(mode="json"), coder.tokens_used
         timings = run.prepared.timings
@@ -303,6 +304,7 @@ def _run(
             hint=first.hint if first else None,
             starved=tester.starved,
             setup_fault=setup_fault(tester.failures),
+            paperwork_missing=session.paperwork_missing if session else [],
         )
         output, tokens = tester.model_dump(mode="json", by_alias=True), tester.tokens_used
         timings = run.prepared.timings

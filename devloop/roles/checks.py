@@ -6,13 +6,12 @@ import re
 import shlex
 from pathlib import Path, PurePosixPath
 
+from devloop.agent.spec import CheckReport
 from devloop.agent.tools import ToolContext
 from devloop.contracts import contract_bridge
 from devloop.errors import CheckInterrupted
-from devloop.ledgers import parse_coder_log
-from devloop.ledgers.timeline import LOOP_AGENT
 from devloop.models import Adequacy, RunResult
-from devloop.roles import adequacy, excerpt, verify
+from devloop.roles import adequacy, derive, excerpt, verify
 from devloop.roles import coverage as cov
 from devloop.roles.coder_tools import read_contract
 from devloop.roles.services import RoleServices
@@ -88,11 +87,13 @@ def syntax_command(unit_dir: Path, stack: str, kind: str) -> str | None:
     return " && ".join(f"node --check {shlex.quote(f)}" for f in files) or None
 
 
-def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list[str]:
-    """The coder's checks (contract, code that reaches into the test framework, imports
-    of other units that are not there, syntax, coder.log, sandbox, timeline, todolist,
-    and in a retry the workflow lines and no regression against the baseline); each
-    failure is a sentence the model can act on."""
+def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> CheckReport:
+    """The coder's checks, each the seed's item over facts. The work's (contract, code that
+    reaches into the test framework, imports of other units that are not there, syntax,
+    sandbox, and in a retry no regression against the baseline) fail the session; what
+    only the model can give (its coder.log decision, its plan and the items it left open)
+    is owed. The timeline's unit_coded/code_patched is the runtime's, from the commit
+    (derive.record_commit). Each item is a sentence the model can act on."""
     role: RoleServices = ctx.services["role"]
     failures = []
     bridge = contract_bridge(role.units, role.unit_id, read_contract(ctx))
@@ -125,20 +126,18 @@ def coder_checks(ctx: ToolContext, ws: Workspace, stack: str, kind: str) -> list
             tmpfs=ctx.tmpfs,
         )
         failures += syntax_problems(obs)
-    failures += _decision_problems(ctx, role.attempt, retry=role.mode != "implement")
     failures += violation_problems(ws)
-    wanted = {"implement": ("unit_coded",), "retry": ("code_patched",)}
-    failures += timeline_problems(role, [wanted.get(role.mode, ("unit_coded", "code_patched"))])
-    failures += _todo_problems(role)
+    owed = decision_owed(ctx, role.attempt, retry=role.mode != "implement")
+    owed += todo_owed(ctx, role)
     if verify.needs_workflow(role):
         missing = verify.missing_workflow([i["title"] for i in role.todo])
         if role.todo and missing:
-            failures.append(
+            owed.append(
                 f"the todolist states no {', '.join(missing)} line: add items titled like "
                 f"{verify.WORKFLOW_TEMPLATE}"
             )
         failures += regression_problems(ctx, role)
-    return failures
+    return CheckReport(failures, owed)
 
 
 def syntax_problems(obs: Observation) -> list[str]:
@@ -195,46 +194,39 @@ def violation_problems(ws: Workspace) -> list[str]:
     return problems
 
 
-def timeline_problems(role: RoleServices, wanted: list[tuple[str, ...]]) -> list[str]:
-    """Each group of kinds needs one event of the role for its unit in this attempt (since
-    the loop's last event for the unit)."""
-    events = role.timeline.events(unit_id=role.unit_id)
-    start = max((i + 1 for i, e in enumerate(events) if e.agent == LOOP_AGENT), default=0)
-    kinds = {e.kind for e in events[start:] if e.agent == role.role}
-    return [
-        f"the timeline has no {' or '.join(group)} event for this attempt: call "
-        "timeline_append"
-        for group in wanted
-        if not kinds & set(group)
-    ]
-
-
-def _decision_problems(ctx: ToolContext, attempt: int, retry: bool = True) -> list[str]:
-    record = ctx.owned_files.get("coder.log")
-    if record is not None:
-        # What append_coder_log wrote, never the view's file (the session may edit that).
-        text = (record.data or b"").decode("utf-8", errors="replace")
-    else:
-        try:
-            text = ctx.files.read_text(f"{ctx.unit_rel}/coder.log")
-        except FileNotFoundError:
-            text = ""
-        except OSError as exc:
-            return [f"coder.log cannot be read ({getattr(exc, 'reason', exc)}): make it a file"]
-    mine = [d for d in parse_coder_log(text) if d.attempt == attempt]
+def decision_owed(ctx: ToolContext, attempt: int, retry: bool = True) -> list[str]:
+    """The coder's decision for this attempt, as append_coder_log wrote it (never the
+    view's file, which the session may edit): its narrative is the model's to give."""
+    mine = [d for d in derive.logged(ctx) if d.attempt == attempt]
+    reflects = retry and attempt > 1
+    fields = "last_failure, last_cause, this_fix and rationale" if reflects else (
+        "this_fix and rationale"
+    )
     if not mine:
-        return [f"coder.log has no entry for attempt {attempt}: call append_coder_log"]
+        return [
+            f"coder.log has no entry for attempt {attempt}: call append_coder_log with "
+            f"{fields} (attempt, ts and changed_files are filled in for you)"
+        ]
     last = mine[-1]
-    if retry and attempt > 1 and not (last.last_failure and last.last_cause and last.this_fix):
-        return ["the retry entry in coder.log needs last_failure, last_cause and this_fix"]
+    if reflects and not (last.last_failure and last.last_cause and last.this_fix):
+        return ["the retry entry in coder.log needs last_failure, last_cause and this_fix: "
+                "call append_coder_log again"]
     return []
 
 
-def _todo_problems(role: RoleServices) -> list[str]:
+def todo_owed(ctx: ToolContext, role: RoleServices) -> list[str]:
+    """The plan is the model's; an item whose output exists the runtime marks done itself
+    (derive.mark_done), so only the items it cannot judge are asked for, by id."""
     if not role.todo:
         return ["no todolist: call write_todolist with your plan"]
-    open_items = [i["id"] for i in role.todo if i["status"] not in ("done", "skipped")]
-    return [f"todolist items not done: {', '.join(open_items)}"] if open_items else []
+    derive.mark_done(ctx, role)
+    open_items = [i for i in role.todo if i["status"] not in ("done", "skipped")]
+    if not open_items:
+        return []
+    ids = ", ".join(i["id"] for i in open_items)
+    named = "; ".join(f"{i['id']} {i['title'][:60]!r}" for i in open_items[:8])
+    return [f"todolist items not done: {ids}: mark each with update_todo_item, done or "
+            f"skipped ({named})"]
 
 
 NODE_MOCK_OF_CODE = re.compile(r"\b(?:vi|jest)\.(?:mock|doMock)\(\s*['\"`]\.\./code/")
@@ -275,20 +267,19 @@ def test_sources(unit_dir: Path) -> dict[str, str]:
 
 def tester_checks(
     ctx: ToolContext, ws: Workspace, stack: str, criteria: list[str], codes: list[str]
-) -> list[str]:
+) -> CheckReport:
     """The tester's checks: a test exercising each criterion, a case per status code, no
     mock of the code, a real run with useful hints and bridged bugs, tests that fail on a
     hollow build of the code, every exported function executed by a test, no write
-    outside its write set, its timeline events, and a finished todolist."""
+    outside its write set (the work's); a finished plan (owed). The timeline's
+    unit_tested and verdict are the runtime's, from the run (derive.record_run)."""
     role: RoleServices = ctx.services["role"]
     failures = static_test_problems(ctx.unit_dir, stack, criteria, codes)
     failures += _run_problems(ctx, role)
     failures += adequacy.problems(last_adequacy(role))
     failures += unexecuted_problems((role.last_run or {}).get("result"))
     failures += violation_problems(ws)
-    failures += timeline_problems(role, [("unit_tested",), ("test_passed", "test_failed")])
-    failures += _todo_problems(role)
-    return failures
+    return CheckReport(failures, todo_owed(ctx, role))
 
 
 def static_test_problems(

@@ -10,9 +10,10 @@ from devloop.config import Settings
 from devloop.contracts import contract_bridge, hash_contract
 from devloop.llm.base import LLMProvider
 from devloop.models import CoderOutput, DecisionSummary, HistoryEntry, RunResult
-from devloop.roles import context, verify
-from devloop.roles.coder_tools import read_contract
+from devloop.roles import context, derive, verify
+from devloop.roles.coder_tools import log_facts, read_contract
 from devloop.roles.runtime import (
+    COMMITTING,
     Prepared,
     RoleRequest,
     RoleRun,
@@ -67,11 +68,16 @@ def run_coder(
         session = run_session(
             store, settings, provider, p, coder_task(request, history), history, regressions, cancel
         )
+        if session.status in COMMITTING:
+            # coder.log keeps one entry per attempt: its facts, when the coder logged none.
+            log_facts(p.ctx)
         contract = read_contract(p.ctx)
         bridge = contract_bridge(p.services.units, request.unit_id, contract)
         logged = context.decisions({"coder.log": _coder_log(p)})
         mine = [d for d in logged if d.attempt == request.attempt]
         commit = commit_if_final(p, session)
+        # The commit of code is a fact: the runtime's timeline event, once.
+        derive.record_commit(p.services, commit.committed, p.ctx.emit)
     finally:
         p.ws.cleanup()
     decision = mine[-1] if mine else None

@@ -14,13 +14,13 @@ from devloop.contracts import ContractMissingExports, contract_bridge, hash_cont
 from devloop.ledgers import (
     DecisionInvalid,
     DirSink,
-    append_decision,
     format_decision,
     validate_decision,
 )
+from devloop.ledgers.sink import iso_z, utc_now
 from devloop.models import CoderDecision
 from devloop.owned import OwnedFile
-from devloop.roles import verify
+from devloop.roles import derive, verify
 from devloop.roles.state_tools import services
 from devloop.vagueness import is_specific
 
@@ -124,7 +124,11 @@ class Decision(BaseModel):
     last_cause: str | None = Field(default=None, description="Retry: why it really failed.")
     this_fix: str = Field(description="What you changed this time.")
     rationale: str = Field(description="Why this fix is right.")
-    changed_files: list[str] = Field(description="Unit-relative paths, e.g. code/server.js")
+    changed_files: list[str] | None = Field(
+        default=None,
+        description="Unit-relative paths, e.g. code/server.js; by default what this attempt "
+        "changed under code/ and contract.json, as the runtime saw it.",
+    )
 
 
 class AppendCoderLogInput(BaseModel):
@@ -172,9 +176,10 @@ class AppendCoderLogTool(Tool):
 
     name = "append_coder_log"
     description = (
-        "Append your decision to coder.log. Every attempt needs this_fix, rationale and "
-        "changed_files; a retry also needs last_failure and last_cause, written as: last "
-        "time X failed, because Y; this time Z."
+        "Append your decision to coder.log. Every attempt needs this_fix and rationale; a "
+        "retry also needs last_failure and last_cause, written as: last time X failed, "
+        "because Y; this time Z. attempt, ts and changed_files are facts the runtime fills "
+        "in when you leave them out."
     )
     Input = AppendCoderLogInput
 
@@ -182,6 +187,14 @@ class AppendCoderLogTool(Tool):
         role = services(ctx)
         decision = args.decision.model_dump(exclude_none=True)
         decision.setdefault("attempt", role.attempt)
+        if "changed_files" not in decision:
+            decision["changed_files"] = derive.written_files(role)
+            if not decision["changed_files"]:
+                return ToolResult(
+                    "changed_files: nothing under code/ or contract.json changed in this "
+                    "attempt yet; write the code first, or name the files you mean",
+                    is_error=True,
+                )
         # An attempt started from implement again (a scripted pass built by a real model)
         # has no failure behind it to reflect on.
         retry = decision["attempt"] > 1 and role.mode != "implement"
@@ -192,15 +205,8 @@ class AppendCoderLogTool(Tool):
                     "refused: " + "; ".join(vague) + ". Follow this template:\n" + TEMPLATE,
                     is_error=True,
                 )
-        record = ctx.owned_files.get("coder.log")
-        path = f"{ctx.unit_rel}/coder.log"
-        note = ""
         try:
-            if record is None:  # a context without a workspace: a plain append
-                written = append_decision(DirSink(ctx.files, path), decision, retry=retry)
-            else:
-                note = _restored_note(ctx, record, path)
-                written = _append_owned(ctx, record, path, decision, retry)
+            written, note = write_decision(ctx, validate_decision(decision, retry=retry))
         except DecisionInvalid as exc:
             return ToolResult(str(exc), is_error=True)
         except OSError as exc:  # coder.log is a link, a fifo ...: the host does not follow it
@@ -211,12 +217,49 @@ class AppendCoderLogTool(Tool):
         )
 
 
+# What a coder.log entry the runtime wrote says of the narrative the coder never gave.
+NOT_GIVEN = "(not given: the coder logged no decision for this attempt)"
+
+
+def log_facts(ctx: ToolContext) -> CoderDecision | None:
+    """The coder logged no decision for this attempt: append the entry's facts (attempt,
+    ts, changed_files and, in a retry, the tests that failed) with its narrative marked
+    not given, so coder.log keeps one entry per attempt. None: there is one already."""
+    role = services(ctx)
+    if any(d.attempt == role.attempt for d in derive.logged(ctx)):
+        return None
+    data: dict[str, Any] = {"attempt": role.attempt}
+    if role.attempt > 1 and role.mode != "implement":
+        failing = role.failing_tests
+        more = f" and {len(failing) - 3} more" if len(failing) > 3 else ""
+        data["last_failure"] = ", ".join(failing[:3]) + more if failing else NOT_GIVEN
+        data["last_cause"] = NOT_GIVEN
+    data.update(this_fix=NOT_GIVEN, rationale=NOT_GIVEN,
+                changed_files=derive.written_files(role))
+    # Built directly, not validated as a model's decision would be: an attempt that
+    # changed nothing states changed_files: [] as the fact it is.
+    decision = CoderDecision.model_validate({**data, "ts": iso_z(utc_now())})
+    written, _ = write_decision(ctx, decision)
+    return written
+
+
+def write_decision(ctx: ToolContext, model: CoderDecision) -> tuple[CoderDecision, str]:
+    """Append one block to coder.log, the one way it is written (append_coder_log and the
+    runtime's entry of facts); the block and a note when the view's log had been changed."""
+    record = ctx.owned_files.get("coder.log")
+    path = f"{ctx.unit_rel}/coder.log"
+    if record is None:  # a context without a workspace: a plain append, the block whole
+        DirSink(ctx.files, path).append(format_decision(model))
+        return model, ""
+    note = _restored_note(ctx, record, path)
+    return _append_owned(ctx, record, path, model), note
+
+
 def _append_owned(
-    ctx: ToolContext, record: OwnedFile, path: str, decision: dict[str, Any], retry: bool
+    ctx: ToolContext, record: OwnedFile, path: str, model: CoderDecision
 ) -> CoderDecision:
     """Append the block to the log as this tool last wrote it (never to what the view
     holds, which the session may have changed), write that, and record it."""
-    model = validate_decision(decision, retry=retry)
     base = record.data or b""
     if base and not base.endswith(b"\n"):
         base += b"\n"  # a torn last line must not swallow this block

@@ -15,7 +15,7 @@ from devloop.agent.flavors import toolset
 from devloop.agent.loop import RESUMABLE, AgentSession, identity
 from devloop.agent.reassess import make_reassess
 from devloop.agent.result import SessionResult
-from devloop.agent.spec import Budgets, SessionSpec
+from devloop.agent.spec import Budgets, CheckReport, SessionSpec
 from devloop.agent.tools import ProgressEvent, ToolContext
 from devloop.config import Settings
 from devloop.fleet.output import LiveOutput
@@ -183,6 +183,7 @@ def _build(
         # Kept for this unit's sessions until it passes (promote_memory), then everyone's.
         save_memory=lambda name, note: store.put_pending_note(pid, role, unit, name, note, fence),
         violations=lambda: [str(v) for v in ws.collect().violations],
+        changed=lambda: sorted(ws.collect().files),
         owned=ws.owned,
         runner=runner,
         run_id=request.run_id,
@@ -213,6 +214,8 @@ def _build(
     if saved:
         # A session resumed after its worker died (in any mode) keeps the plan it had.
         services.todo = json.loads(saved)
+    if resuming:  # ... and what it said of its timeline events
+        services.load_narrative(store.agent_state_file(pid, services.narrative_path))
     ctx = ToolContext(
         view=root,
         unit_id=unit,
@@ -390,13 +393,13 @@ def run_session(
     )
     if r.role == "coder":
 
-        def self_check() -> list[str]:
+        def self_check() -> CheckReport:
             return checks.coder_checks(p.ctx, p.ws, p.stack, p.kind)
     else:
         criteria = list(p.spec.acceptance_criteria) if p.spec else []
         codes = context.status_codes(p.sdd_contract)
 
-        def self_check() -> list[str]:
+        def self_check() -> CheckReport:
             return checks.tester_checks(p.ctx, p.ws, p.stack, criteria, codes)
 
     session = AgentSession(
@@ -419,6 +422,8 @@ def run_session(
         context.save_handoff(store, r.pid, r.unit_id, r.role, r.attempt, p.closing, r.fence)
     p.timings["session_ms"] = p.timings.get("session_ms", 0) + _ms_since(started)
     p.services.runtime.update(status=result.status, duration_ms=p.timings["session_ms"])
+    if result.paperwork_missing:  # asked for once by name, never given: recorded as missing
+        p.services.runtime["paperwork_missing"] = result.paperwork_missing
     p.services.persist_runtime()
     return result
 

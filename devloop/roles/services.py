@@ -61,6 +61,12 @@ class RoleServices:
     # The unit's stack and kind (the syntax check depends on both).
     stack: str = "python"
     kind: str = ""
+    # Unit-relative paths the session changed so far in its write set (the workspace's
+    # diff): the facts a coder.log entry's changed_files states.
+    changed: Callable[[], list[str]] = lambda: []
+    # timeline kind -> what the model said of it (timeline_append): the narrative the
+    # runtime puts on its own event for that fact (devloop/roles/derive.py).
+    narrative: dict[str, str] = field(default_factory=dict)
 
     def record(self, rel: str, data: bytes) -> None:
         """A tool of this session wrote a file it owns (kept when the view has no record)."""
@@ -74,6 +80,22 @@ class RoleServices:
     @property
     def runtime_path(self) -> str:
         return f"{self.role}-{self.unit_id}.json"
+
+    @property
+    def narrative_path(self) -> str:
+        return f"{self.role}-{self.unit_id}-narrative.json"
+
+    def persist_narrative(self) -> None:
+        """Write what the model said of its timeline events to agent-state/ (a resumed
+        session keeps it for the runtime's events)."""
+        record = {"attempt": self.attempt, "run_id": self.run_id, "notes": self.narrative}
+        self.save_state(self.narrative_path, json.dumps(record, ensure_ascii=False).encode())
+
+    def load_narrative(self, saved: bytes | None) -> None:
+        """Take back the narrative a resumed session saved for this attempt (and run)."""
+        record = json.loads(saved) if saved else {}
+        if record.get("attempt") == self.attempt and record.get("run_id") == self.run_id:
+            self.narrative = dict(record.get("notes") or {})
 
     def persist_todo(self) -> None:
         """Write the todolist to agent-state/."""

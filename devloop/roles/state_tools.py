@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field
 
 from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
 from devloop.ledgers.timeline import ROLE_KINDS
-from devloop.roles import verify
+from devloop.roles import derive, verify
 from devloop.roles.services import RoleServices
 
 TodoStatus = Literal["pending", "in_progress", "done", "skipped"]
@@ -108,18 +108,20 @@ class UpdateRuntimeStateTool(Tool):
 
 
 class TimelineInput(BaseModel):
-    kind: str = Field(description="e.g. unit_coded, code_patched, unit_tested, test_failed")
+    kind: str = Field(description="unit_coded, code_patched, unit_tested, test_failed, test_passed")
     ref: str | None = Field(default=None, description="A file, run id or bug id.")
     summary: str = Field(max_length=500)
 
 
 class TimelineAppendTool(Tool):
-    """Append an event to the project's timeline."""
+    """Say a line about a timeline event; the runtime records the event itself."""
 
     name = "timeline_append"
     description = (
-        "Append one event to the project timeline: kind (unit_coded, code_patched, "
-        "unit_tested, test_failed, test_passed), a ref, and a one-line summary."
+        "Add your one-line summary to a timeline event of this attempt: kind (unit_coded, "
+        "code_patched, unit_tested, test_failed, test_passed), a ref, and the summary. The "
+        "runtime records each event itself, once, from the facts (a commit of code/, the "
+        "run that stands and its verdict); your summary goes on it. Optional."
     )
     Input = TimelineInput
 
@@ -133,11 +135,9 @@ class TimelineAppendTool(Tool):
                 f"{', '.join(own) or 'none'} (loop events are written by the loop alone)",
                 is_error=True,
             )
-        event = role.timeline.append(
-            args.kind, unit_id=role.unit_id, ref=args.ref, summary=args.summary, agent=role.role
-        )
-        ctx.emit(ProgressEvent("timeline", detail={"kind": args.kind}))
-        return ToolResult(f"timeline: {event.kind} at {event.ts}")
+        # Facts are the runtime's: the event is written once, from the commit or the run
+        # (derive.record_commit, derive.record_run); the model's words are its narrative.
+        return ToolResult(derive.note(role, args.kind, args.summary))
 
 
 class MemoryInput(BaseModel):

@@ -14,8 +14,9 @@ from devloop.agent.untrusted import wrap_untrusted
 from devloop.config import Settings
 from devloop.llm.base import LLMProvider
 from devloop.models import BugMove, RunResult, RunSummary, TesterOutput
-from devloop.roles import adequacy, checks, context, coverage
+from devloop.roles import adequacy, checks, context, coverage, derive
 from devloop.roles.runtime import (
+    COMMITTING,
     Prepared,
     RoleRequest,
     RoleRun,
@@ -112,19 +113,11 @@ def _remember_checked(store: RedisStore, p: Prepared) -> None:
 
 
 def rerun(p: Prepared) -> RunResult:
-    """Re-run the existing tests with no model at all: the zero-token retry."""
-    s = p.services
-    result = run_and_record(s, p.ctx.view)
-    verdict = "test_passed" if result.ok else "test_starved" if result.starved else "test_failed"
-    for kind in ("unit_tested", verdict):
-        s.timeline.append(
-            kind,
-            unit_id=s.unit_id,
-            ref=s.run_id,
-            agent="tester",
-            summary=f"re-run of existing tests: {result.summary.passed}/"
-            f"{result.summary.total} passed",
-        )
+    """Re-run the existing tests with no model at all: the zero-token retry (its timeline
+    events are the runtime's, as every run's: derive.record_run after the commit)."""
+    result = run_and_record(p.services, p.ctx.view)
+    assert p.services.last_run is not None
+    p.services.last_run["rerun"] = True
     return result
 
 
@@ -195,7 +188,12 @@ def run_tester(
             checks.test_sources(p.ctx.unit_dir), p.stack, criteria, codes
         )
         commit = commit_if_final(p, session)
-        reused = _reuse_last_run(store, p) if p.services.last_run is None else None
+        last = p.services.last_run
+        if last is not None and (session is None or session.status in COMMITTING):
+            # The run that stands and its verdict are facts: the runtime's events, once.
+            derive.record_run(p.services, commit.committed, p.ctx.emit,
+                              rerun=bool(last.get("rerun")))
+        reused = _reuse_last_run(store, p) if last is None else None
     finally:
         p.ws.cleanup()
     output = _output(p, session, acc_cov, contract_cov)

@@ -99,6 +99,43 @@ def test_malformed_tool_input_and_unknown_tools_come_back_as_observations(
     assert "denied: tool 'call_sub_agent'" in observations[2]["content"]
 
 
+def test_a_malformed_call_gets_the_schema_error_and_the_fix_and_the_next_turn_succeeds(
+    make_harness: MakeHarness,
+) -> None:
+    items = [{"id": "step-001", "title": "write code/server.js"}]
+    h = make_harness(
+        script(
+            {**tool("write_todolist", items=items), "fault": "malformed_tool_input"},
+            tool("write_todolist", items=items),
+            tool("write_todolst", items=items),  # a misspelt name
+            tool("Write", path="code/x.js"),  # a missing argument
+            tool("Write", path="code/x.js", content="x"),
+            text("done"),
+        )
+    )
+    result = h.session().run("go")
+    assert result.status == "completed" and result.turns == 6
+    bad, good, misspelt, missing, written = [
+        r.body["messages"][-1]["content"][0] for r in h.requests()[1:6]
+    ]
+    # The schema error names the field and what is wrong; the fix says what the field is,
+    # the input's shape and an example; the session goes on, and the next call succeeds.
+    assert bad["is_error"] and bad["content"] == (
+        "invalid input for write_todolist: items: Input should be a valid list. Fix: items "
+        "is [{id: string, title: string}] (The plan, in order.); call write_todolist again "
+        "with input shaped {items: [{id: string, title: string}]}, e.g. "
+        '{"items": [{"id": "step-001", "title": "..."}]}.'
+    )
+    assert not good["is_error"] and good["content"] == "todolist written: 1 items"
+    assert misspelt["is_error"] and "did you mean write_todolist?" in misspelt["content"]
+    assert missing["is_error"] and missing["content"] == (
+        "invalid input for Write: content: Field required. Fix: content is string (The whole "
+        "new content of the file.); call Write again with input shaped {path: string, "
+        'content: string}, e.g. {"path": "code/service.js", "content": "..."}.'
+    )
+    assert not written["is_error"] and (h.workspace.root / "units/todo-be/code/x.js").exists()
+
+
 def test_each_budget_ends_the_session_with_its_own_reason(make_harness: MakeHarness) -> None:
     busy = {**tool("Bash", command="echo $$ > code/n.txt"), "latency_ms": 100}
     cases = {

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from devloop.agent.loop import REMINDER
 from devloop.agent.result import SessionResult
+from devloop.agent.spec import Budgets, CheckReport
 from devloop.llm.base import Usage
 from tests.agent.harness import KEY, MakeHarness
 from tests.agent.test_loop import script, text, tool
@@ -34,6 +38,68 @@ def test_self_check_fails_twice_more_then_validation_failed(make_harness: MakeHa
     assert (result.status, result.terminal_reason) == ("failed", "validation_failed")
     assert result.turns == 3  # the first claim and two hand-backs
     assert result.self_check_failures == ["contract.json hash differs"]
+
+
+def user_texts(h: Any) -> list[str]:
+    """The text the runtime sent the model at each turn after the first, in order."""
+    return [
+        b["text"]
+        for r in h.requests()[1:]
+        for b in r.body["messages"][-1]["content"]
+        if r.body["messages"][-1]["role"] == "user" and b.get("type") == "text"
+    ]
+
+
+def test_what_only_the_model_can_give_is_asked_once_by_name_and_never_fails_it(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness(script(default=text("done")))
+    owed = ["coder.log has no entry for attempt 1: call append_coder_log"]
+    result = h.session(self_check=lambda: CheckReport(owed=owed)).run("go")
+    assert (result.status, result.terminal_reason) == ("completed", "end_turn")
+    assert result.turns == 2  # the first claim, then one after the only reminder
+    assert result.paperwork_missing == owed and result.self_check_failures == []
+    [asked] = user_texts(h)
+    assert asked == f"{REMINDER}\n- {owed[0]}"
+
+
+def test_a_reminder_is_not_asked_for_with_no_turn_left(
+    make_harness: MakeHarness,
+) -> None:
+    owed = ["no todolist: call write_todolist with your plan"]
+    # Done on the last turn: no turn left to give it in, so it is not asked for.
+    h = make_harness(script(default=text("done")))
+    last = h.session(budgets=Budgets(max_turns=1), self_check=lambda: CheckReport(owed=owed))
+    result = last.run("go")
+    assert (result.status, result.terminal_reason, result.turns) == ("completed", "end_turn", 1)
+    assert result.paperwork_missing == owed and len(h.requests()) == 1
+
+
+def test_work_that_passes_completes_when_the_turns_run_out_after_the_reminder(
+    make_harness: MakeHarness,
+) -> None:
+    # Asked, then the model works on without giving it until the turns run out: the work
+    # still passes its check, so the session completes with the item recorded missing.
+    owed = ["no todolist: call write_todolist with your plan"]
+    h = make_harness(script(text("done"), tool("Read", path="spec.json")))
+    busy = h.session(budgets=Budgets(max_turns=2), self_check=lambda: CheckReport(owed=owed))
+    result = busy.run("go")
+    assert (result.status, result.terminal_reason, result.turns) == ("completed", "end_turn", 2)
+    assert result.paperwork_missing == owed and len(user_texts(h)) == 1
+
+
+def test_a_reminder_rides_once_with_failures_that_still_end_validation_failed(
+    make_harness: MakeHarness,
+) -> None:
+    h = make_harness(script(default=text("done")))
+    report = CheckReport(failures=["contract.json hash differs"], owed=["no todolist"])
+    result = h.session(self_check=lambda: report).run("go")
+    assert (result.status, result.terminal_reason) == ("failed", "validation_failed")
+    assert result.self_check_failures == ["contract.json hash differs"]
+    assert result.paperwork_missing == ["no todolist"]
+    first, second = user_texts(h)
+    assert "contract.json hash differs" in first and "- no todolist" in first
+    assert "contract.json hash differs" in second and "no todolist" not in second
 
 
 def test_max_tokens_asks_to_continue_and_pause_turn_carries_on(make_harness: MakeHarness) -> None:
@@ -103,6 +169,7 @@ def test_result_payload_round_trips() -> None:
         turns=4,
         duration_ms=5,
         changed_files=["code/a.js"],
+        paperwork_missing=["no todolist: call write_todolist with your plan"],
     )
     assert SessionResult.model_validate_json(result.model_dump_json()) == result
     assert sorted(result.model_dump()) == [
@@ -114,6 +181,7 @@ def test_result_payload_round_trips() -> None:
         "final_text",
         "flavor",
         "mode",
+        "paperwork_missing",
         "self_check_failures",
         "session_key",
         "status",

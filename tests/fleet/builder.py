@@ -1,8 +1,10 @@
 """Tiny python-stack projects with scripted sessions, for fleet tests.
 
 Every unit exports the same contract, so one hash serves all. Each unit's coder follows a
-script of attempts ("good" writes 42, "bad" writes 41, "unlogged" writes 42 but no
-coder.log entry, so its self-check fails); its tester, a script of sessions ("proper"
+script of attempts ("good" writes 42, "bad" writes 41, "unbridged" writes 42 with a
+contract.json whose version is not its hash, so its self-check fails; "unlogged" writes 42
+but no coder.log entry, is asked for it once, and the runtime logs the attempt's facts);
+its tester, a script of sessions ("proper"
 tests value(), "mock" tests a mock of it and fails its self-check). A "bad" unit keeps
 writing the same wrong value, so its tests fail the same way every attempt.
 """
@@ -30,6 +32,8 @@ MOCK_TESTS = (
 MOCKER_TESTS = ("from unit import value\n\n\n"
                 "def test_value_returns_42(mocker):\n    assert value() == 42\n")
 ATTEMPTS = 5
+# A version written by hand, not hash_contract's: contract_bridge refuses it.
+UNHASHED = "sha256:0000000000000000"
 
 
 @dataclass
@@ -40,7 +44,7 @@ class UnitPlan:
     deps: list[str] = field(default_factory=list)
     bad: bool = False  # shorthand for coder=["bad"]
     coder_latency_ms: dict[int, int] = field(default_factory=dict)  # turn -> latency
-    # per attempt: good | good2 | bad | bad2 | unlogged
+    # per attempt: good | good2 | bad | bad2 | unbridged | unlogged
     coder: list[str] = field(default_factory=list)
     tester: list[str] = field(default_factory=list)  # per session: proper | mock | mocker
     coder_faults: dict[int, dict[str, Any]] = field(default_factory=dict)  # turn -> stub fault
@@ -69,8 +73,9 @@ def _turn(*blocks: Any, latency: int = 0) -> dict[str, Any]:
 
 
 def _coder_session(plan: UnitPlan, attempt: int, kind: str) -> list[dict[str, Any]]:
-    """write, log, finish; an unlogged attempt finishes three times without a log entry."""
-    version = hash_contract(CONTRACT)
+    """write, log, finish; an unbridged attempt finishes three times (the first claim and
+    two hand-backs), an unlogged one twice (the claim and once after the reminder)."""
+    version = UNHASHED if kind == "unbridged" else hash_contract(CONTRACT)
     contract = json.dumps({"unit_id": plan.id, "version": version, **CONTRACT}, indent=2)
     # good2: 42 by other code; bad2: wrong another way (a failure of its own)
     value = {"bad": "41", "bad2": "43", "good2": "40 + 2"}.get(kind, "42")
@@ -98,7 +103,10 @@ def _coder_session(plan: UnitPlan, attempt: int, kind: str) -> list[dict[str, An
                                  "summary": f"{plan.id}: value()"})
     finish = _turn(f"{plan.id}: code/unit.py written.")
     if kind == "unlogged":
-        return [write, _turn(event, *done), finish, finish, finish]
+        return [write, _turn(event, *done), finish, finish]
+    if kind == "unbridged":
+        return [write, _turn(("append_coder_log", {"decision": decision}), event, *done),
+                finish, finish, finish]
     return [write, _turn(("append_coder_log", {"decision": decision}), event, *done), finish]
 
 

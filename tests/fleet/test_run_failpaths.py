@@ -26,7 +26,7 @@ PLANS = [
     UnitPlan("forged", bad=True, coder_latency_ms={1: 4000}),
     # Its folder holds a suite mocking the code; its first coder attempt fails validation,
     # so the second attempt's tester finds that suite for a zero-token re-run.
-    UnitPlan("mocked", coder=["unlogged", "bad", "good"], seeded_tests=MOCK_TESTS),
+    UnitPlan("mocked", coder=["unbridged", "bad", "good"], seeded_tests=MOCK_TESTS),
     # Its tester's first try fails its own self-check (a mock); the tester tries again.
     UnitPlan("selfcheck", tester=["mock", "proper"]),
     # Red once, then fixed: its bug goes open -> fixing -> fixed.

@@ -22,6 +22,7 @@ from devloop.llm.stub import StubServer
 from devloop.models import RunResult
 from devloop.project import load_project
 from devloop.roles.coder import run_coder
+from devloop.roles.coder_tools import NOT_GIVEN
 from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester
 from devloop.store import RedisStore
@@ -34,6 +35,7 @@ from tests.roles.test_self_checks import (
     call,
     contract_text,
     handbacks,
+    reminders,
     scripted_coder,
     scripted_tester,
 )
@@ -68,7 +70,7 @@ def session(
         else:
             request = RoleRequest(loaded.pid, "pricing", "tester", "test", 1, "run-1-1")
             run, out = run_tester(redis_store, chosen, llm, request)
-        return Ended(run, out, handbacks(stub))
+        return Ended(run, out, handbacks(stub), reminders(stub), list(stub.requests))
 
     yield go
     for stub in stubs:
@@ -256,11 +258,11 @@ def test_a_coder_cannot_rewrite_coder_log_in_the_sandbox(
 ) -> None:
     ended = session(logged, "coder", retry(logged, FORGERIES[how]), mode="retry", attempt=2)
     assert [t for t in tool_results(ended) if REFUSALS[how] in t], tool_results(ended)
-    ended_problem = "coder.log has no entry for attempt 2: call append_coder_log"
-    assert any(ended_problem in f for f in ended.failures), ended.failures
-    assert not ended.output.ok
-    [only] = log_of(redis_store)
-    assert only["this_fix"] == FIRST["this_fix"] and only["rationale"] == "as the SDD says"
+    # What it wrote is no entry: asked for once, then the runtime's entry of facts.
+    ended.assert_asked_once_for("coder.log has no entry for attempt 2: call append_coder_log")
+    first, facts = log_of(redis_store)
+    assert first["this_fix"] == FIRST["this_fix"] and first["rationale"] == "as the SDD says"
+    assert facts["attempt"] == 2 and facts["this_fix"] == NOT_GIVEN
 
 
 @pytest.mark.parametrize("how", ["bash-replace", "bash-append", "bash-truncate", "bash-delete"])
@@ -271,10 +273,13 @@ def test_a_rewritten_coder_log_that_lands_is_refused_and_the_history_kept(
     ended = session(logged, "coder", calls, mode="retry", attempt=2, sandbox="none")
     problem = f"{OWNED}units/pricing/coder.log: written by append_coder_log; the session"
     assert any(problem in f for f in ended.failures), ended.failures
-    assert any("coder.log has no entry for attempt 2" in f for f in ended.failures)
     assert all(problem in h for h in ended.handbacks) and not ended.output.ok
-    [only] = log_of(redis_store)
-    assert only["this_fix"] == FIRST["this_fix"]
+    # The missing entry was asked for once, with the first hand-back; the attempt's entry
+    # is then the runtime's facts, after the history as append_coder_log wrote it.
+    assert "coder.log has no entry for attempt 2" in ended.handbacks[0]
+    assert "coder.log has no entry for attempt 2" not in ended.handbacks[1]
+    first, facts = log_of(redis_store)
+    assert first["this_fix"] == FIRST["this_fix"] and facts["this_fix"] == NOT_GIVEN
 
 
 def test_append_coder_log_after_a_rewrite_puts_the_history_back_and_adds_its_block(

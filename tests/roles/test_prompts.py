@@ -234,7 +234,8 @@ def test_the_coder_prompt_in_implement_mode(
     assert "Nothing can be installed" in system
     assert "with `code/` on `sys.path` (pytest's `pythonpath=code`)" in system
     assert "`from units.stock_db.stock_db import StockRepo`" in system.split("# Environment")[1]
-    assert "`timeline_append` (`unit_coded`)" in system
+    assert "the timeline's `unit_coded` event when your code is committed" in system
+    assert "What only you can give: your plan (`write_todolist`), your decision" in system
     assert "Retry history" not in first and "this_fix" not in first
     assert "BASELINE" not in system and "## Baseline" not in first
     # The code excerpt is the tester's: the coder reads its own code.
@@ -248,7 +249,8 @@ def test_the_coder_retry_carries_the_history_fenced_in_its_first_turn(
     system, first = rendered(store, settings, prepared, request)
     assert_common(system, first, store)
     assert "Mode: **retry** (attempt 3)" in system
-    assert "`timeline_append` (`code_patched`)" in system
+    assert "the timeline's `code_patched` event when your code is committed" in system
+    assert "and your reflection, `last_failure` and `last_cause`" in system
     assert "with last_failure, last_cause and this_fix" in system
     for words in ("First OrderBook", FAILED, REGRESSED, "Keep SAVE10", "request.get("):
         assert words not in system, words
@@ -274,7 +276,8 @@ def test_the_coder_retry_carries_the_history_fenced_in_its_first_turn(
     assert f"{heading}\n{baseline}" in first
     assert "`BASELINE: ...`" in system
     assert "`DONE WHEN: the failing tests pass and nothing" in system
-    assert "7. The todolist states BASELINE, VERIFY and DONE WHEN" in system
+    assert "- A todolist, every item done or skipped, stating BASELINE, VERIFY and DONE WHEN" \
+        in system
 
 
 @pytest.mark.parametrize("mode", ["test", "retry"])
@@ -290,7 +293,8 @@ def test_the_tester_prompt(
     assert "A test named after each acceptance criterion (3), and a test that provokes each "
     assert "contract status code (none declared)" in system
     assert "5. Nothing was written outside your write set." in system
-    assert "6. The timeline has `unit_tested` and `test_passed` or `test_failed`" in system
+    assert "the timeline's `unit_tested` and its verdict (`test_passed` or `test_failed`) " \
+        "from the run that stands" in system
     assert "writes `runs/run-2-2/result.json`" in system
     assert "its docstring" in system and "60 s, and so is each `Bash` command" in system
     assert ("your tests run against the real, passed code of the units this one depends on: "

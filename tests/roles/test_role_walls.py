@@ -118,15 +118,16 @@ def test_the_report_believes_only_loop_events_the_loop_wrote(
     assert gather(todo_project).unit(UNIT).status == "passed"  # type: ignore[union-attr]
 
 
-def test_a_tester_appends_only_its_own_kinds(harness: Harness) -> None:
+def test_a_tester_appends_only_its_own_kinds_and_never_a_verdict(harness: Harness) -> None:
     tools, ctx = toolset("tester", all_tools()), a_tester_of(harness, OTHER)
     for kind in ("loop_pass", "loop_block", "unit_coded"):
         refused = tools.execute(ctx, "timeline_append", {"kind": kind, "summary": "x"})
         assert refused.is_error and "unit_tested, test_failed, test_passed" in refused.text
+    # Its own kind is its words for the runtime's event of the run: no run, no event.
     ok = tools.execute(ctx, "timeline_append", {"kind": "test_passed", "summary": "3/3"})
-    assert not ok.is_error
-    [event] = Timeline(harness.store.sink(PID, "timeline")).events()
-    assert (event.kind, event.unit_id, event.agent) == ("test_passed", OTHER, "tester")
+    assert not ok.is_error and ok.text.startswith("noted: the runtime records unit_tested")
+    assert Timeline(harness.store.sink(PID, "timeline")).events() == []
+    assert ctx.services["role"].narrative == {"test_passed": "3/3"}
 
 
 def test_bug_ids_carry_64_random_bits_after_the_readable_stamp(tmp_path: Path) -> None:

@@ -16,17 +16,23 @@ import pytest
 import yaml
 from markupsafe import escape
 
+from devloop.contracts import hash_contract
+from devloop.ledgers import parse_coder_log
 from devloop.redis_server import RedisServer
+from devloop.roles.coder_tools import NOT_GIVEN
 from devloop.store import RedisStore
-from tests.fleet.builder import UnitPlan, build, script
+from tests.fleet.builder import CONTRACT, UnitPlan, build, script
 from tests.fleet.fleet import fleet
 from tests.proctree import run_bounded
 
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
 SAME = "the same failure 3 times"
+HASH = hash_contract(CONTRACT)
 FAILED_TEST = "tests/test_unit.py::test_value_returns_42 got 41"
-UNLOGGED = ("validation failed: the coder's self-check found coder.log has no entry for "
-            "attempt {}: call append_coder_log")
+BRIDGE = (f"contract_bridge: contract.version self-inconsistent (expected {HASH}, actual "
+          f'{HASH}); set "version" to the hash_contract result "{HASH}"; never compute it by '
+          "hand")
+UNBRIDGED = f"validation failed: the coder's self-check found {BRIDGE}"
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -47,7 +53,7 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
 ) -> None:
     # Scripted past an unblock: the budget and the same-failure count start again there.
     plans = [UnitPlan("bad", bad=True, attempts=10), UnitPlan("after", ["bad"]),
-             UnitPlan("unlogged", coder=["unlogged"], attempts=10), UnitPlan("good")]
+             UnitPlan("unbridged", coder=["unbridged"], attempts=10), UnitPlan("good")]
     p = build(tmp_path / "p", plans)
     (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
 
@@ -64,7 +70,7 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
             f"  devloop run {p}\n"
             "  # or start it over (its code, tests and attempts go, the spec stays), then run:\n"
             f"  devloop reset {p} bad\n") in out
-    assert f"blocked: unlogged: {SAME}: {UNLOGGED.format(3)} (attempts 1-3)\n" in out
+    assert f"blocked: unbridged: {SAME}: {UNBRIDGED} (attempts 1-3)\n" in out
     assert "waiting on a blocked unit: after (waits for bad, which is blocked)" in out
 
     # status carries the reason, the last error and the next commands, as JSON and as a table.
@@ -88,9 +94,7 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     report = devloop("report", str(p), "-o", str(tmp_path / "r.html"), timeout=120)
     assert report.returncode == 0, report.stderr
     html = (tmp_path / "r.html").read_text()
-    for attempt in (1, 2, 3):
-        assert f"<li>coder.log has no entry for attempt {attempt}: call append_coder_log</li>" \
-            in html
+    assert html.count(f"<li>{escape(BRIDGE.split('; ')[0])}</li>") == 3
     assert "cost (scripted)" in html and "data-scripted" in html
 
     # unblock: a misspelt unit; then a real one, and nothing consumes the queues.
@@ -116,24 +120,32 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     assert f"blocked: bad: {SAME}: {FAILED_TEST} (attempts 4-6)\n" in second.stdout
 
     # --run: unblock and run in one go.
-    both = devloop("unblock", str(p), "unlogged", "--hint", "log it", "--run", "--llm", "stub")
+    both = devloop("unblock", str(p), "unbridged", "--hint", "hash it", "--run", "--llm", "stub")
     assert both.returncode == 1, both.stdout + both.stderr
-    assert both.stdout.startswith(f"unlogged: re-queued as attempt 4 with your hint\n"
+    assert both.stdout.startswith(f"unbridged: re-queued as attempt 4 with your hint\n"
                                   f"running: devloop run {p}\n")
-    assert f"blocked: unlogged: {SAME}: {UNLOGGED.format(6)} (attempts 4-6)" in both.stdout
+    assert f"blocked: unbridged: {SAME}: {UNBRIDGED} (attempts 4-6)" in both.stdout
 
 
-def test_a_unit_blocked_after_a_real_failure_then_bookkeeping_names_the_first_cause(
+def test_a_unit_blocked_after_a_real_failure_then_another_names_the_first_cause(
     tmp_path: Path, python_toolchain_dir: Path
 ) -> None:
-    # Attempt 1's code is wrong (its test fails); attempts 2-4 only forget coder.log.
-    plans = [UnitPlan("notes", coder=["bad", "unlogged"]), UnitPlan("good")]
+    # Attempt 1's code is wrong (its test fails); attempts 2-4 write a contract.json whose
+    # version is not its hash. Beside it a unit whose coder only forgets coder.log passes
+    # at attempt 1: bookkeeping alone never fails an attempt, let alone blocks a unit.
+    plans = [UnitPlan("notes", coder=["bad", "unbridged"]), UnitPlan("good"),
+             UnitPlan("forgetful", coder=["unlogged"])]
     p = build(tmp_path / "p", plans)
     (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
-    story = f"{SAME}: {FAILED_TEST} (attempt 1); then: {UNLOGGED.format(4)} (attempts 2-4)"
+    story = f"{SAME}: {FAILED_TEST} (attempt 1); then: {UNBRIDGED} (attempts 2-4)"
 
     first = devloop("run", str(p), "--llm", "stub")
     assert first.returncode == 1, first.stdout + first.stderr
+    forgetful = rows(p)["forgetful"]
+    assert (forgetful["status"], forgetful["attempt"]) == ("passed", 1), forgetful
+    [entry] = parse_coder_log((p / "units/forgetful/coder.log").read_text(), strict=True)
+    assert entry.attempt == 1 and entry.this_fix == NOT_GIVEN
+    assert entry.changed_files == ["code/unit.py", "contract.json"]
     # The end of the run, `status --json` and the report: the first cause first, whole.
     assert f"blocked: notes: {story}\n" in first.stdout
     assert rows(p)["notes"]["reason"] == story

@@ -33,7 +33,7 @@ def zombie_run(tmp_path: Path) -> Iterator[RunProcess]:
              UnitPlan("after", ["slow"], coder_latency_ms={1: 8000})]
     root = build(tmp_path / "p", plans)
     turns = script(plans)
-    # Turn 2 of the slow coder also appends to the timeline: a zombie's duplicate would show.
+    # Turn 2 of the slow coder also says a line of its event: a zombie's duplicate would show.
     turn2 = turns["sessions"]["coder.*.slow"]["turns"][2]
     turn2["content"].append({"tool_use": {"name": "timeline_append", "input": {
         "kind": "unit_coded", "ref": "code/unit.py", "summary": "slow: code/unit.py written"}}})
@@ -80,8 +80,10 @@ def test_a_paused_worker_that_wakes_after_a_take_over_writes_nothing(
     assert after_wake == finished  # its checkpoint save was refused
     timeline = Timeline(FileSink(run.project / "timeline.ndjson"))
     coded = [e.summary for e in timeline.events(unit_id="slow", kind="unit_coded")]
-    # Turn 2's line once (the zombie's copy was refused), the session's closing line once.
-    assert sorted(coded) == ["slow: code/unit.py written", "slow: value()"], coded
+    # One event, the runtime's, from the one commit that landed (the zombie's was refused),
+    # with turn 2's two lines on it once each.
+    assert coded == ["committed code/unit.py, contract.json: slow: value(); "
+                     "slow: code/unit.py written"], coded
     log = (run.project / "units/slow/coder.log").read_text()
     assert [d.attempt for d in parse_coder_log(log)] == [1]
     assert len(timeline.events(unit_id="after", kind="loop_release")) == 1
