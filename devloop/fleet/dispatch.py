@@ -382,10 +382,11 @@ def _start_ready(store: RedisStore, pid: str, units: list[str], epoch: int) -> l
 def _leased(store: RedisStore, pid: str, states: dict[str, UnitState]) -> set[str]:
     """The units among these whose current attempt has a live step (any role's lease)."""
     asked: list[tuple[str, str]] = []
+    keys = store.keys(pid)
     for unit, state in states.items():
         starved = int(state.extra.get("starved_reruns", 0))
         roles = ["coder", *(f"tester.{n}" for n in range(1, TESTER_RETRIES + starved + 2))]
-        asked += [(unit, store.keys(pid).lease(unit, state.attempt, role)) for role in roles]
+        asked += [(unit, keys.lease(unit, state.attempt, role)) for role in roles]
     if not asked:
         return set()
     owners = store.client.mget([key for _, key in asked])

@@ -30,7 +30,8 @@ class StateMixin(StoreBase):
 
     def get_states(self, pid: str, units: list[str]) -> dict[str, UnitState]:
         """Every listed unit's state, in one round trip (MGET)."""
-        raws = self.client.mget([self.keys(pid).state(u) for u in units]) if units else []
+        keys = self.keys(pid)
+        raws = self.client.mget([keys.state(u) for u in units]) if units else []
         return {
             u: UnitState.model_validate_json(raw) if raw else UnitState()
             for u, raw in zip(units, raws, strict=True)
@@ -42,10 +43,11 @@ class StateMixin(StoreBase):
 
     def put_states(self, pid: str, states: dict[str, UnitState]) -> None:
         """put_state for each unit, in one round trip."""
+        keys = self.keys(pid)
         with self.client.pipeline(transaction=False) as pipe:
             for unit, state in states.items():
-                pipe.set(self.keys(pid).state(unit), state.model_dump_json())
-                pipe.xadd(self.keys(pid).events, state_event(unit, state),
+                pipe.set(keys.state(unit), state.model_dump_json())
+                pipe.xadd(keys.events, state_event(unit, state),
                           maxlen=EVENTS_MAXLEN, approximate=True)
             pipe.execute()
 
