@@ -35,15 +35,21 @@ def _events(store: RedisStore) -> list[dict[bytes, bytes]]:
     return [fields for _id, fields in store.client.xrange(store.keys(PID).events)]
 
 
+def _calls(store: RedisStore, command: str) -> int:
+    """How many times the server ran command so far (from scripts too)."""
+    return int(store.client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
 def test_a_blocked_root_marks_its_downstream_in_a_few_round_trips_and_events(
     big: Counted,
 ) -> None:
     big.put_state(PID, "u0007", UnitState(status="passed", attempt=1))
     big.put_state(PID, "u0060", UnitState(status="failed", attempt=2, extra={"k": "v"}))
-    before = len(_events(big))
+    before, sets = len(_events(big)), _calls(big, "set")
     with big.count() as trips:
         blocked = block_downstream(big, PID, "root")
     assert trips.n <= 4  # the record's version, the states, one pipeline of scripts
+    assert _calls(big, "set") - sets == len(blocked) > 2 * CASCADE_BATCH  # each state once
     assert blocked == sorted(f"u{i:04d}" for i in range(N - 1) if i != 7)
     states = big.get_states(PID, blocked)
     assert {s.status for s in states.values()} == {"blocked_upstream"}
@@ -102,6 +108,19 @@ def test_reading_the_project_record_again_asks_for_its_version_alone(big: Counte
     assert trips.n == 5 and all(r is first for r in again)
     assert big.client.info("commandstats").get("cmdstat_hgetall", {}).get("calls", 0) == calls
     assert first.dependents["root"] == ["u0000", *(f"u{i:04d}" for i in range(1, 50))]
+
+
+def test_the_project_record_is_read_again_when_an_import_changes_its_version(
+    big: Counted, tmp_path: Path,
+) -> None:
+    first = big.project_record(PID)
+    plans = [UnitPlan("root"), UnitPlan("extra", ["root"])]
+    big.import_project(load_project(build(tmp_path / "changed", plans)))
+    reads = _calls(big, "hgetall")
+    changed = big.project_record(PID)
+    assert changed.version != first.version and _calls(big, "hgetall") == reads + 1
+    assert list(changed.graph) == ["root", "extra"] and changed.dependents["root"] == ["extra"]
+    assert big.project_record(PID) is changed and _calls(big, "hgetall") == reads + 1
 
 
 def test_the_console_colours_every_unit_a_cascade_tells_of(big: Counted) -> None:
