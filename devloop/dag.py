@@ -5,6 +5,7 @@ A graph is a mapping unit id -> ids it depends on (edges point at prerequisites)
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -43,45 +44,52 @@ def find_cycles(graph: Graph) -> list[tuple[str, ...]]:
     """Cycles (length >= 2) met by a depth-first walk, each rotated to start at its least id."""
     white, grey, black = 0, 1, 2
     color = dict.fromkeys(graph, white)
-    stack: list[str] = []
     found: dict[tuple[str, ...], None] = {}
-
-    def visit(unit: str) -> None:
-        color[unit] = grey
-        stack.append(unit)
-        for dep in graph[unit]:
-            if dep == unit or dep not in graph:
+    for start in sorted(graph):
+        if color[start] != white:
+            continue
+        # An explicit stack, not recursion: a chain of thousands of units is a valid project.
+        stack = [start]
+        place = {start: 0}  # unit -> its index on stack
+        todo = [iter(graph[start])]
+        color[start] = grey
+        while todo:
+            dep = next(todo[-1], None)
+            if dep is None:
+                done = stack.pop()
+                del place[done]
+                todo.pop()
+                color[done] = black
+                continue
+            if dep == stack[-1] or dep not in graph:
                 continue
             if color[dep] == grey:
-                loop = stack[stack.index(dep) :]
+                loop = stack[place[dep] :]
                 # Rotate so the same loop found from another start reads the same.
-                start = loop.index(min(loop))
-                found[tuple(loop[start:] + loop[:start])] = None
+                first = loop.index(min(loop))
+                found[tuple(loop[first:] + loop[:first])] = None
             elif color[dep] == white:
-                visit(dep)
-        stack.pop()
-        color[unit] = black
-
-    for unit in sorted(graph):
-        if color[unit] == white:
-            visit(unit)
+                color[dep] = grey
+                place[dep] = len(stack)
+                stack.append(dep)
+                todo.append(iter(graph[dep]))
     return list(found)
 
 
 def topological_order(graph: Graph) -> list[str]:
     """Prerequisites first; ties broken by id so the order is stable. Raises on a cycle."""
-    remaining = {u: {d for d in deps if d in graph and d != u} for u, deps in graph.items()}
-    order: list[str] = []
-    ready = sorted(u for u, deps in remaining.items() if not deps)
+    remaining = {u: len({d for d in deps if d in graph and d != u}) for u, deps in graph.items()}
+    ready = [u for u, n in remaining.items() if not n]
+    heapq.heapify(ready)
     users = dependents(graph)
+    order: list[str] = []
     while ready:
-        unit = ready.pop(0)
+        unit = heapq.heappop(ready)
         order.append(unit)
         for user in users.get(unit, ()):
-            remaining[user].discard(unit)
-            if not remaining[user] and user not in order and user not in ready:
-                ready.append(user)
-        ready.sort()
+            remaining[user] -= 1
+            if not remaining[user]:
+                heapq.heappush(ready, user)
     if len(order) != len(graph):
         raise ValueError("graph has a cycle: " + ", ".join(sorted(set(graph) - set(order))))
     return order
@@ -89,17 +97,20 @@ def topological_order(graph: Graph) -> list[str]:
 
 def dependents(graph: Graph) -> dict[str, list[str]]:
     """Unit id -> the units that depend on it, sorted."""
-    users: dict[str, list[str]] = {u: [] for u in graph}
+    users: dict[str, set[str]] = {u: set() for u in graph}
     for unit, deps in graph.items():
         for dep in deps:
             if dep in users and dep != unit:
-                users[dep].append(unit)
+                users[dep].add(unit)
     return {u: sorted(v) for u, v in users.items()}
 
 
-def downstream(graph: Graph, unit: str) -> list[str]:
-    """Every unit that depends on unit, directly or through others, sorted."""
-    users = dependents(graph)
+def downstream(
+    graph: Graph, unit: str, users: Mapping[str, Sequence[str]] | None = None
+) -> list[str]:
+    """Every unit that depends on unit, directly or through others, sorted; `users` is
+    dependents(graph) when the caller has it already (it costs the whole graph)."""
+    users = dependents(graph) if users is None else users
     seen: set[str] = set()
     stack = list(users.get(unit, ()))
     while stack:
@@ -140,12 +151,16 @@ def levels(graph: Graph) -> dict[str, int]:
 
 def critical_path(graph: Graph, weights: Mapping[str, float]) -> tuple[float, list[str]]:
     """The heaviest chain of dependencies given per-unit weights: (length, units in order)."""
-    best: dict[str, tuple[float, list[str]]] = {}
+    best: dict[str, float] = {}
+    before: dict[str, str | None] = {}  # unit -> the dependency its heaviest chain comes by
     for unit in topological_order(graph):
-        prior = max(
-            (best[d] for d in graph[unit] if d in best), key=lambda b: b[0], default=(0.0, [])
-        )
-        best[unit] = (prior[0] + weights.get(unit, 0.0), [*prior[1], unit])
+        prior = max((d for d in graph[unit] if d in best), key=best.__getitem__, default=None)
+        best[unit] = (best[prior] if prior is not None else 0.0) + weights.get(unit, 0.0)
+        before[unit] = prior
     if not best:
         return 0.0, []
-    return max(best.values(), key=lambda b: b[0])
+    last = max(best, key=best.__getitem__)
+    path = [last]
+    while (prior := before[path[-1]]) is not None:
+        path.append(prior)
+    return best[last], path[::-1]

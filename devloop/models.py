@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 
 from devloop.ids import CompanyId, ProjectId, UnitId
 
@@ -62,6 +62,32 @@ class UnitEntry(Record):
     review: Review | None = None
 
 
+class _UnitIndex:
+    """Unit id -> entry (the first, when ids repeat) of one list of units, built on the first
+    lookup and again when the list is another (a model_copy) or its length changed. A cache,
+    so never part of a model's value: any two compare equal."""
+
+    __slots__ = ("size", "table", "units")
+
+    def __init__(self) -> None:
+        self.units: list[UnitEntry] | None = None
+        self.size = 0
+        self.table: dict[str, UnitEntry] = {}
+
+    def get(self, units: list[UnitEntry], unit_id: str) -> UnitEntry | None:
+        if self.units is not units or self.size != len(units):
+            table: dict[str, UnitEntry] = {}
+            for entry in units:
+                table.setdefault(entry.id, entry)
+            self.units, self.size, self.table = units, len(units), table
+        return self.table.get(unit_id)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _UnitIndex)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class UnitsFile(Record):
     """units.json: the project's unit registry."""
 
@@ -70,10 +96,11 @@ class UnitsFile(Record):
     stack: Stack = "node"
     units: list[UnitEntry]
     review: Review | None = None
+    _index: _UnitIndex = PrivateAttr(default_factory=lambda: _UnitIndex())
 
     def unit(self, unit_id: str) -> UnitEntry | None:
-        """The entry for unit_id, or None."""
-        return next((u for u in self.units if u.id == unit_id), None)
+        """The entry for unit_id, or None (O(1): commands look up every unit of a project)."""
+        return self._index.get(self.units, unit_id)
 
 
 class UnitSpec(Record):

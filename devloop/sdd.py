@@ -5,6 +5,7 @@ Pure: takes HTML text, returns what it found, and leaves judging it to the calle
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
 
@@ -98,13 +99,12 @@ class _SectionParser(HTMLParser):
             self.item_parts.append(data)
 
 
+_NEWLINE = re.compile("\n")
+
+
 def _line_starts(text: str) -> list[int]:
     """Offsets where each line begins, so parser positions map to text offsets."""
-    starts = [0]
-    for i, ch in enumerate(text):
-        if ch == "\n":
-            starts.append(i + 1)
-    return starts
+    return [0, *(m.end() for m in _NEWLINE.finditer(text))]
 
 
 def parse_sections(text: str, file: str) -> list[SddSection]:

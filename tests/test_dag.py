@@ -3,6 +3,7 @@
 import pytest
 
 from devloop import dag
+from tests.growth import LINEAR, per_item_growth
 
 
 def test_unknown_and_self_dependencies_are_reported() -> None:
@@ -52,3 +53,33 @@ def test_critical_path_uses_weights_not_unit_count() -> None:
 
 def test_dependents_lists_users() -> None:
     assert dag.dependents({"a": [], "b": ["a"], "c": ["a"]}) == {"a": ["b", "c"], "b": [], "c": []}
+
+
+def _layers(n: int) -> dict[str, list[str]]:
+    """n units in layers of 50, each depending on the unit before it in the layer before and
+    on that layer's first unit (so everything past the first layer is downstream of u00000)."""
+    ids = [f"u{i:05d}" for i in range(n)]
+    return {u: sorted({ids[i - 50], ids[i - 50 - i % 50]}) if i >= 50 else []
+            for i, u in enumerate(ids)}
+
+
+def test_a_deep_chain_is_checked_without_recursion() -> None:
+    # Each unit depends on the next, so the walk from the first id goes 5,000 deep.
+    chain = {f"u{i:05d}": [f"u{i + 1:05d}"] if i < 4999 else [] for i in range(5000)}
+    assert dag.check_graph(chain) == []
+    assert dag.critical_path(chain, dict.fromkeys(chain, 1.0))[0] == 5000
+
+
+@pytest.mark.parametrize("walk", ["order", "levels", "critical_path", "downstream_of_all"])
+def test_graph_walks_cost_the_same_per_unit_at_any_size(walk: str) -> None:
+    def work(graph: dict[str, list[str]]) -> object:
+        if walk == "order":
+            return dag.topological_order(graph)
+        if walk == "levels":
+            return dag.levels(graph)
+        if walk == "critical_path":
+            return dag.critical_path(graph, dict.fromkeys(graph, 1.0))
+        users = dag.dependents(graph)  # once, as callers that walk from many units do
+        return [dag.downstream(graph, u, users) for u in list(graph)[:5]]
+
+    assert per_item_growth(_layers, work, 500, 5000) < LINEAR

@@ -16,6 +16,7 @@ from devloop.models import (
     UnitsFile,
     UnitSpec,
 )
+from tests.growth import LINEAR, per_item_growth
 
 SEED_RESULT = {
     "run_id": "run-20260513-1031",
@@ -127,3 +128,25 @@ def test_coder_and_tester_outputs_from_the_seed_validate() -> None:
     dumped = json.loads(tester.model_dump_json(by_alias=True))
     assert dumped["bugs_transitioned"] == [{"id": "bug-1", "from": "fixing", "to": "fixed"}]
     assert TesterOutput.model_validate(dumped) == tester
+
+
+def _units_file(n: int) -> UnitsFile:
+    entries = [{"id": f"u{i}", "kind": "lib", "contract_hash": "sha256:0"} for i in range(n)]
+    return UnitsFile(company_id="c-x", project_id="p-x", units=entries)  # type: ignore[arg-type]
+
+
+def test_unit_finds_each_entry_and_none_for_an_unknown_id() -> None:
+    units = _units_file(3)
+    assert [units.unit(f"u{i}").id for i in range(3)] == ["u0", "u1", "u2"]  # type: ignore[union-attr]
+    assert units.unit("ghost") is None
+    fewer = units.model_copy(update={"units": units.units[:1]})
+    assert fewer.unit("u2") is None and units.unit("u2") is not None  # each its own index
+    assert units == _units_file(3)  # a built index is not part of the value
+
+
+def test_looking_up_every_unit_costs_the_same_per_unit_at_any_size() -> None:
+    def every(units: UnitsFile) -> None:
+        for entry in units.units:
+            units.unit(entry.id)
+
+    assert per_item_growth(_units_file, every, 500, 5000) < LINEAR

@@ -263,10 +263,10 @@ class Hub:
         if key == self.events_key:
             self.read = replace(self.read, events=entry_id)
             kind = fields.get(b"kind", b"")
-            if kind == b"state":
-                event = sse.state_event(fields)
-                self.pending.states.pop(event["unit"], None)  # newest last, in write order
-                self.pending.states[event["unit"]] = event_json(event)
+            if kind in (b"state", b"cascade"):  # a cascade tells many units at once
+                for event in sse.state_events(fields):
+                    self.pending.states.pop(event["unit"], None)  # newest last, in write order
+                    self.pending.states[event["unit"]] = event_json(event)
             elif kind in (b"paused", b"resumed"):
                 self.pending.paused = True
         else:

@@ -34,6 +34,7 @@ from devloop.fleet.output import output_chunk, output_key
 from devloop.ids import is_valid_id
 from devloop.store import RedisStore
 from devloop.store.keys import EVENTS_MAXLEN
+from devloop.store.state import event_states
 from devloop.store.streams import entry_lines
 
 BLOCK_MS = 10_000
@@ -130,12 +131,24 @@ def state_event(fields: dict[bytes, bytes]) -> dict[str, Any]:
     """A unit's new status as the DAG node shows it."""
     status = fields.get(b"status", b"pending").decode()
     attempt = int(fields.get(b"attempt", b"0"))
+    return _state_view(fields.get(b"unit", b"").decode(), status, attempt,
+                       fields.get(b"scripted") == b"1")
+
+
+def state_events(fields: dict[bytes, bytes]) -> list[dict[str, Any]]:
+    """Every unit's new status an events entry tells (a cascade tells many)."""
+    if fields.get(b"kind") == b"state":
+        return [state_event(fields)]
+    return [_state_view(unit, status, attempt, False)
+            for unit, status, attempt in event_states(fields)]
+
+
+def _state_view(unit: str, status: str, attempt: int, scripted: bool) -> dict[str, Any]:
     fill, stroke = colours(status)
     # A pass under the stub's scripted turns says so wherever the status is shown.
-    chip = status.replace("_", " ") + (
-        " (scripted)" if status == "passed" and fields.get(b"scripted") == b"1" else "")
+    chip = status.replace("_", " ") + (" (scripted)" if status == "passed" and scripted else "")
     label = chip + (f" · {attempt} attempt{'' if attempt == 1 else 's'}" if attempt else "")
-    return {"unit": fields.get(b"unit", b"").decode(), "status": status, "attempt": attempt,
+    return {"unit": unit, "status": status, "attempt": attempt,
             "fill": fill, "stroke": stroke, "label": label, "chip": chip}
 
 
@@ -186,6 +199,11 @@ async def unit_stream(
                     kind, who = fields.get(b"kind", b""), fields.get(b"unit")
                     if kind in (b"paused", b"resumed"):
                         refresh = True
+                    elif kind == b"cascade":
+                        for state in state_events(fields):
+                            if state["unit"] == unit:
+                                refresh = True
+                                yield _event("state", state, pos)
                     elif who != mine:
                         continue
                     elif kind == b"state":

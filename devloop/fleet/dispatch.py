@@ -4,6 +4,7 @@ dependents exactly once, unblocking, and reconciling units that lost their task.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from devloop import dag
@@ -52,6 +53,7 @@ TERMINAL = ("passed", "blocked", "blocked_upstream", "review")
 # Blocks that are not the code's fault: the next `devloop run` resumes them.
 RESUMABLE = ("model", "infrastructure")
 CANCELLED = "cancelled"  # a person stopped the unit: `devloop unblock` or resume carries it on
+CASCADE_TRIES = 3  # reads of a cascade's units that moved while it wrote
 
 
 def _start_all(store: RedisStore, pid: str, units: list[str], epoch: int) -> list[Dispatch]:
@@ -103,8 +105,9 @@ def enqueue_project(store: RedisStore, project_dir: Path) -> tuple[ImportReport,
 
 def release_dependents(store: RedisStore, pid: str, unit: str, epoch: int = 0) -> list[Dispatch]:
     """Record that unit passed; start each dependent whose dependencies have all passed."""
-    graph = _graph(store, pid)
-    users = dag.dependents(graph).get(unit, [])
+    record = store.project_record(pid)
+    graph = record.graph
+    users = record.dependents.get(unit, [])
     # One round trip for all of them (EVAL: a pipeline would first ask SCRIPT EXISTS).
     with store.client.pipeline(transaction=False) as pipe:
         for user in users:
@@ -228,24 +231,36 @@ def start_fixing(store: RedisStore, pid: str, unit: str, attempt: int) -> list[s
 
 
 def block_downstream(store: RedisStore, pid: str, unit: str) -> list[str]:
-    """Mark every unit downstream of a blocked one blocked_upstream (unless it passed)."""
-    blocked = []
-    for user in dag.downstream(_graph(store, pid), unit):
-        state = store.get_state(pid, user)
-        if state.status != "passed":
-            store.put_state(
-                pid,
-                user,
-                state.model_copy(
-                    update={
-                        "status": "blocked_upstream",
-                        "updated_at": time.time(),
-                        "extra": {**state.extra, "blocked_by": unit},
-                    }
-                ),
-            )
-            blocked.append(user)
-    return blocked
+    """Mark every unit downstream of a blocked one blocked_upstream (unless it passed), in
+    a round trip or two whatever their number (one events entry per batch of units)."""
+
+    def blocked(user: str, state: UnitState) -> UnitState | None:
+        if state.status == "passed":
+            return None
+        return state.model_copy(update={"status": "blocked_upstream", "updated_at": time.time(),
+                                        "extra": {**state.extra, "blocked_by": unit}})
+
+    return _cascade(store, pid, unit, "blocked_upstream", blocked)
+
+
+def _cascade(
+    store: RedisStore, pid: str, unit: str, status: str,
+    change: Callable[[str, UnitState], UnitState | None],
+) -> list[str]:
+    """Apply `change` (None: leave it) to every unit downstream of unit, compare-and-set
+    on the states read; a unit that moved meanwhile is read and changed again."""
+    record = store.project_record(pid)
+    todo = dag.downstream(record.graph, unit, record.dependents)
+    done: list[str] = []
+    for _ in range(CASCADE_TRIES):
+        states = store.get_states(pid, todo)
+        changes = {u: (s, new) for u, s in states.items() if (new := change(u, s)) is not None}
+        moved = store.cascade_states(pid, status, unit, changes)
+        done += moved
+        todo = sorted(set(changes) - set(moved))
+        if not todo:
+            break
+    return sorted(done)
 
 
 def unblock_unit(store: RedisStore, pid: str, unit: str, hint: str | None) -> list[Dispatch]:
@@ -303,10 +318,12 @@ def resume_blocked(
 
 
 def _unblock_downstream(store: RedisStore, pid: str, unit: str) -> None:
-    for user in dag.downstream(_graph(store, pid), unit):
-        user_state = store.get_state(pid, user)
-        if user_state.status == "blocked_upstream":
-            store.put_state(pid, user, UnitState())
+    """Units downstream of unit that waited on it blocked_upstream are pending again."""
+
+    def pending(user: str, state: UnitState) -> UnitState | None:
+        return UnitState() if state.status == "blocked_upstream" else None
+
+    _cascade(store, pid, unit, "pending", pending)
 
 
 def reconcile(
@@ -315,21 +332,29 @@ def reconcile(
     """Re-send chains for units that should be moving but have no live step.
 
     Steps are idempotent (stored records, leases, compare-and-set), so a re-send that
-    races a slow but live task costs a redundant message, never a double run.
+    races a slow but live task costs a redundant message, never a double run. Every
+    state is read in one round trip and every lease of an idle unit in another.
     """
     now = now or time.time()
-    graph = _graph(store, pid)
+    graph = store.project_record(pid).graph
     epoch = current_epoch(store, pid)
-    out = []
-    for unit, deps in graph.items():
-        state = store.get_state(pid, unit)
+    states = store.get_states(pid, list(graph))
+    idle = {}
+    for unit, state in states.items():
         # A unit waiting for the model is not idle before its wait is over.
         moved = max(state.updated_at or 0, float(state.extra.get("resume_at") or 0))
-        idle = now - moved >= grace_s
-        if state.status in ACTIVE and idle and not _leased(store, pid, unit, state.attempt):
-            out.append(_resend(store, pid, unit, state, epoch))
-        elif state.status == "pending":
-            out += _start_if_ready(store, pid, unit, deps, epoch)
+        if state.status in ACTIVE and now - moved >= grace_s:
+            idle[unit] = state
+    leased = _leased(store, pid, idle)
+    ready = [unit for unit, deps in graph.items() if states[unit].status == "pending"
+             and all(d in states and states[d].status == "passed" for d in deps)]
+    started = {d.msg.unit_id: d for d in _start_ready(store, pid, ready, epoch)}
+    out = []
+    for unit in graph:  # in the project's order, as the units come
+        if unit in idle and unit not in leased:
+            out.append(_resend(store, pid, unit, idle[unit], epoch))
+        elif unit in started:
+            out.append(started[unit])
     return out
 
 
@@ -337,17 +362,35 @@ def _start_if_ready(
     store: RedisStore, pid: str, unit: str, deps: list[str], epoch: int
 ) -> list[Dispatch]:
     """Start a pending unit whose dependencies have all passed (its release was missed)."""
-    if not all(store.get_state(pid, d).status == "passed" for d in deps):
+    states = store.get_states(pid, list(deps))
+    if not all(s.status == "passed" for s in states.values()):
         return []
-    store.client.set(dispatched_key(store, pid, unit), "reconciled")
-    return _start_all(store, pid, [unit], epoch)
+    return _start_ready(store, pid, [unit], epoch)
 
 
-def _leased(store: RedisStore, pid: str, unit: str, attempt: int) -> bool:
-    starved = int(store.get_state(pid, unit).extra.get("starved_reruns", 0))
-    roles = ["coder", *(f"tester.{n}" for n in range(1, TESTER_RETRIES + starved + 2))]
-    owners = [store.lease_owner(pid, unit, attempt, role) for role in roles]
-    return any(owners)
+def _start_ready(store: RedisStore, pid: str, units: list[str], epoch: int) -> list[Dispatch]:
+    """Start pending units whose dependencies have all passed (their release was missed)."""
+    if not units:
+        return []
+    with store.client.pipeline(transaction=False) as pipe:
+        for unit in units:
+            pipe.set(dispatched_key(store, pid, unit), "reconciled")
+        pipe.execute()
+    return _start_all(store, pid, units, epoch)
+
+
+def _leased(store: RedisStore, pid: str, states: dict[str, UnitState]) -> set[str]:
+    """The units among these whose current attempt has a live step (any role's lease)."""
+    asked: list[tuple[str, str]] = []
+    keys = store.keys(pid)
+    for unit, state in states.items():
+        starved = int(state.extra.get("starved_reruns", 0))
+        roles = ["coder", *(f"tester.{n}" for n in range(1, TESTER_RETRIES + starved + 2))]
+        asked += [(unit, keys.lease(unit, state.attempt, role)) for role in roles]
+    if not asked:
+        return set()
+    owners = store.client.mget([key for _, key in asked])
+    return {unit for (unit, _), owner in zip(asked, owners, strict=True) if owner}
 
 
 def _resend(
@@ -375,5 +418,5 @@ def _try(state: UnitState) -> int:
 
 
 def _graph(store: RedisStore, pid: str) -> dict[str, list[str]]:
-    units = store.project_record(pid).units
-    return {u.id: list(u.depends_on) for u in units.units}
+    """The project's graph (the record's, shared: read it, never change it)."""
+    return store.project_record(pid).graph

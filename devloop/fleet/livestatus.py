@@ -34,6 +34,7 @@ from devloop.fleet.status import (
     unit_row,
 )
 from devloop.store import RedisStore, UnitState
+from devloop.store.state import event_states
 
 SWEEP_S = 60.0  # every unit is read again at least this often, events or not
 BATCH = 1000  # units per pipeline of a full read
@@ -132,9 +133,8 @@ class LiveStatus:
         for _key, entries in reply or []:
             for entry_id, fields in entries:
                 cursor = entry_id.decode()
-                unit = fields.get(b"unit")
-                if fields.get(b"kind") == b"state" and unit is not None:
-                    named.append(unit.decode())
+                # A state write names its unit; a cascade names a batch of them.
+                named.extend(unit for unit, _status, _attempt in event_states(fields))
         return [u for u in dict.fromkeys(named) if u in self.index], trimmed, cursor
 
     def _read_units(self, units: list[str]) -> tuple[list[str], list[StepRecord]]:

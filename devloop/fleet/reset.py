@@ -49,11 +49,16 @@ def plan_reset(
     them that has moved."""
     order = dag.topological_order(graph)
     chosen = set(asked) if asked else set(order)
-    below = {unit: set(dag.downstream(graph, unit)) for unit in chosen}
+    picked = [u for u in order if u in chosen]
+    users = dag.dependents(graph)
+    # Every unit is chosen when none is asked for: then nothing is reset "because".
+    below = {unit: set(dag.downstream(graph, unit, users)) for unit in picked} if asked else {}
     because: dict[str, tuple[str, ...]] = {}
     for unit in order:
-        ups = tuple(u for u in order if u in chosen and unit in below[u])
-        if unit not in chosen and ups and moved(states.get(unit, UnitState())):
+        if unit in chosen or not moved(states.get(unit, UnitState())):
+            continue
+        ups = tuple(u for u in picked if unit in below[u])
+        if ups:
             because[unit] = ups
     return ResetPlan(tuple(u for u in order if u in chosen or u in because), because)
 

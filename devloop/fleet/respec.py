@@ -135,6 +135,8 @@ def apply_changes(
     """Run again the units asked for (`--rerun`) and the passed units whose definition
     changed; the chains to send and one line per unit saying what was done or how to."""
     pid, graph = project.pid, project.graph()
+    users = dag.dependents(graph)
+    below: dict[str, set[str]] = {}  # a unit run again -> everything downstream of it
     sent: list[Dispatch] = []
     lines: list[str] = []
     running: set[str] = set()
@@ -156,7 +158,9 @@ def apply_changes(
     for change in changes(store, project):
         if change.unit in running:
             continue
-        behind = sorted(r for r in running if change.unit in dag.downstream(graph, r))
+        for unit in running - below.keys():
+            below[unit] = set(dag.downstream(graph, unit, users))
+        behind = sorted(r for r in running if change.unit in below[r])
         fix = f"`devloop run {folder} --rerun {change.unit}`"
         if change.status == "passed" and not behind:
             start(change.unit, f"{change.reason} since this unit passed", change.reason)

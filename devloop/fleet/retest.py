@@ -27,9 +27,10 @@ def passed_again(store: RedisStore, pid: str, unit: str, epoch: int = 0) -> list
     before, now = store.keep_passed(pid, unit)
     if before is None or before == now:
         return []
-    graph = {u.id: list(u.depends_on) for u in store.project_record(pid).units.units}
+    record = store.project_record(pid)
     why = f"{unit} passed again with changed code or contract; re-testing against it"
-    return retest_units(store, pid, dag.downstream(graph, unit), why, epoch)
+    return retest_units(store, pid, dag.downstream(record.graph, unit, record.dependents), why,
+                        epoch)
 
 
 def retest_units(

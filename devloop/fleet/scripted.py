@@ -51,13 +51,20 @@ def reruns(
     passed under scripted turns, and every passed unit downstream of one. Pure."""
     order = dag.topological_order(graph)
     marked = {u for u in order if is_scripted(states[u], every_run_scripted)}
-    again = set(marked)
-    for unit in marked:
-        again |= {d for d in dag.downstream(graph, unit) if states[d].status == "passed"}
+    # Everything downstream of any marked unit, in one walk from all of them.
+    users = dag.dependents(graph)
+    below: set[str] = set()
+    stack = [user for unit in marked for user in users.get(unit, ())]
+    while stack:
+        user = stack.pop()
+        if user not in below:
+            below.add(user)
+            stack.extend(users.get(user, ()))
+    again = marked | {d for d in below if states[d].status == "passed"}
     out = []
     for unit in (u for u in order if u in again):
         upstream = () if unit in marked else tuple(
-            sorted(m for m in marked if unit in dag.downstream(graph, m)))
+            m for m in dag.upstream(graph, unit) if m in marked)
         out.append(Rerun(unit, upstream, tuple(sorted(d for d in graph[unit] if d in again))))
     return out
 

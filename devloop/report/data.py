@@ -7,6 +7,7 @@ import itertools
 import logging
 import os
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, TypeVar
@@ -93,6 +94,9 @@ class ReportData:
     notes: list[str] = field(default_factory=list)
     scripted: bool = False  # every run used the stub: its costs are priced turns, not spent
     spend: SpendLedger | None = None  # the ledger (None: the folder has none, or not valid)
+    _by_id: dict[str, UnitReport] = field(default_factory=dict, init=False, repr=False,
+                                          compare=False)
+    _indexed: int = field(default=-1, init=False, repr=False, compare=False)  # len(units) then
 
     @property
     def ran(self) -> bool:
@@ -102,7 +106,12 @@ class ReportData:
 
     def unit(self, unit_id: str) -> UnitReport | None:
         """The unit with this id, or None."""
-        return next((u for u in self.units if u.id == unit_id), None)
+        if self._indexed != len(self.units):  # built on the first call (units only grow)
+            self._by_id = {}
+            for unit in self.units:
+                self._by_id.setdefault(unit.id, unit)
+            self._indexed = len(self.units)
+        return self._by_id.get(unit_id)
 
 
 def gather(project_dir: Path) -> ReportData:
@@ -122,6 +131,14 @@ def _gather(root: Dir) -> ReportData:
     depth = _levels(graph, notes)
     steps = _steps(root, notes)
     timeline = _models(root, "timeline.ndjson", TimelineEvent, notes)
+    # Each unit's share of the steps and the loop's events, in one pass over each.
+    steps_of: dict[str, list[StepRecord]] = defaultdict(list)
+    for step in steps:
+        steps_of[step.msg.unit_id].append(step)
+    loop_of: dict[str | None, list[TimelineEvent]] = defaultdict(list)
+    for event in timeline:
+        if _trusted(event):
+            loop_of[event.unit_id].append(event)
     units = [
         UnitReport(
             id=entry.id,
@@ -130,8 +147,8 @@ def _gather(root: Dir) -> ReportData:
             level=depth.get(entry.id, 1),
             runs=_runs(root, f"units/{check_id(entry.id, 'unit id')}", notes),
             decisions=_decisions(root, f"units/{entry.id}/coder.log", notes),
-            loop_events=[e for e in timeline if e.unit_id == entry.id and _trusted(e)],
-            steps=[s for s in steps if s.msg.unit_id == entry.id],
+            loop_events=list(loop_of.get(entry.id, ())),
+            steps=list(steps_of.get(entry.id, ())),
         )
         for entry in units_file.units
     ]

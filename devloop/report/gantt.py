@@ -6,7 +6,9 @@ Each bar carries two y positions, one for each grouping, so the page can switch 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import bisect
+from collections import defaultdict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from devloop.fleet.records import StepRecord
@@ -91,14 +93,19 @@ def gantt_layout(steps: Sequence[StepRecord], units: Sequence[str]) -> Gantt:
     end = max((s.ended_at for s in steps), default=t0)
     span = max(end - t0, 1.0)
     scale = PLOT_W / span
-    workers = sorted({worker_of(s) for s in steps}, key=lambda w: _first_start(steps, w))
-    unit_keys = [u for u in units if any(s.msg.unit_id == u for s in steps)]
+    first: dict[str, float] = {}  # worker -> its first start
+    for s in steps:
+        w = worker_of(s)
+        first[w] = min(first.get(w, s.started_at), s.started_at)
+    workers = sorted(first, key=first.__getitem__)
+    stepped = {s.msg.unit_id for s in steps}
+    unit_keys = [u for u in units if u in stepped]
     by_worker = {w: i for i, w in enumerate(workers)}
     by_unit = {u: i for i, u in enumerate(unit_keys)}
     raw = [
         _bar(s, t0, scale, by_worker[worker_of(s)], by_unit.get(s.msg.unit_id, 0)) for s in steps
     ]
-    bars = [_place_labels(b, raw) for b in raw]
+    bars = _place_labels(raw)
     return Gantt(
         bars=bars,
         worker_lanes=[Lane(w, w, _lane_top(i)) for i, w in enumerate(workers)],
@@ -110,10 +117,6 @@ def gantt_layout(steps: Sequence[StepRecord], units: Sequence[str]) -> Gantt:
         height_worker=_height(len(workers)),
         height_unit=_height(len(unit_keys)),
     )
-
-
-def _first_start(steps: Sequence[StepRecord], worker: str) -> float:
-    return min(s.started_at for s in steps if worker_of(s) == worker)
 
 
 def _lane_top(index: int) -> float:
@@ -146,22 +149,43 @@ def _bar(step: StepRecord, t0: float, scale: float, worker_row: int, unit_row: i
     )
 
 
-def _place_labels(bar: Bar, bars: Sequence[Bar]) -> Bar:
-    """The label of a bar in each grouping: inside, else to the right, full or short."""
-    return replace(
-        bar,
-        label_worker=_fit(bar, [b for b in bars if b.y_worker == bar.y_worker]),
-        label_unit=_fit(bar, [b for b in bars if b.y_unit == bar.y_unit]),
-    )
+def _place_labels(bars: Sequence[Bar]) -> list[Bar]:
+    """Every bar with its label in each grouping: inside, else to the right, full or short.
+
+    One sort of each lane's bar starts, then a binary search per bar for the next start
+    at or after its end: the room to its right.
+    """
+    worker_room = _room(bars, lambda b: b.y_worker)
+    unit_room = _room(bars, lambda b: b.y_unit)
+    return [
+        replace(bar, label_worker=_fit(bar, worker_room[i]), label_unit=_fit(bar, unit_room[i]))
+        for i, bar in enumerate(bars)
+    ]
 
 
-def _fit(bar: Bar, lane: Sequence[Bar]) -> BarLabel:
-    """The first of (full, short) x (inside, right of the bar) that fits; decide bars get none."""
+def _room(bars: Sequence[Bar], lane_of: Callable[[Bar], float]) -> list[float]:
+    """Per bar, the x where the next bar of its lane starts (the plot's right end if none)."""
+    starts: dict[float, list[float]] = defaultdict(list)
+    for bar in bars:
+        starts[lane_of(bar)].append(bar.x)
+    for xs in starts.values():
+        xs.sort()
+    end = LABEL_W + PLOT_W + RIGHT
+    out = []
+    for bar in bars:
+        xs = starts[lane_of(bar)]
+        # A bar is at least MIN_BAR wide, so its own start is never at or after its end.
+        at = bisect.bisect_left(xs, bar.x + bar.w - 0.5)
+        out.append(xs[at] if at < len(xs) else end)
+    return out
+
+
+def _fit(bar: Bar, next_x: float) -> BarLabel:
+    """The first of (full, short) x (inside, right of the bar) that fits before next_x (where
+    the lane's next bar starts); decide bars get none."""
     if bar.step.role == "decide":
         return NO_LABEL
-    right = bar.x + bar.w
-    later = [b.x for b in lane if b is not bar and b.x >= right - 0.5]
-    room = min(later, default=LABEL_W + PLOT_W + RIGHT) - right - 6
+    room = next_x - (bar.x + bar.w) - 6
     for text in (bar.label, f"#{bar.label.rsplit('#', 1)[-1]}"):
         need = len(text) * CHAR_W + 10
         if bar.w >= need:

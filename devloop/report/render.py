@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from pathlib import Path
@@ -74,7 +77,22 @@ def render(data: ReportData) -> str:
 
 def build_report(project_dir: Path) -> str:
     """The report of a project folder as one self-contained HTML page."""
-    return render(gather(Path(project_dir)))
+    with gc_paused():
+        return render(gather(Path(project_dir)))
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic GC off inside (as it was after). A report builds millions of objects and
+    leaves almost no cycles; each full collection meanwhile walks all of them, which took
+    half the CPU of a 5,000-unit report (5.7 s against 2.8 s) and grew faster than N."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def write_report(project_dir: Path, out_path: Path) -> Path:

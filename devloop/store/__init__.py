@@ -2,7 +2,8 @@
 
 Every key of a project starts with ``devloop:{pid}:``::
 
-    devloop:{pid}:project                   hash    units_json, company_id, stack, conventions
+    devloop:{pid}:project                   hash    units_json, company_id, stack, conventions,
+                                                    version (a digest of the others)
     devloop:{pid}:sdd                       hash    unit -> standalone SDD section (HTML)
     devloop:{pid}:contracts                 hash    unit -> SDD contract (JSON)
     devloop:{pid}:specs                     hash    unit -> spec.json (JSON, derived ones too)
@@ -11,7 +12,8 @@ Every key of a project starts with ``devloop:{pid}:``::
     devloop:{pid}:agent-state               hash    path under agent-state/ -> bytes
     devloop:{pid}:stream:bugs               stream  one entry per record, field "line"
     devloop:{pid}:stream:timeline           stream  (exported to bugs.ndjson, timeline.ndjson)
-    devloop:{pid}:stream:events             stream  live events: every unit state write, runs,
+    devloop:{pid}:stream:events             stream  live events: every unit state write (a
+                                                    cascade's: one entry per batch), runs,
                                                     pauses (the console reads it; capped)
     devloop:{pid}:unit:{unit}:files         hash    path under units/{unit}/ -> bytes
     devloop:{pid}:unit:{unit}:meta          hash    version, imported (the source folder's digest

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import redis
 
-from devloop.models import UnitsFile
 from devloop.store import scripts
 from devloop.store.keys import Keys
+
+if TYPE_CHECKING:
+    from devloop.store.project import ProjectRecord
 
 DEFAULT_FILE_CAP = 20 * 1024 * 1024
 
@@ -25,8 +29,8 @@ class StoreBase:
         self._acquire_lease = client.register_script(scripts.ACQUIRE_LEASE)
         self._heartbeat_lease = client.register_script(scripts.HEARTBEAT_LEASE)
         self._release_lease = client.register_script(scripts.RELEASE_LEASE)
-        # units.json bytes -> (parsed, rendered): see ProjectMixin._parsed_units.
-        self._units_cache: dict[bytes, tuple[UnitsFile, str]] = {}
+        # (pid, version) -> the parsed project record: see ProjectMixin.project_record.
+        self._records: dict[tuple[str, bytes], ProjectRecord] = {}
 
     def keys(self, pid: str) -> Keys:
         """The key names of project pid."""

@@ -34,7 +34,7 @@ class Keys:
 
     @property
     def project(self) -> str:
-        """Hash: units_json, company_id, stack, conventions."""
+        """Hash: units_json, company_id, stack, conventions, version (their digest)."""
         return self.prefix + "project"
 
     @property
@@ -70,7 +70,8 @@ class Keys:
     @property
     def events(self) -> str:
         """Stream of the project's live events (unit state changes, runs starting, pauses):
-        what the console streams; trimmed to about EVENTS_MAXLEN entries."""
+        what the console streams; trimmed to about EVENTS_MAXLEN entries. A cascade of
+        state changes is one entry per batch of units (store.state.event_states)."""
         return f"{self.prefix}stream:events"
 
     def unit_ledger(self, ledger: Ledger, unit: str) -> str:

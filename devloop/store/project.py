@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, TypeVar
 
+from devloop import dag
 from devloop.ids import check_id
 from devloop.models import Stack, UnitsFile, UnitSpec
 from devloop.store.base import StoreBase, decode_hash, text
@@ -14,17 +16,18 @@ from devloop.store.fence import Fence, fenced_call
 from devloop.store.filesets import safe_relpath
 from devloop.store.keys import company_memory
 from devloop.store.records import ProjectNotImported
+from devloop.store.snapshot import PROJECT_VERSION, record_version
 
 T = TypeVar("T")
-UNITS_CACHE_SIZE = 8  # projects whose parsed units.json a store keeps
+RECORDS_CACHED = 8  # project versions whose parsed record a store keeps
 
 
 @dataclass(frozen=True)
 class ProjectRecord:
     """units.json, stack, company id and conventions of an imported project.
 
-    `units` may be shared with other records read by the same store: read it, never
-    change it.
+    A record is shared by every reader of the same version in a process (the store keeps
+    it): read it, never change it.
     """
 
     units: UnitsFile
@@ -32,6 +35,17 @@ class ProjectRecord:
     company_id: str
     stack: Stack
     conventions: str
+    version: bytes = b""  # the project hash's version field (b"": imported without one)
+
+    @cached_property
+    def graph(self) -> dict[str, list[str]]:
+        """Unit id -> ids it depends on (built once per record)."""
+        return {u.id: list(u.depends_on) for u in self.units.units}
+
+    @cached_property
+    def dependents(self) -> dict[str, list[str]]:
+        """Unit id -> the units that depend on it (dag.dependents, built once per record)."""
+        return dag.dependents(self.graph)
 
 
 class ProjectMixin(StoreBase):
@@ -42,32 +56,40 @@ class ProjectMixin(StoreBase):
         return bool(self.client.exists(self.keys(pid).project))
 
     def project_record(self, pid: str) -> ProjectRecord:
-        """The project record; ProjectNotImported when pid is not in Redis."""
-        return self.record_from(pid, decode_hash(self.client.hgetall(self.keys(pid).project)))
+        """The project record; ProjectNotImported when pid is not in Redis.
+
+        One HGET of the version when this store read that version before (a worker reads
+        the record several times a step; units.json is 1 MB at 10,000 units).
+        """
+        key = self.keys(pid).project
+        cached = self.cached_record(pid, self.client.hget(key, PROJECT_VERSION))
+        return cached or self.record_from(pid, decode_hash(self.client.hgetall(key)))
+
+    def cached_record(self, pid: str, version: bytes | None) -> ProjectRecord | None:
+        """The record of that version of pid this store parsed before, or None."""
+        return self._records.get((pid, version)) if version else None
 
     def record_from(self, pid: str, raw: dict[str, bytes]) -> ProjectRecord:
-        """The project record from its hash's fields."""
+        """The project record from its hash's fields (kept per version for later reads)."""
         if "units_json" not in raw:
             raise ProjectNotImported(f'project "{pid}" is not in Redis; import it first')
-        units, units_text = self._parsed_units(raw["units_json"])
-        return ProjectRecord(
+        version = raw.get(PROJECT_VERSION) or record_version(raw)
+        cached = self._records.get((pid, version))
+        if cached is not None:
+            return cached
+        units = UnitsFile.model_validate_json(raw["units_json"])
+        record = ProjectRecord(
             units=units,
-            units_text=units_text,
+            units_text=units.to_json_text(),
             company_id=raw.get("company_id", b"").decode("utf-8"),
             stack=units.stack,
             conventions=raw.get("conventions", b"").decode("utf-8"),
+            version=version,
         )
-
-    def _parsed_units(self, units_json: bytes) -> tuple[UnitsFile, str]:
-        """units.json parsed and rendered, reused while its bytes stay the same: a worker
-        reads the same project for every session and decision (1 ms at 200 units)."""
-        cache = self._units_cache
-        if units_json not in cache:
-            if len(cache) >= UNITS_CACHE_SIZE:
-                del cache[next(iter(cache))]  # the oldest project read
-            units = UnitsFile.model_validate_json(units_json)
-            cache[units_json] = (units, units.to_json_text())
-        return cache[units_json]
+        if len(self._records) >= RECORDS_CACHED:
+            del self._records[next(iter(self._records))]  # the oldest read
+        self._records[(pid, version)] = record
+        return record
 
     def sdd_document(self, pid: str, unit: str) -> str | None:
         """The standalone HTML of the unit's SDD section."""

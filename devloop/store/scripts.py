@@ -75,6 +75,35 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', unpack(event))
 return 1
 """
 
+# KEYS: events, then one state per unit.  ARGV: events maxlen, the new status, the unit
+# that caused the change, then per unit (unit, expected status, expected attempt, new state
+# JSON, new attempt).  As CAS_STATE for each unit; the units changed are told by ONE events
+# entry (kind "cascade", `units` and their `attempts` space-separated), not one per unit,
+# and returned.
+CASCADE_STATES = """
+local done, attempts = {}, {}
+for i = 2, #KEYS do
+  local a = 4 + (i - 2) * 5
+  local status, attempt = 'pending', 0
+  local current = redis.call('GET', KEYS[i])
+  if current then
+    local state = cjson.decode(current)
+    status, attempt = state['status'], tonumber(state['attempt'])
+  end
+  if status == ARGV[a + 1] and attempt == tonumber(ARGV[a + 2]) then
+    redis.call('SET', KEYS[i], ARGV[a + 3])
+    table.insert(done, ARGV[a])
+    table.insert(attempts, ARGV[a + 4])
+  end
+end
+if #done > 0 then
+  redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'kind', 'cascade',
+             'status', ARGV[2], 'by', ARGV[3], 'units', table.concat(done, ' '),
+             'attempts', table.concat(attempts, ' '))
+end
+return done
+"""
+
 # KEYS: lease.  ARGV: owner, ttl_ms.  Re-acquiring one's own lease extends it.
 ACQUIRE_LEASE = """
 local owner = redis.call('GET', KEYS[1])

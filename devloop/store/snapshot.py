@@ -6,6 +6,7 @@ size cap) leaves Redis untouched.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from dataclasses import dataclass, field
@@ -20,6 +21,9 @@ from devloop.store.keys import LEDGERS, Ledger
 from devloop.store.ondisk import TEMP_NAME
 
 CONVENTIONS = "conventions.md"
+# The project hash's field that names its content: readers keep a parsed record per
+# version and ask Redis for this field alone (store/project.py).
+PROJECT_VERSION = "version"
 MEMORY_DIR = "memory/devloop"
 AGENT_STATE_DIR = "agent-state"
 
@@ -39,6 +43,16 @@ class Snapshot:
     ledgers: dict[Ledger, list[str]] = field(default_factory=dict)
     # Artifacts the folder's units hold, never imported: "units/u/code/.git/: why".
     dropped: list[str] = field(default_factory=list)
+
+
+def record_version(fields: dict[str, bytes]) -> bytes:
+    """The version of a project hash's content: a digest of its other fields, so it changes
+    exactly when one of them does (a delete and a re-import of the same folder keep it)."""
+    digest = hashlib.sha256()
+    for name in sorted(k for k in fields if k != PROJECT_VERSION):
+        digest.update(b"%d:%s=%d:" % (len(name), name.encode(), len(fields[name])))
+        digest.update(fields[name])
+    return digest.hexdigest()[:32].encode()
 
 
 def spec_text(project: Project, unit: str) -> str:
@@ -71,9 +85,10 @@ def read_snapshot(project: Project, cap: int) -> Snapshot:
         if conventions.is_file()
         else "",
     }
+    fields = {k: v.encode("utf-8") for k, v in info.items()}
     return Snapshot(
         pid=project.pid,
-        project={k: v.encode("utf-8") for k, v in info.items()},
+        project={**fields, PROJECT_VERSION: record_version(fields)},
         sdd={
             u: section_document(s).encode("utf-8")
             for u, s in project.sections.items()

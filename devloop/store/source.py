@@ -10,6 +10,7 @@ from devloop.models import UnitSpec
 from devloop.store.base import decode_hash, text
 from devloop.store.project import ProjectMixin, ProjectRecord
 from devloop.store.records import UnitFiles
+from devloop.store.snapshot import PROJECT_VERSION
 
 
 @dataclass(frozen=True)
@@ -34,19 +35,29 @@ class SourceMixin(ProjectMixin):
         KeyError when the project has no such unit; ProjectNotImported without the project.
         """
         keys = self.keys(pid)
-        with self.client.pipeline(transaction=True) as pipe:  # one consistent snapshot
-            pipe.hgetall(keys.project)
-            pipe.hget(keys.specs, unit)
-            pipe.hget(keys.sdd, unit)
-            pipe.hget(keys.contracts, unit)
-            pipe.hget(keys.meta(unit), "version")
-            pipe.hgetall(keys.files(unit))
-            if role:
-                pipe.get(keys.session(role, unit))
-            replies = pipe.execute()
-        project, spec, sdd, contract, version, files = replies[:6]
+        record: ProjectRecord | None = None
+        for whole in (False, True):  # the record's version first; all of it if not cached
+            with self.client.pipeline(transaction=True) as pipe:  # one consistent snapshot
+                if whole:
+                    pipe.hgetall(keys.project)
+                else:
+                    pipe.hget(keys.project, PROJECT_VERSION)
+                pipe.hget(keys.specs, unit)
+                pipe.hget(keys.sdd, unit)
+                pipe.hget(keys.contracts, unit)
+                pipe.hget(keys.meta(unit), "version")
+                pipe.hgetall(keys.files(unit))
+                if role:
+                    pipe.get(keys.session(role, unit))
+                replies = pipe.execute()
+            project = replies[0]
+            record = (self.record_from(pid, decode_hash(project)) if whole
+                      else self.cached_record(pid, project))
+            if record is not None:
+                break
+        assert record is not None  # the second pass reads the whole record, or raises
+        spec, sdd, contract, version, files = replies[1:6]
         checkpoint = replies[6] if role else None
-        record = self.record_from(pid, decode_hash(project))
         entry = record.units.unit(unit)
         if entry is None:
             raise KeyError(f'unit "{unit}" is not in project "{pid}"')

@@ -1,17 +1,23 @@
 """Unit state: one JSON document per unit, replaced by compare-and-set on (status, attempt).
 
 Every write is also an entry of the project's live events stream (`Keys.events`), in the
-same round trip, so a console sees each change without polling.
+same round trip, so a console sees each change without polling: a "state" entry per unit,
+or for a cascade (a blocked unit's downstream) one "cascade" entry per batch of units.
+`event_states` reads both.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
+from devloop.store import scripts
 from devloop.store.base import StoreBase
 from devloop.store.fence import Fence, fenced
 from devloop.store.keys import EVENTS_MAXLEN
 from devloop.store.records import UnitState
+
+CASCADE_BATCH = 500  # units per script call of cascade_states, and per events entry
 
 
 class StateMixin(StoreBase):
@@ -24,7 +30,8 @@ class StateMixin(StoreBase):
 
     def get_states(self, pid: str, units: list[str]) -> dict[str, UnitState]:
         """Every listed unit's state, in one round trip (MGET)."""
-        raws = self.client.mget([self.keys(pid).state(u) for u in units]) if units else []
+        keys = self.keys(pid)
+        raws = self.client.mget([keys.state(u) for u in units]) if units else []
         return {
             u: UnitState.model_validate_json(raw) if raw else UnitState()
             for u, raw in zip(units, raws, strict=True)
@@ -36,12 +43,43 @@ class StateMixin(StoreBase):
 
     def put_states(self, pid: str, states: dict[str, UnitState]) -> None:
         """put_state for each unit, in one round trip."""
+        keys = self.keys(pid)
         with self.client.pipeline(transaction=False) as pipe:
             for unit, state in states.items():
-                pipe.set(self.keys(pid).state(unit), state.model_dump_json())
-                pipe.xadd(self.keys(pid).events, state_event(unit, state),
+                pipe.set(keys.state(unit), state.model_dump_json())
+                pipe.xadd(keys.events, state_event(unit, state),
                           maxlen=EVENTS_MAXLEN, approximate=True)
             pipe.execute()
+
+    def cascade_states(
+        self, pid: str, status: str, by: str, changes: Mapping[str, tuple[UnitState, UnitState]]
+    ) -> list[str]:
+        """Move many units to `status` (unit -> (the state read, the new state)), each only
+        while it is still at the read state's (status, attempt), in one round trip; the
+        units moved, in the order given.
+
+        The events stream gets one "cascade" entry (units caused to move by `by`, as
+        `event_states` reads it) per CASCADE_BATCH units, not an entry per unit: a blocked
+        root's downstream is the whole project, which would flood every reader and push
+        other entries past the stream's cap.
+        """
+        keys = self.keys(pid)
+        units = list(changes)
+        batches = [units[i : i + CASCADE_BATCH] for i in range(0, len(units), CASCADE_BATCH)]
+        with self.client.pipeline(transaction=False) as pipe:
+            for batch in batches:
+                args: list[Any] = [EVENTS_MAXLEN, status, by]
+                for unit in batch:
+                    old, new = changes[unit]
+                    if new.status != status:
+                        raise ValueError(f"{unit}: a cascade to {status} moved it to {new.status}")
+                    args += [unit, old.status, old.attempt, new.model_dump_json(), new.attempt]
+                # EVAL, not the registered script: in a pipeline that asks SCRIPT EXISTS first.
+                pipe.eval(scripts.CASCADE_STATES, 1 + len(batch), keys.events,
+                          *(keys.state(u) for u in batch), *args)
+            replies = pipe.execute() if batches else []
+        moved = {u.decode() for reply in replies for u in reply}
+        return [u for u in units if u in moved]
 
     def start_units(self, pid: str, units: list[str], state: UnitState) -> list[str]:
         """Move each listed unit from pending (attempt 0) to state, in one round trip; the
@@ -80,6 +118,20 @@ class StateMixin(StoreBase):
         return ([keys.state(unit), keys.events],
                 [expected_status, expected_attempt, state.model_dump_json(), unit,
                  state.status, state.attempt, EVENTS_MAXLEN])
+
+
+def event_states(fields: Mapping[bytes, bytes]) -> list[tuple[str, str, int]]:
+    """The (unit, status, attempt) of every state change an events entry tells: one for a
+    "state" entry, each unit of a "cascade" entry, none for any other kind."""
+    kind = fields.get(b"kind")
+    status = fields.get(b"status", b"pending").decode()
+    if kind == b"state":
+        return [(fields.get(b"unit", b"").decode(), status, int(fields.get(b"attempt", b"0")))]
+    if kind != b"cascade":
+        return []
+    units = fields.get(b"units", b"").decode().split()
+    attempts = [int(a) for a in fields.get(b"attempts", b"").split()]
+    return [(unit, status, attempt) for unit, attempt in zip(units, attempts, strict=True)]
 
 
 def state_event(unit: str, state: UnitState) -> dict[Any, Any]:

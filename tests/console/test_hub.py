@@ -17,6 +17,7 @@ from devloop.console.hub import KEY_MARK, QUEUE_MAX, Flush, Subscriber, keyed
 from devloop.console.shape import Shapes
 from devloop.console.sse import Position
 from devloop.console.summary import Summary
+from devloop.fleet.dispatch import block_downstream
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from devloop.store.keys import EVENTS_MAXLEN
@@ -167,3 +168,30 @@ def test_a_large_projects_page_is_bounded_and_its_stream_sends_only_its_pages_un
             assert [s["unit"] for s in reader.named("state")] == [on_page]
         finally:
             reader.close()
+
+
+@pytest.mark.timeout(120)
+def test_a_blocked_roots_cascade_reaches_every_page_as_each_downstream_units_state(
+    tmp_path: Path, redis_server: RedisServer, redis_store: RedisStore
+) -> None:
+    """A cascade is one events entry per batch of units: every page still gets a state
+    event for each unit it moved, and the follower's tally counts them."""
+    units = layered(tmp_path / "p", redis_store, 12, PID, width=4)
+    with serve(redis_store, redis_server.url, PID) as console:
+        page = Reader(console.port, f"/p/{PID}/events").start()
+        try:
+            roots = units[:4]
+            redis_store.put_states(PID, {u: UnitState(status="blocked", attempt=3)
+                                         for u in roots})
+            moved = sorted({u for root in roots
+                            for u in block_downstream(redis_store, PID, root)})
+            assert moved == units[4:]
+            wait_for("every moved unit's state on the page", lambda: {
+                s["unit"] for s in page.named("state") if s["status"] == "blocked_upstream"
+            } == set(moved))
+            hub = console.hubs.running(PID)
+            assert hub is not None
+            fresh = Summary.load(redis_store, Shapes(redis_store).get(PID)).stats()
+            wait_for("the follower's tally", lambda: hub.stats().tally == fresh.tally)
+        finally:
+            page.close()

@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from devloop.fleet.dispatch import enqueue_project
+from devloop.fleet.dispatch import block_downstream, enqueue_project
 from devloop.fleet.livestatus import LiveStatus
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepRecord, save_step
@@ -122,3 +122,21 @@ def test_a_look_cut_short_is_taken_again_from_the_same_place(
         raise AssertionError("the look did not fail")
     redis_store.client.delete(steps)
     assert live.poll().status.units[3].status == "blocked"
+
+
+def test_a_cascade_entry_moves_every_unit_it_names_in_the_next_look(
+    redis_store: RedisStore, tmp_path: Path
+) -> None:
+    """A blocked root's downstream is told as one events entry per batch: the run's view
+    shows each of its units blocked_upstream at the next look, not a sweep later."""
+    plans = [UnitPlan("root")] + [UnitPlan(f"d{i:02d}", ["root"]) for i in range(40)]
+    report, _ = enqueue_project(redis_store, build(tmp_path / "p", plans))
+    live = LiveStatus(redis_store, report.pid, sweep_s=3600)
+    live.load()
+    redis_store.put_state(report.pid, "root", UnitState(status="blocked", attempt=3))
+    blocked = block_downstream(redis_store, report.pid, "root")
+    assert len(blocked) == 40
+    look = live.poll()
+    rows = {r.unit_id: r.status for r in look.status.units}
+    assert {rows[u] for u in blocked} == {"blocked_upstream"} and rows["root"] == "blocked"
+    assert set(blocked) <= set(look.units)

@@ -15,6 +15,7 @@ from devloop.ledgers import Timeline
 from devloop.project import load_project
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, build
+from tests.growth import LINEAR, per_item_growth
 
 PASSED = UnitState(status="passed", attempt=2, scripted=True)
 GRAPH = {"money": [], "cart": ["money"], "report": ["cart"], "audit": ["money"], "solo": []}
@@ -36,6 +37,15 @@ def test_a_reset_unit_takes_every_unit_that_ran_on_top_of_it_along() -> None:
     # Nothing named: every unit, the ones that never ran too.
     every = plan_reset(GRAPH, states).units
     assert sorted(every) == sorted(GRAPH) and every.index("cart") < every.index("report")
+
+
+def test_planning_a_reset_of_every_unit_costs_the_same_per_unit_at_any_size() -> None:
+    def project(n: int) -> tuple[dict[str, list[str]], dict[str, UnitState]]:
+        ids = [f"u{i:05d}" for i in range(n)]
+        graph = {u: [ids[i - 50]] if i >= 50 else [] for i, u in enumerate(ids)}
+        return graph, dict.fromkeys(ids, PASSED)
+
+    assert per_item_growth(project, lambda p: plan_reset(*p), 200, 2000, tries=2) < LINEAR
 
 
 def test_the_person_is_told_what_goes_what_stays_and_asked() -> None:

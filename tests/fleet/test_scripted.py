@@ -22,6 +22,7 @@ from devloop.report.data import gather
 from devloop.report.render import render
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, build
+from tests.growth import LINEAR, per_item_growth
 
 PASSED = UnitState(status="passed", attempt=1)
 MARKED = UnitState(status="passed", attempt=1, scripted=True)
@@ -42,6 +43,16 @@ def test_the_scripted_passes_and_the_passes_built_on_them_run_again_in_dependenc
     legacy = [r.unit for r in reruns(graph, dict.fromkeys(graph, PASSED), True)]
     assert sorted(legacy) == sorted(graph)
     assert legacy.index("core") < legacy.index("api") < legacy.index("ui")
+
+
+def test_finding_what_runs_again_costs_the_same_per_unit_at_any_size() -> None:
+    def project(n: int) -> tuple[dict[str, list[str]], dict[str, UnitState]]:
+        ids = [f"u{i:05d}" for i in range(n)]
+        graph = {u: [ids[i - 1]] if i % 50 else [] for i, u in enumerate(ids)}  # chains of 50
+        # A stub run passed each chain's first half; a real model passed the rest on top.
+        return graph, {u: MARKED if i % 50 < 25 else PASSED for i, u in enumerate(ids)}
+
+    assert per_item_growth(project, lambda p: reruns(*p), 200, 2000, tries=2) < LINEAR
 
 
 def test_the_line_says_why_and_when() -> None:

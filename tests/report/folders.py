@@ -168,3 +168,28 @@ def blocked_story(root: Path) -> Path:
     bug, _ = folder.bugs().open("b", "run-1-1", "b works", title="b answers 500")
     assert at_d < end and bug.status == "open"
     return root
+
+
+def many_units(root: Path, n: int, workers: int = 4) -> Path:
+    """n units in a chain of layers of 50, each with a coder, tester and decide step on one
+    of `workers` lanes and its loop_release and loop_pass events (no runs, no coder.log):
+    a big run's step records and timeline, written in one go."""
+    ids = [f"u{i:05d}" for i in range(n)]
+    Folder(root).units({u: [ids[i - 50]] if i >= 50 else [] for i, u in enumerate(ids)})
+    steps, events = [], []
+    for i, unit in enumerate(ids):
+        at = T0 + (i // workers) * 4.0
+        msg = StepMsg(pid="p-demo", unit_id=unit, attempt=1)
+        for role, start, end in (("coder", 0.0, 1.5), ("tester", 1.5, 3.5), ("decide", 3.5, 3.6)):
+            steps.append(StepRecord(
+                role=role, attempt=1, msg=msg, worker=f"host:{i % workers}:{unit}:{role}:1",
+                sent_at=at + start, started_at=at + start, ended_at=at + end,
+                status="pass" if role == "decide" else "completed",
+                output={"ok": True} if role == "tester" else {}).model_dump_json())
+        for kind in ("loop_release", "loop_pass"):
+            events.append(json.dumps({"ts": "2027-01-15T08:00:00Z", "kind": kind,
+                                      "unit_id": unit, "ref": "run-1-1", "agent": "loop"}))
+    (root / STEPS_FILE).parent.mkdir(parents=True, exist_ok=True)
+    (root / STEPS_FILE).write_text("\n".join(steps) + "\n", encoding="utf-8")
+    (root / "timeline.ndjson").write_text("\n".join(events) + "\n", encoding="utf-8")
+    return root

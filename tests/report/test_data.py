@@ -18,6 +18,8 @@ from devloop.report import gather
 from devloop.report.data import ReportData
 from devloop.report.views import attempts, cost_table
 from tests.conftest import EXAMPLES
+from tests.growth import LINEAR, per_item_growth
+from tests.report.folders import many_units
 
 
 def test_a_real_run_reads_as_every_unit_passed_with_todo_be_retried(todo_run: Path) -> None:
@@ -189,3 +191,19 @@ def test_links_and_fifos_in_the_folder_become_notes_and_never_block(
         "units/todo-fe/runs/run-1-1/result.json: file: cannot be read (is a symlink); fix: "
         "make it a file; run skipped",
     ]
+
+
+def test_gathering_costs_the_same_per_unit_at_any_size(tmp_path: Path) -> None:
+    def folder(n: int) -> Path:
+        return many_units(tmp_path / str(n), n)
+
+    assert per_item_growth(folder, gather, 300, 3000, tries=2) < LINEAR
+
+
+def test_every_unit_of_a_big_run_gets_its_own_steps_and_loop_events(tmp_path: Path) -> None:
+    data = gather(many_units(tmp_path, 120))
+    assert all([s.msg.unit_id for s in u.steps] == [u.id] * 3 for u in data.units)
+    assert all([e.kind for e in u.loop_events] == ["loop_release", "loop_pass"]
+               for u in data.units)
+    assert {u.status for u in data.units} == {"passed"}
+    assert data.unit("u00119") is data.units[-1] and data.unit("ghost") is None

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from devloop.fleet.records import StepRecord
 from devloop.report import gather
-from devloop.report.gantt import LABEL_W, PLOT_W, gantt_layout, worker_of
-from tests.report.folders import Folder, blocked_story
+from devloop.report.gantt import LABEL_W, PLOT_W, BarLabel, gantt_layout, worker_of
+from tests.growth import LINEAR, per_item_growth
+from tests.report.folders import Folder, blocked_story, many_units
 
 
 def test_one_lane_per_worker_process_and_one_bar_per_step(todo_run: Path) -> None:
@@ -54,3 +56,24 @@ def test_bars_are_labelled_unit_and_attempt_and_tester_outcomes_are_kept(tmp_pat
     assert all(b.label_worker.at == "none" for b in gantt.bars if b.step.role == "decide")
     assert len(gantt.worker_lanes) == 2
     assert [lane.key for lane in gantt.unit_lanes] == ["a", "b", "d"]
+
+
+def test_placing_every_label_costs_the_same_per_step_at_any_size(tmp_path: Path) -> None:
+    def steps(n: int) -> tuple[list[StepRecord], list[str]]:
+        data = gather(many_units(tmp_path / str(n), n // 3))
+        return data.steps, [u.id for u in data.units]
+
+    assert per_item_growth(steps, lambda s: gantt_layout(*s), 600, 6000, tries=2) < LINEAR
+
+
+def test_a_label_goes_right_only_when_the_next_bar_of_its_lane_leaves_room(
+    tmp_path: Path,
+) -> None:
+    folder = Folder(tmp_path).units({"unit-with-a-long-name": []})
+    folder.step("unit-with-a-long-name", "coder", 1, 0.0, 0.2)
+    folder.step("unit-with-a-long-name", "tester", 1, 0.2, 0.4)  # right after: no room
+    folder.step("unit-with-a-long-name", "coder", 2, 30.0, 30.2)  # nothing after it
+    data = gather(tmp_path)
+    first, second, last = gantt_layout(data.steps, ["unit-with-a-long-name"]).bars
+    assert first.label_worker.at == "none" and second.label_worker.at == "right"
+    assert last.label_worker == last.label_unit == BarLabel("right", "#2")  # the short one

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import gc
 import re
 import shutil
 from pathlib import Path
 
 from devloop.report import build_report, write_report
 from tests.conftest import EXAMPLES
+from tests.report.folders import many_units
 from tests.report.hostile import PAYLOADS, hostile_project
 
 
@@ -70,3 +72,17 @@ def test_write_report_writes_the_page_and_creates_its_folder(
     out = write_report(todo_run, tmp_path / "deep" / "report.html")
     assert out.read_text(encoding="utf-8") == build_report(todo_run)
     assert [p.name for p in out.parent.iterdir()] == ["report.html"]
+
+
+def test_a_report_is_built_without_the_cyclic_gc_walking_its_objects(tmp_path: Path) -> None:
+    folder = many_units(tmp_path / "p", 200)
+    before = [s["collections"] for s in gc.get_stats()]
+    build_report(folder)
+    assert [s["collections"] for s in gc.get_stats()] == before
+    assert gc.isenabled()  # as it was before
+    gc.disable()
+    try:
+        build_report(folder)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
