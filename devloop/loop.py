@@ -24,7 +24,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
-from devloop.store.records import UnitState, UnitStatus
+from devloop.models import UnitState, UnitStatus
 
 Action = Literal["pass", "review", "retry_coder", "retry_tester", "block", "wait", "retry_step"]
 

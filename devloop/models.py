@@ -467,3 +467,42 @@ class TesterOutput(Payload):
     # checked (`tests_from_attempt`) ran unchanged on this attempt's code.
     rerun: bool = False
     tests_from_attempt: int | None = None
+
+
+UnitStatus = Literal[
+    "pending",
+    "ready",
+    "coding",
+    "testing",
+    "passed",
+    "failed",
+    "crashed",
+    "validation_failed",
+    "waiting_model",
+    "review",  # tests green, waiting for a person's approval (units.json "review": "required")
+    "blocked",
+    "blocked_upstream",
+]
+
+
+class UnitState(BaseModel):
+    """Where one unit is in the red/green loop (the store keeps it as JSON, changed by
+    compare-and-set)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    status: UnitStatus = "pending"
+    attempt: int = 0
+    failure_signature: str | None = None
+    signature_repeats: int = 0
+    tokens: int = 0
+    cost_usd: float = 0.0
+    started_at: float | None = None
+    updated_at: float | None = None
+    last_hint: str | None = None
+    last_error: str | None = None  # a step's exception or the model's error, one line
+    blocked_reason: str | None = None
+    # Its last decision was made in a run of the stub's scripted turns (`--llm stub`): a
+    # pass then proves the script, not the code, and a run with a real model runs it again.
+    scripted: bool = False
+    extra: dict[str, Any] = Field(default_factory=dict)
