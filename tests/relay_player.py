@@ -24,8 +24,10 @@ from typing import Any
 
 import yaml
 
-from devloop.llm.stub.relay import RelayDir, RequestView, view, write_answer
+from devloop.llm.stub import StubServer
+from devloop.llm.stub.relay import RelayDesk, RelayDir, RequestView, view, write_answer
 from devloop.llm.stub.turn import Turn
+from tests.workers.runproc import RunProcess, clean_env
 
 USES = re.compile(r"\{\{uses ([\w-]+)\}\}")  # in planned code: the import the prompt states
 
@@ -57,6 +59,7 @@ class CarefulModel:
     surprises: list[str] = field(default_factory=list)
     answered: list[tuple[int, str]] = field(default_factory=list)  # (seq, session key)
     seen: dict[int, RequestView] = field(default_factory=dict)
+    tokens: int = 0  # input and output tokens of every answer served (play_run counts them)
     _sessions: dict[str, _Session] = field(default_factory=dict)
 
     def per_unit(self) -> Counter[str]:
@@ -227,3 +230,28 @@ def plans_from_script(script: Path, units: list[str]) -> dict[str, UnitPlan]:
                         files[role][path] = files[role][path].replace(given["old"], given["new"])
         plans[unit] = UnitPlan(files["coder"], files["tester"])
     return plans
+
+
+def play_run(folder: Path, relay: Path, plans: dict[str, UnitPlan],
+             timeout_s: float) -> tuple[CarefulModel, int | None, str]:
+    """`devloop run FOLDER --llm anthropic` against a relay the careful model answers: the
+    model, the run's exit code (None: it did not end in time) and its output."""
+    desk = RelayDesk(relay, timeout_s=120)
+    model = CarefulModel(desk.files, plans)
+    stop = threading.Event()
+    player = threading.Thread(target=model.play, args=(stop,), daemon=True)
+    player.start()
+    with StubServer({}, desk=desk) as stub:  # standing in for Claude: `--llm anthropic`
+        env = clean_env(ANTHROPIC_BASE_URL=stub.base_url, ANTHROPIC_API_KEY="relay")
+        run = RunProcess(folder, env=env, llm="anthropic")
+        try:
+            code: int | None = run.start().wait(timeout_s)
+        except AssertionError:  # still running past timeout_s (close() stops it)
+            code = None
+        finally:
+            output = run.output()
+            run.close()
+            stop.set()
+            player.join(timeout=10)
+        model.tokens = sum(sum((r.usage or {}).values()) for r in stub.requests)
+    return model, code, output

@@ -78,7 +78,8 @@ def test_the_commands_the_relay_prints_work_as_printed(tmp_path: Path) -> None:
         assert client.stdout.readline() == "Tested. end_turn\n"
         assert client.wait(timeout=30) == 0
         nothing = shell("devloop relay show relay", tmp_path)
-        assert nothing.returncode == 1 and "no request waiting in relay (2 so far)" in nothing.stdout
+        assert nothing.returncode == 1
+        assert "no request waiting in relay (2 so far)" in nothing.stdout
     finally:
         for proc in (client, stub):
             if proc is not None and proc.poll() is None:

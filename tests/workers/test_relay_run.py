@@ -6,15 +6,12 @@ real `money`, within the issue's 14 requests, and nothing a clean run should not
 from __future__ import annotations
 
 import json
-import threading
 from pathlib import Path
 
 import pytest
 
-from devloop.llm.stub import StubServer
-from devloop.llm.stub.relay import RelayDesk
-from tests.relay_player import CarefulModel, UnitPlan
-from tests.workers.runproc import SLACK_S, RunProcess, clean_env
+from tests.relay_player import UnitPlan, play_run
+from tests.workers.runproc import SLACK_S
 from tests.workers.test_compose import CART, CART_TESTS, MONEY, MONEY_TESTS, quick_start_spec
 from tests.workers.test_run_ends import devloop
 
@@ -31,28 +28,6 @@ def quick_start_plans() -> dict[str, UnitPlan]:
             "cart": UnitPlan({"code/cart.py": cart}, {"tests/test_cart.py": CART_TESTS})}
 
 
-def play_run(folder: Path, relay: Path, plans: dict[str, UnitPlan],
-             timeout_s: float) -> tuple[CarefulModel, str]:
-    """`devloop run FOLDER --llm anthropic` against a relay the careful model answers."""
-    desk = RelayDesk(relay, timeout_s=120)
-    model = CarefulModel(desk.files, plans)
-    stop = threading.Event()
-    player = threading.Thread(target=model.play, args=(stop,), daemon=True)
-    player.start()
-    with StubServer({}, desk=desk) as stub:  # standing in for Claude: `--llm anthropic`
-        env = clean_env(ANTHROPIC_BASE_URL=stub.base_url, ANTHROPIC_API_KEY="relay")
-        run = RunProcess(folder, env=env, llm="anthropic")
-        try:
-            code = run.start().wait(timeout_s)
-            output = run.output()
-        finally:
-            run.close()
-            stop.set()
-            player.join(timeout=10)
-    assert code == 0, output[-3000:]
-    return model, output
-
-
 @pytest.mark.timeout(600)
 def test_a_careful_model_through_the_relay_passes_the_quick_start_with_cart_on_money(
     tmp_path: Path, python_toolchain_dir: Path
@@ -62,7 +37,9 @@ def test_a_careful_model_through_the_relay_passes_the_quick_start_with_cart_on_m
     made = devloop("new", str(folder), "--from", str(tmp_path / "spec.yaml"), "--no-script")
     assert made.returncode == 0, made.stderr
 
-    model, output = play_run(folder, tmp_path / "relay", quick_start_plans(), 420 + SLACK_S)
+    model, code, output = play_run(folder, tmp_path / "relay", quick_start_plans(),
+                                   420 + SLACK_S)
+    assert code == 0, output[-3000:]
 
     assert model.surprises == [], model.surprises
     assert "2 passed, 0 blocked" in output and "scripted" not in output
