@@ -64,9 +64,10 @@ class RelayDir:
     def entries(self) -> list[RelayEntry]:
         """Every request so far, in arrival order."""
         try:
-            lines = (self.root / INDEX).read_text(encoding="utf-8").splitlines()
+            text = (self.root / INDEX).read_text(encoding="utf-8")
         except FileNotFoundError:
             return []
+        lines = text.split("\n")[:-1]  # a last line still being appended is not one yet
         out = []
         for line in lines:
             if line.strip():
