@@ -340,17 +340,45 @@ def tool_line(detail: dict[str, object]) -> str:
 @app.command("stub-llm")
 def stub_llm(
     script: Annotated[
-        Path, typer.Option(help="YAML script of scripted turns (docs/stub-script.md).")
-    ],
+        Path | None, typer.Option(help="YAML script of scripted turns (docs/stub-script.md).")
+    ] = None,
     # Not 8765, the console's: both on one machine is how the stub is used.
     port: Annotated[int, typer.Option(help="Port to listen on (0 = any free port).")] = 8766,
     host: Annotated[str, typer.Option(help="Address to bind.")] = "127.0.0.1",
+    relay: Annotated[
+        Path | None, typer.Option(help="Instead of a script: write each request to a file in "
+                                       "this directory and serve the answer written for it "
+                                       "(docs/playing-the-model.md).")
+    ] = None,
+    answer_timeout: Annotated[
+        float, typer.Option(min=1, help="With --relay: seconds a request waits for its answer.")
+    ] = 300.0,
 ) -> None:
     """Serve the Messages-API stub: point ANTHROPIC_BASE_URL at the printed URL."""
-    from devloop.llm.stub import ScriptInvalid, serve_forever
+    from devloop.llm.stub import ScriptInvalid, StubServer, serve_forever
+    from devloop.llm.stub.relay import RelayDesk
+
+    if (script is None) == (relay is None):
+        fail([Problem("stub-llm", "--script/--relay", "give exactly one",
+                      "--script FILE serves scripted turns; --relay DIR lets you answer")])
+    desk = None
+    if relay is not None:
+        desk = RelayDesk(relay, answer_timeout,
+                         announce=lambda line: out.print(line, markup=False, highlight=False))
+
+    def ready(stub: StubServer) -> None:
+        url = stub.base_url
+        out.print(url, highlight=False)
+        if desk is not None:
+            where = shlex.quote(str(desk.files.root))
+            out.print(f"relay: requests are filed in {where}, each waits {answer_timeout:g}s for "
+                      f"its answer; point a run at it: `export ANTHROPIC_BASE_URL={url} "
+                      f"ANTHROPIC_API_KEY=relay`, then run with --llm anthropic; read the next "
+                      f"request: `devloop relay show {where} --wait 600`",
+                      markup=False, highlight=False)
 
     try:
-        serve_forever(script, host, port, on_ready=lambda s: out.print(s.base_url, highlight=False))
+        serve_forever(script, host, port, on_ready=ready, desk=desk)
     except ScriptInvalid as exc:
         fail(exc.problems)
 
@@ -510,3 +538,5 @@ def report(
                       "link", "remove it, or pass -o with a path of your own")])
     out.print(f"report written to {path}", markup=False)
 
+
+from devloop import cli_relay  # noqa: E402,F401  isort: skip

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devloop.llm.stub.cache import MAX_BREAKPOINTS, PromptCache, TooManyBreakpoints
+from devloop.llm.stub.relay.desk import RelayDesk, Unanswered
 from devloop.llm.stub.respond import (
     build_message,
     session_key_of,
@@ -22,7 +23,7 @@ from devloop.llm.stub.respond import (
     with_usage,
 )
 from devloop.llm.stub.script import Script
-from devloop.llm.stub.tokens import prefix_blocks, total_tokens
+from devloop.llm.stub.tokens import PrefixBlock, prefix_blocks, total_tokens
 from devloop.llm.stub.turn import HTTP_FAULTS, Turn
 from devloop.llm.stub.validate import request_problem
 from devloop.llm.stub.yamlmarks import ScriptInvalid
@@ -95,9 +96,11 @@ class StubApp:
     (what it asked and how it was answered; its headers and body only with record_bodies)."""
 
     def __init__(
-        self, script: Script, api_key: str | None = None, record_bodies: bool = False
+        self, script: Script, api_key: str | None = None, record_bodies: bool = False,
+        desk: RelayDesk | None = None,
     ) -> None:
         self.script = script
+        self.desk = desk  # relay mode: answers come from files, not from the script
         self.api_key = api_key  # None: any non-empty key is accepted
         self.record_bodies = record_bodies
         self.requests: list[RecordedRequest] = []
@@ -170,6 +173,12 @@ class StubApp:
             return _error(400, "invalid_request_error", str(TooManyBreakpoints(marked)), request_id)
         key, turn = session_key_of(body), turn_number_of(body)
         record.session_key, record.turn = key, turn
+        if self.desk is not None:
+            try:
+                relayed = self.desk.answer(key, turn, body)
+            except Unanswered as exc:  # a 5xx: the client retries, and waits again
+                return _error(504, "timeout_error", str(exc), request_id)
+            return self._answer(record, relayed, blocks, request_id, 0.0)
         try:
             spec = self.script.turn_for(key, turn)
         except ScriptInvalid as exc:  # a template whose values do not make a turn
@@ -198,6 +207,12 @@ class StubApp:
         answer = build_message(spec, body, key, turn, fault)
         if self.script.answer_model:
             answer["model"] = self.script.answer_model
+        return self._answer(record, answer, blocks, request_id, delay)
+
+    def _answer(self, record: RecordedRequest, answer: dict[str, Any], blocks: list[PrefixBlock],
+                request_id: str, delay: float) -> Reply:
+        """The message as JSON or an event stream, its usage split by the prompt cache."""
+        body: dict[str, Any] = record.body
         record.usage = with_usage(answer, self.cache.account(blocks))["usage"]
         if body.get("stream"):
             headers = {

@@ -19,6 +19,7 @@ from typing import Any
 
 from devloop.llm.stub.app import RecordedRequest, StubApp
 from devloop.llm.stub.cache import PromptCache
+from devloop.llm.stub.relay.desk import RelayDesk
 from devloop.llm.stub.script import Script
 
 log = logging.getLogger(__name__)
@@ -34,12 +35,13 @@ class StubServer:
         port: int = 0,
         api_key: str | None = None,
         record_bodies: bool = False,
+        desk: RelayDesk | None = None,
     ) -> None:
         if isinstance(script, dict):
             script = Script.from_dict(script)
         elif not isinstance(script, Script):
             script = Script.load(script)
-        self.app = StubApp(script, api_key, record_bodies)
+        self.app = StubApp(script, api_key, record_bodies, desk)
         self.host, self.port = host, port
         self._httpd: _HTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -155,17 +157,20 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 def serve_forever(
-    script_path: str | Path,
+    script_path: str | Path | None,
     host: str = "127.0.0.1",
     port: int = 8766,
     on_ready: Callable[[StubServer], None] | None = None,
+    desk: RelayDesk | None = None,
 ) -> None:
-    """Serve the script until interrupted or stopped (the `devloop stub-llm` command).
+    """Serve the script, or relay to files through `desk`, until interrupted or stopped
+    (the `devloop stub-llm` command).
 
     on_ready gets the running server, e.g. to print its base_url or to stop it later.
     """
-    stub = StubServer(Script.load(script_path), host=host, port=port).start()
-    log.info("stub LLM serving %s at %s", script_path, stub.base_url)
+    script = Script() if script_path is None else Script.load(script_path)
+    stub = StubServer(script, host=host, port=port, desk=desk).start()
+    log.info("stub LLM serving %s at %s", script_path or "a relay", stub.base_url)
     if on_ready is not None:
         on_ready(stub)
     try:
