@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Annotated, Literal, NoReturn
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from devloop.agent.tools import ProgressEvent
 from devloop.artifacts import not_imported
 from devloop.cachedir import CacheUntrusted, cache_root
+from devloop.cli_relay import relay_app
 from devloop.config import load_settings
 from devloop.contracts import ContractMissingExports, hash_contract
 from devloop.errors import Problem, ProjectInvalid
@@ -23,6 +23,7 @@ from devloop.jsonfile import read_json
 from devloop.models import Stack
 from devloop.project import Project, load_project, summarize
 from devloop.safedir import Refused
+from devloop.terminal import EXIT_INVALID, err, fail, out
 from devloop.toolchain import ToolchainError, node_toolchain, python_toolchain
 
 app = typer.Typer(
@@ -36,20 +37,10 @@ sandbox_app = typer.Typer(no_args_is_help=True, help="Inspect what an agent can 
 app.add_typer(sandbox_app, name="sandbox")
 toolchain_app = typer.Typer(no_args_is_help=True, help="Stack toolchains (node, python).")
 app.add_typer(toolchain_app, name="toolchain")
+app.add_typer(relay_app, name="relay")
 
-out = Console(soft_wrap=True)  # a printed command must never be broken over two lines
-err = Console(stderr=True, highlight=False, soft_wrap=True)
-
-EXIT_INVALID = 2
 Role = Literal["coder", "tester"]
 Llm = Literal["anthropic", "stub"]
-
-
-def fail(problems: list[Problem] | list[str]) -> NoReturn:
-    """Print one line per problem on stderr and exit 2."""
-    for problem in problems:
-        err.print(str(problem), markup=False)
-    raise typer.Exit(EXIT_INVALID)
 
 
 def environment_failed(exc: Exception) -> NoReturn:
@@ -538,5 +529,3 @@ def report(
                       "link", "remove it, or pass -o with a path of your own")])
     out.print(f"report written to {path}", markup=False)
 
-
-from devloop import cli_relay  # noqa: E402,F401  isort: skip

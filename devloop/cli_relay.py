@@ -1,5 +1,5 @@
 """`devloop relay show|answer`: play the model for `devloop stub-llm --relay DIR`
-(registered when devloop.cli imports this module)."""
+(devloop.cli adds `relay_app` as the `relay` group)."""
 
 from __future__ import annotations
 
@@ -11,17 +11,16 @@ from typing import Annotated
 
 import typer
 
-from devloop.cli import app, fail, out
 from devloop.errors import Problem
 from devloop.llm.stub.relay import RelayAnswerInvalid, RelayDir, render, view, write_answer
 from devloop.llm.stub.relay.answer import GUIDE, read_turn
 from devloop.llm.stub.turn import Block, Turn
+from devloop.terminal import fail, out
 
 relay_app = typer.Typer(
     no_args_is_help=True,
     help="Play the model: read and answer the requests `devloop stub-llm --relay DIR` files.",
 )
-app.add_typer(relay_app, name="relay")
 
 RelayDirArg = Annotated[Path, typer.Argument(help="The relay directory (`stub-llm --relay`).")]
 SeqArg = Annotated[
