@@ -30,6 +30,10 @@ def test_the_report_names_what_the_run_did(todo_run: Path) -> None:
     ):
         assert text in html, text
     assert html.count('data-unit="') == 3
+    # todo-be's green at attempt 2 came from its attempt-1 tests re-run unchanged: the page
+    # says on which code, and that no tester session (and no token) was needed.
+    assert ("green on attempt 2&#39;s code: attempt 1&#39;s tests re-ran unchanged, no tester "
+            "session needed (0 tokens)") in html
     assert html.count('data-step="') == 12
     # Each green run's tests were run against a hollow build, and proved every criterion.
     proofs = re.findall(r"data-adequacy>proves (\d+) of (\d+) criteria", html)
