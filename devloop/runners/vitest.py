@@ -55,6 +55,7 @@ from devloop.runners.channel import (
 )
 from devloop.runners.hints import build_hint
 from devloop.runners.hollow import hollow_node_code
+from devloop.runners.tamper import RAISED_IN_CODE
 from devloop.runners.verdict import Exit, FileReport, disagreement, tally_vitest
 from devloop.runners.vitest_detail import (
     Details,
@@ -309,7 +310,11 @@ class VitestRunner:
         broken = re.search(r" at ([^\s:]+)", errors[0]) if errors else None
         if broken is None:
             return None
-        return f"vitest could not load {broken.group(1)}: " + "; ".join(errors[:3])
+        reason = f"vitest could not load {broken.group(1)}: " + "; ".join(errors[:3])
+        file = broken.group(1)
+        if file.startswith("code/"):  # the code does not parse: no test can mend it
+            return f"{RAISED_IN_CODE} (at {file}): {reason}"
+        return reason
 
 
 def check(parsed: Parsed, stream: Records, exit_code: int, spec: RunSpec) -> str | None:
@@ -495,7 +500,31 @@ def _load_error(name: str, message: str, sections: list[tuple[str, str]]) -> str
     detail = " ".join(lines[:4]) or message.strip().replace("\n", " ") or "no tests found"
     if message.startswith("No test found"):
         return f"{name} defines no tests ({message.strip()})"
-    return f"vitest could not load {name}: {detail[:600]}"
+    reason = f"vitest could not load {name}: {detail[:600]}"
+    frame = _innermost(block)
+    if frame is not None and frame.startswith("code/"):
+        # Raised in code/ as the tests loaded it (a require that fails, a throw at load,
+        # code vite cannot parse): the coder's, since no change to the tests can mend it.
+        return f"{RAISED_IN_CODE} (at {frame}): {reason}"
+    return reason
+
+
+_FRAME = re.compile(r"^\s*❯ (\S+:\d+:\d+)")
+_TRANSFORMED = re.compile(r"^\s*File: /project/units/[^/\s]+/(\S+:\d+:\d+)")
+
+
+def _innermost(block: str) -> str | None:
+    """The innermost frame of ours in a FAIL block, unit-relative: the file vite could not
+    transform, else the first frame outside node_modules (vitest lists innermost first)."""
+    lines = block.splitlines()
+    for line in lines:
+        if found := _TRANSFORMED.match(line):
+            return found.group(1)
+    for line in lines:
+        found = _FRAME.match(line)
+        if found and not found.group(1).startswith(("../", "node_modules/")):
+            return found.group(1)
+    return None
 
 
 def stderr_sections(stderr: str) -> list[tuple[str, str]]:

@@ -14,6 +14,7 @@ import pytest
 from devloop.models import RunResult
 from devloop.runners import RunOutcome, VitestRunner, is_useful_hint
 from devloop.runners.base import RunSpec
+from devloop.runners.tamper import RAISED_IN_CODE
 from devloop.runners.timing import is_timeout
 from devloop.runners.vitest import TIMED_OUT_UNKNOWN, extract_expected_got, parse_report
 from devloop.runners.vitest_detail import VALUE_CAP
@@ -109,25 +110,42 @@ def test_a_syntax_error_in_the_code_is_a_crash_quoting_it(
     server.write_text(code + "app.get('/x', (req, res) => { res.json({ ok: 1 } });\n")
     broken_line = len(code.splitlines()) + 1
     result = run(runner, view, "todo-be").result
-    assert (result.ok, result.crashed, result.next_action) == (False, True, "retry_tester")
+    # The code does not parse: the coder's to mend, never the tester's.
+    assert (result.ok, result.crashed, result.next_action) == (False, True, "retry_coder")
     assert result.crash_reason is not None
-    assert result.crash_reason.startswith("vitest could not load code/server.js: SyntaxError: ")
+    assert result.crash_reason.startswith(
+        f"{RAISED_IN_CODE} (at code/server.js): vitest could not load code/server.js: "
+        "SyntaxError: ")
     assert f"at code/server.js:{broken_line}:" in result.crash_reason
     assert result.failures == [] and result.stdout_tail
     assert written(view, "todo-be") == result
 
 
-def test_a_missing_module_is_a_crash_naming_the_require(
+def test_a_missing_module_required_by_the_code_is_a_crash_for_the_coder_naming_the_require(
     runner: VitestRunner, make_view: MakeView
 ) -> None:
     view = make_view("node/todo-be")
     server = view / "units/todo-be/code/server.js"
     server.write_text("require('./db');\n" + server.read_text())
     result = run(runner, view, "todo-be").result
-    assert result.crashed and result.next_action == "retry_tester"
+    # Raised in code/ as the tests loaded it: the coder's, with the code's frame.
+    assert result.crashed and result.next_action == "retry_coder"
     assert result.crash_reason is not None
+    assert result.crash_reason.startswith(f"{RAISED_IN_CODE} (at code/server.js:1:1): ")
     assert "vitest could not load tests/todo-be.spec.js" in result.crash_reason
     assert "Cannot find module './db'" in result.crash_reason
+
+
+def test_a_missing_module_required_by_the_tests_stays_the_testers(
+    runner: VitestRunner, make_view: MakeView
+) -> None:
+    view = make_view("node/todo-be")
+    spec = view / "units/todo-be/tests/todo-be.spec.js"
+    spec.write_text("require('./helpers');\n" + spec.read_text())
+    result = run(runner, view, "todo-be").result
+    assert result.crashed and result.next_action == "retry_tester"
+    assert result.crash_reason is not None and not result.crash_reason.startswith(RAISED_IN_CODE)
+    assert "Cannot find module './helpers'" in result.crash_reason
 
 
 def test_a_suite_without_tests_is_a_crash(runner: VitestRunner, make_view: MakeView) -> None:
