@@ -21,8 +21,8 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         default=None,
         description="Broker, result backend and state store; embedded when unset. With a "
-        "password: `redis://:PASSWORD@host:6379/0`; TLS: `rediss://...` (see Scaling across "
-        "servers).",
+        "password: `redis://:PASSWORD@host:6379/0`; TLS: `rediss://...` (see "
+        "[Scaling across servers](operations.md#scaling-across-servers)).",
     )
     flower_address: str = Field(
         default="127.0.0.1",
@@ -176,8 +176,8 @@ class Settings(BaseSettings):
     webhook_url: SecretStr | None = Field(
         default=None,
         description="Where a JSON POST goes when a unit is blocked or waits for review "
-        "(payload in the README); retried with backoff, sent once per event, never to where a "
-        "redirect points. Needs `DEVLOOP_WEBHOOK_SECRET`.",
+        "(payload: [Calling a human](operations.md#calling-a-human)); retried with backoff, sent "
+        "once per event, never to where a redirect points. Needs `DEVLOOP_WEBHOOK_SECRET`.",
     )
     webhook_secret: SecretStr | None = Field(
         default=None,
@@ -209,7 +209,7 @@ class Settings(BaseSettings):
 
 
 def settings_table() -> str:
-    """Markdown: every DEVLOOP_ variable with its default and meaning (pasted into the README)."""
+    """Markdown: every DEVLOOP_ variable with its default and meaning (in docs/configuration.md)."""
     rows = ["| variable | default | meaning |", "|---|---|---|"]
     for name, field in Settings.model_fields.items():
         default = "(unset)" if field.default is None else f"`{field.default}`"

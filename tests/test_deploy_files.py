@@ -38,6 +38,8 @@ PROCFILE = dict(
     if line and not line.startswith("#")
 )
 DOCKERFILE = (REPO / "Dockerfile").read_text()
+# The README and the pages of docs/, which show deployment commands too.
+DOC_PAGES = ("README.md", *sorted(f"docs/{page.name}" for page in (REPO / "docs").glob("*.md")))
 
 
 def interpolate(text: str, env: dict[str, str]) -> str:
@@ -51,7 +53,7 @@ def interpolate(text: str, env: dict[str, str]) -> str:
 
 
 def test_no_deployment_file_opens_flowers_api_without_auth() -> None:
-    for name in ("docker-compose.yml", "Procfile", "Dockerfile", "README.md"):
+    for name in ("docker-compose.yml", "Procfile", "Dockerfile", *DOC_PAGES):
         text = (REPO / name).read_text()
         assert "FLOWER_UNAUTHENTICATED_API=true" not in text, name
         assert 'FLOWER_UNAUTHENTICATED_API: "true"' not in text, name
@@ -146,7 +148,7 @@ def test_every_service_has_memory_and_process_limits_and_no_swap_beyond_them() -
 
 
 def test_workers_run_under_the_shipped_seccomp_profile_never_unconfined() -> None:
-    for name in ("Dockerfile", "Procfile", "README.md"):
+    for name in ("Dockerfile", "Procfile", *DOC_PAGES):
         assert "--security-opt seccomp=unconfined" not in (REPO / name).read_text(), name
     for service in SERVICES.values():
         assert "seccomp=unconfined" not in service.get("security_opt", [])

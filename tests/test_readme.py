@@ -1,5 +1,6 @@
-"""The README's generated tables match the code they describe, every test it names exists,
-and the Redis recipe it shows requires its password."""
+"""The README and the pages of docs/: the generated tables match the code they describe,
+every test they name exists, every link and anchor between them resolves, the README stays a
+short front door that links every page, and the Redis recipe they show requires its password."""
 
 from __future__ import annotations
 
@@ -23,18 +24,22 @@ from tests.redis_fixture import assert_password_required
 
 REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
+# The README and every page of docs/, by path from the repository's root.
+PAGES = {path.relative_to(REPO).as_posix(): path.read_text()
+         for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]}
+README_MAX_BYTES = 25_600
 # `tests/x/test_y.py`, `tests/x/test_y.py::name`, `::name` (of the last file named), `tests/x/`
 FILE_REF = re.compile(r"tests/[\w/.-]+\.py(?:::\w+)?")
 NAME_REF = re.compile(r"::\w+")
 DIR_REF = re.compile(r"tests/[\w/-]+/")
 
 
-def test_readme_lists_every_tool_per_role_as_the_registry_does() -> None:
-    assert tool_table() in README
+def test_the_docs_list_every_tool_per_role_as_the_registry_does() -> None:
+    assert tool_table() in PAGES["docs/architecture.md"]
 
 
-def test_readme_lists_every_setting_with_its_default() -> None:
-    assert settings_table() in README
+def test_the_docs_list_every_setting_with_its_default() -> None:
+    assert settings_table() in PAGES["docs/configuration.md"]
 
 
 def test_readme_shows_the_two_set_up_commands() -> None:
@@ -83,10 +88,17 @@ def missing(refs: list[str]) -> list[str]:
     return out
 
 
-def test_every_test_the_readme_names_exists() -> None:
-    refs = named_tests(README)
-    assert len(refs) > 100  # the sections that name their tests were read
-    assert missing(refs) == []
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_every_test_a_page_names_exists(page: str) -> None:
+    assert missing(named_tests(PAGES[page])) == []
+
+
+def test_the_claims_moved_into_docs_keep_their_tests() -> None:
+    refs = [ref for text in PAGES.values() for ref in named_tests(text)]
+    assert len(refs) > 350  # the pages that name their tests were read
+    least = {"docs/architecture.md": 100, "docs/security.md": 150, "docs/running.md": 20,
+             "docs/operations.md": 20}
+    assert {page: n for page, n in least.items() if len(named_tests(PAGES[page])) < n} == {}
 
 
 def test_a_reference_to_a_moved_or_renamed_test_is_caught() -> None:
@@ -103,16 +115,78 @@ def test_a_reference_to_a_moved_or_renamed_test_is_caught() -> None:
         named_tests("`tests/test_loop.py:: test_green_passes`")
 
 
+def test_the_readme_is_a_short_front_door_that_links_every_page_of_docs() -> None:
+    size = len(README.encode())
+    assert size <= README_MAX_BYTES, f"README.md is {size:,} bytes; move detail into docs/"
+    linked = {target.partition("#")[0] for target in links(README)}
+    pages = [page for page in PAGES if page.startswith("docs/")]
+    assert len(pages) >= 10
+    assert [page for page in pages if page not in linked] == []
+
+
+def slugs(text: str) -> set[str]:
+    """The anchors GitHub makes of a page's headings: lowercased, punctuation but `-` and `_`
+    dropped, spaces to `-`, a repeated one numbered (`-1`, `-2`)."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    seen: dict[str, int] = {}
+    for heading in re.findall(r"^#{1,6} +(.+?) *#*$", prose, flags=re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        if count:
+            seen[f"{slug}-{count}"] = 1
+    return set(seen)
+
+
+def links(text: str) -> list[str]:
+    """Every link and image target of a page outside code, web addresses left out."""
+    prose = re.sub(r"^```.*?^```", "", text, flags=re.M | re.S)
+    prose = re.sub(r"`[^`\n]*`", "", prose)
+    return [target for target in re.findall(r"\]\(([^)\s]+)\)", prose)
+            if not re.match(r"[a-z]+:", target)]
+
+
+def broken(page: str, text: str) -> list[str]:
+    """The links of a page whose file, or whose heading in that file, does not exist."""
+    out = []
+    for target in links(text):
+        path, _, anchor = target.partition("#")
+        file = (REPO / page).parent / path if path else REPO / page
+        if not file.exists():
+            out.append(f"{page}: {target}: no such file")
+        elif anchor and anchor not in slugs(file.read_text()):
+            out.append(f"{page}: {target}: {file.relative_to(REPO)} has no heading #{anchor}")
+    return out
+
+
+@pytest.mark.parametrize("page", sorted(PAGES))
+def test_every_link_and_anchor_of_a_page_resolves(page: str) -> None:
+    assert broken(page, PAGES[page]) == []
+
+
+def test_a_link_to_a_moved_section_or_a_missing_page_is_caught() -> None:
+    assert slugs("# Quick start: from a spec.yaml to a report\n## `devloop run` at scale\n"
+                 "## Faults\n## Faults\n```\n# not a heading\n```\n") == {
+        "quick-start-from-a-specyaml-to-a-report", "devloop-run-at-scale", "faults",
+        "faults-1"}
+    text = ("[a](docs/cli.md) [b](#the-live-console) [c](docs/operations.md#the-live-console) "
+            "[d](docs/no-such-page.md) `[e](#in-code)` [f](https://example.com/#x)")
+    assert broken("README.md", text) == [
+        "README.md: #the-live-console: README.md has no heading #the-live-console",
+        "README.md: docs/no-such-page.md: no such file",
+    ]
+
+
 def redis_recipe() -> list[str]:
-    """The README's commands for the Redis host (Scaling across servers)."""
-    lines = README.splitlines()
+    """The commands for the Redis host (docs/operations.md, Scaling across servers)."""
+    lines = PAGES["docs/operations.md"].splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("# on the Redis host"))
     return lines[start + 1 : start + 4]
 
 
 @pytest.fixture
 def recipe_redis(tmp_path: Path) -> Iterator[tuple[int, subprocess.Popen[bytes]]]:
-    """The README's Redis recipe, run as shown, on a local port instead of 10.0.0.5."""
+    """The Redis recipe of the docs, run as shown, on a local port instead of 10.0.0.5."""
     recipe = redis_recipe()
     assert recipe[-1].startswith("redis-server redis-auth.conf ")
     assert "--bind 10.0.0.5" in recipe[-1]

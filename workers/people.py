@@ -111,7 +111,7 @@ def default_cap_words(final: ProjectStatus, project_dir: Path) -> str:
 def paused_exit(final: ProjectStatus, project_dir: Path, console: Console) -> int | None:
     """The exit code of a run that ended paused, after saying how to carry on; None if not.
 
-    A pause outranks a blocked unit (README, exit codes): a person's cancel reads as
+    A pause outranks a blocked unit (docs/running.md, exit codes): a person's cancel reads as
     cancelled, and a spent budget as paused, even when every unit left is blocked, since
     nothing starts again before `devloop resume`. Only a project whose every unit passed
     ends 0 whatever pause came with its last step."""

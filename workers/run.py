@@ -181,8 +181,8 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
 
     0 every unit passed, 1 some unit blocked, 2 bad input, 3 gave up (every worker died,
     the timeout, the environment cannot run sessions, Redis went away), 4 paused by its
-    budget, 5 cancelled, 128 + a signal: never a traceback. Precedence (README): 2, a signal,
-    3, 0, the pause (5 or 4, even with units blocked), 1.
+    budget, 5 cancelled, 128 + a signal: never a traceback. Precedence (docs/running.md): 2,
+    a signal, 3, 0, the pause (5 or 4, even with units blocked), 1.
     """
     console = console or Console()
     err = Console(stderr=True, highlight=False, soft_wrap=True)

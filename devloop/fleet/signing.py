@@ -2,8 +2,9 @@
 sent as `X-DevLoop-Signature: t=<unix seconds>,v1=<hex digest>` (Stripe's shape).
 
 The timestamp is inside what is signed, so a captured call cannot be replayed later than the
-receiver's tolerance, nor its body changed. `verify` is what a receiver calls (README,
-"Calling a human", has the same check in a dozen stdlib lines for receivers without DevLoop).
+receiver's tolerance, nor its body changed. `verify` is what a receiver calls
+(docs/operations.md, "Calling a human", has the same check in a dozen stdlib lines for
+receivers without DevLoop).
 """
 
 from __future__ import annotations

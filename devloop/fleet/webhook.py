@@ -1,7 +1,8 @@
 """Calling a person: a JSON POST to DEVLOOP_WEBHOOK_URL when a unit is blocked or waits for
-review (the payload is in the README, "Calling a human"), signed with DEVLOOP_WEBHOOK_SECRET
-(devloop.fleet.signing) and sent to that URL only: a redirect is an answer that is not 2xx,
-never followed (a 302 would turn the POST into a GET to wherever it points).
+review (the payload is in docs/operations.md, "Calling a human"), signed with
+DEVLOOP_WEBHOOK_SECRET (devloop.fleet.signing) and sent to that URL only: a redirect is an
+answer that is not 2xx, never followed (a 302 would turn the POST into a GET to wherever it
+points).
 
 A `Notifier` thread follows the projects' live event streams (XREAD BLOCK); each event of a
 unit turning blocked or review is claimed once in Redis (SET NX on its stream id, so two
@@ -53,8 +54,8 @@ def webhook_problem(url: str | None, secret: str | None) -> Problem | None:
     if not secret:
         return Problem("DEVLOOP_WEBHOOK_SECRET", "environment",
                        "not set, and DEVLOOP_WEBHOOK_URL is: every call is signed with it",
-                       f"`{SECRET_COMMAND}`, and give the receiver the same value (README, "
-                       "Calling a human: checking the signature)")
+                       f"`{SECRET_COMMAND}`, and give the receiver the same value "
+                       "(docs/operations.md, Calling a human: checking the signature)")
     if len(secret) < signing.MIN_SECRET_CHARS:
         return Problem("DEVLOOP_WEBHOOK_SECRET", "environment",
                        f"shorter than {signing.MIN_SECRET_CHARS} characters",

@@ -1,4 +1,4 @@
-"""The markdown table of every tool and the roles that may call it (pasted into the README)."""
+"""The markdown table of every tool and the roles that may call it (in docs/architecture.md)."""
 
 from __future__ import annotations
 

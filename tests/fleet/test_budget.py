@@ -129,7 +129,7 @@ def test_devloop_cancel_ends_the_run_with_every_checkpoint_kept(
 def test_a_cancel_while_a_unit_is_blocked_ends_the_run_cancelled_with_exit_5(
     tmp_path: Path
 ) -> None:
-    """The exit codes' precedence (README): a person's cancel reads as cancelled (5) even
+    """The exit codes' precedence (docs/running.md): a person's cancel reads as cancelled (5) even
     when a unit is blocked and no unit can move (the console keeps such a run waiting)."""
     plans = [UnitPlan("stuck", bad=True), UnitPlan("after", ["stuck"])]
     project = build(tmp_path / "p", plans)

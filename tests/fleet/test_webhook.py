@@ -159,12 +159,12 @@ def test_a_redirect_is_not_followed_and_is_not_a_delivery(
 
 
 def _readme_verifier() -> Any:
-    """devloop_signature_ok as the README prints it, run as a receiver would paste it."""
-    readme = (REPO / "README.md").read_text()
-    [code] = [block for block in re.findall(r"```python\n(.*?)```", readme, re.S)
+    """devloop_signature_ok as docs/operations.md prints it, run as a receiver would paste it."""
+    page = (REPO / "docs/operations.md").read_text()
+    [code] = [block for block in re.findall(r"```python\n(.*?)```", page, re.S)
               if "def devloop_signature_ok" in block]
     namespace: dict[str, Any] = {}
-    exec(compile(code, "README.md", "exec"), namespace)  # noqa: S102 - the README's snippet
+    exec(compile(code, "docs/operations.md", "exec"), namespace)  # noqa: S102 - the docs' snippet
     return namespace["devloop_signature_ok"]
 
 

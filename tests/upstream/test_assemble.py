@@ -58,14 +58,14 @@ def printed(stdout: str, label: str) -> str:
     return found.group(1)
 
 
-def test_the_quick_start_assembles_as_the_readme_shows_and_its_check_runs(
+def test_the_quick_start_assembles_as_the_docs_show_and_its_check_runs(
     tmp_path: Path, python_toolchain_dir: Path
 ) -> None:
     passed_folder(tmp_path, quick_start_spec(), "shop")
     done = devloop("assemble", "shop", "shop-app", cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     guide = (REPO / "docs/user-guide.md").read_text()
-    for doc in ((REPO / "README.md").read_text(), guide):
+    for doc in ((REPO / "docs/architecture.md").read_text(), guide):
         assert f"$ devloop assemble shop shop-app\n{done.stdout}```" in doc
     check = subprocess.run(["bash", "-c", printed(done.stdout, "check it:")], cwd=tmp_path,
                            capture_output=True, text=True, timeout=60)

@@ -1,4 +1,4 @@
-"""At-least-once delivery: the Celery settings the README's safety claim rests on."""
+"""At-least-once delivery: the Celery settings the safety claim of docs/architecture.md rests on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""How a paused run ends (workers/people.py): the exit codes' precedence the README states,
+"""How a paused run ends (workers/people.py): the exit codes' precedence docs/running.md states,
 decided from the final status alone."""
 
 from __future__ import annotations
