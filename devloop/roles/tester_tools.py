@@ -141,8 +141,8 @@ class SetHintTool(Tool):
             names = ", ".join(f.test for f in result.failures[:5]) or "none"
             return ToolResult(f"no failure {args.test!r} in the last run (failures: {names})", True)
         # Tests may share a name (vitest allows it): the hint goes on each failure of it.
-        names = code_names(ctx)
-        if not all(is_useful_hint(args.hint, f.test, f.expected, f.got, names) for f in found):
+        known = code_names(ctx)
+        if not all(is_useful_hint(args.hint, f.test, f.expected, f.got, known) for f in found):
             return ToolResult(
                 "refused: the hint must name the code (a file, function or route) or the value "
                 "that must change, and say what to do; not generic words, not only expected "
