@@ -140,16 +140,17 @@ class SetHintTool(Tool):
         if not found:
             names = ", ".join(f.test for f in result.failures[:5]) or "none"
             return ToolResult(f"no failure {args.test!r} in the last run (failures: {names})", True)
-        failure = found[0]
-        if not is_useful_hint(args.hint, failure.test, failure.expected, failure.got,
-                              code_names(ctx)):
+        # Tests may share a name (vitest allows it): the hint goes on each failure of it.
+        known = code_names(ctx)
+        if not all(is_useful_hint(args.hint, f.test, f.expected, f.got, known) for f in found):
             return ToolResult(
                 "refused: the hint must name the code (a file, function or route) or the value "
                 "that must change, and say what to do; not generic words, not only expected "
                 "and got, not the test's name",
                 is_error=True,
             )
-        failure.hint = args.hint
+        for failure in found:
+            failure.hint = args.hint
         write_result(role, ctx.view, result)
         role.last_run = {**role.last_run, "result": result.to_json_dict()}
         return ToolResult(

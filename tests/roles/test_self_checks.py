@@ -604,6 +604,23 @@ def test_set_hint_refuses_a_hint_that_says_nothing_in_any_language(
     assert ended.output.failures[0].hint != hint  # the draft stands, not the empty words
 
 
+def test_set_hint_gives_every_failure_of_a_shared_test_name_its_hint(
+    drive: Drive, todo_project: Path, node_toolchain_dir: Path
+) -> None:
+    # vitest lets two tests share a name; one set_hint must answer the check for both.
+    title = TODO_CRITERIA[0]
+    twice = "import { it, expect } from 'vitest'\n" + "".join(
+        f"it('{title}', () => {{ expect({got}).toBe(201) }})\n" for got in (200, 500))
+    hint = "code/service.js answers 200 and 500 where 201 is due: return 201 from the POST route"
+    calls = [todolist(1), call("Write", path="tests/api.spec.js", content=twice),
+             call("run_tests"), call("set_hint", test=f"tests/api.spec.js::{title}", hint=hint),
+             *all_done(1)]
+    ended = drive(todo_project, "tester", "todo-be", calls)
+    assert isinstance(ended.output, TesterOutput)
+    assert [f.hint for f in ended.output.failures] == [hint, hint]
+    assert not any("needs a hint" in f for f in ended.failures), ended.failures
+
+
 def test_a_specific_hint_in_chinese_passes_the_tester(drive: Drive, coded_pricing: Path) -> None:
     hint = "line_total 把 price_cents 和 qty 相乘了，但这个输入应该抛出 ValueError"
     calls = scripted_tester(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from devloop.llm.stub.cache import MAX_BREAKPOINTS, PromptCache, TooManyBreakpoints
+from devloop.llm.stub.imperfect import answer_turn
 from devloop.llm.stub.relay.desk import RelayDesk, Unanswered
 from devloop.llm.stub.respond import (
     build_message,
@@ -180,7 +181,7 @@ class StubApp:
                 return _error(504, "timeout_error", str(exc), request_id)
             return self._answer(record, relayed, blocks, request_id, 0.0)
         try:
-            spec = self.script.turn_for(key, turn)
+            spec = answer_turn(self.script, key, turn, body)
         except ScriptInvalid as exc:  # a template whose values do not make a turn
             return _error(400, "invalid_request_error", str(exc), request_id)
         if spec is None:

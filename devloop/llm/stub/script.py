@@ -19,6 +19,7 @@ from typing import Any
 from pydantic import Field, PrivateAttr, ValidationError
 
 from devloop.llm.stub.bound import Bound, Template, bind, filled, template_problems
+from devloop.llm.stub.imperfect import ImperfectOptions
 from devloop.llm.stub.template import UNIT, pick
 from devloop.llm.stub.turn import (
     HTTP_FAULTS,
@@ -65,6 +66,8 @@ class Script(Strict):
     cache: CacheOptions = Field(default_factory=CacheOptions)
     # Answer with this model id whatever was asked, as a proxy that rewrites it would.
     answer_model: str | None = None
+    # Play the turns as the seeded imperfect model does (imperfect.py), not as written.
+    imperfect: ImperfectOptions | None = None
     templates: dict[str, Template] = Field(default_factory=dict)
     units: dict[str, dict[str, Any]] = Field(default_factory=dict)  # unit id -> its values
     _bound: list[Bound] | None = PrivateAttr(default=None)
