@@ -28,7 +28,8 @@ from devloop.fleet.review import approved_key, approved_meta_key
 from devloop.fleet.status import progress_key
 from devloop.ledgers import Timeline
 from devloop.models import MUTATION_FILE
-from devloop.roles.context import reviews_path
+from devloop.roles.context import handoff_path, reviews_path
+from devloop.roles.services import ROLE_STATE_TAILS, role_state_name
 from devloop.roles.tester import checked_path
 from devloop.roles.verify import baseline_path
 from devloop.safedir import Dir
@@ -51,10 +52,12 @@ def role_written(path: str) -> bool:
 
 
 def agent_state_names(unit: str) -> list[str]:
-    """The unit's files under agent-state/: todolists and runtime state per role (see
-    RoleServices), the coder's baseline, the tester's checked tests, its reviews."""
-    names = [f"{role}-{unit}{tail}.json" for role in ROLES for tail in ("", "-todo")]
-    return [*names, baseline_path(unit), checked_path(unit), reviews_path(unit)]
+    """The unit's files under agent-state/: todolists, runtime state and closing summaries
+    per role (see RoleServices), the coder's baseline, the tester's checked tests, its
+    reviews."""
+    names = [role_state_name(role, unit, tail) for role in ROLES for tail in ROLE_STATE_TAILS]
+    handoffs = [handoff_path(unit, role) for role in ROLES]
+    return [*names, *handoffs, baseline_path(unit), checked_path(unit), reviews_path(unit)]
 
 
 def live_steps(store: RedisStore, pid: str, units: Sequence[str]) -> dict[str, str]:

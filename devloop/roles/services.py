@@ -17,6 +17,15 @@ from devloop.runners.base import TestRunner
 from devloop.sandbox.process import OutputSink
 from devloop.upstream.mount import Upstream
 
+# A role's files of one unit under agent-state/: runtime state, todolist, the model's words
+# for its timeline events. A reset drops each (devloop.fleet.wipe): add a new one here.
+ROLE_STATE_TAILS = ("", "-todo", "-narrative")
+
+
+def role_state_name(role: str, unit: str, tail: str) -> str:
+    """The agent-state/ file name of a role's state of one unit (a ROLE_STATE_TAILS tail)."""
+    return f"{role}-{unit}{tail}.json"
+
 
 @dataclass
 class RoleServices:
@@ -75,15 +84,15 @@ class RoleServices:
 
     @property
     def todo_path(self) -> str:
-        return f"{self.role}-{self.unit_id}-todo.json"
+        return role_state_name(self.role, self.unit_id, "-todo")
 
     @property
     def runtime_path(self) -> str:
-        return f"{self.role}-{self.unit_id}.json"
+        return role_state_name(self.role, self.unit_id, "")
 
     @property
     def narrative_path(self) -> str:
-        return f"{self.role}-{self.unit_id}-narrative.json"
+        return role_state_name(self.role, self.unit_id, "-narrative")
 
     def persist_narrative(self) -> None:
         """Write what the model said of its timeline events to agent-state/ (a resumed

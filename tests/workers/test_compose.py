@@ -197,22 +197,10 @@ def quick_start_spec() -> str:
     return found.group(1)
 
 
-def write_instead(script: dict[str, Any], role: str, unit: str, top: str,
-                  files: dict[str, str]) -> None:
-    """In the first turn of a role's session, write `files` instead of what the generated
-    script wrote under `top` (code/ or tests/)."""
-    key = next(k for k in script["sessions"] if k.startswith(f"{role}.") and k.endswith(unit))
-    blocks = script["sessions"][key]["turns"][1]["content"]
-    kept = [b for b in blocks if not _writes_under(b, top)]
-    at = next(i for i, b in enumerate(blocks) if _writes_under(b, top))
-    writes = [{"tool_use": {"name": "Write", "input": {"path": p, "content": c}}}
-              for p, c in files.items()]
-    script["sessions"][key]["turns"][1]["content"] = kept[:at] + writes + kept[at:]
-
-
-def _writes_under(block: dict[str, Any], top: str) -> bool:
-    use = block.get("tool_use") or {}
-    return bool(use.get("name") == "Write" and str(use["input"]["path"]).startswith(top))
+def write_instead(script: dict[str, Any], unit: str, top: str, files: dict[str, str]) -> None:
+    """Have the unit's session write `files` instead of what the generated script wrote
+    under `top` (code/ or tests/): its row of the script's `units:` table."""
+    script["units"][unit][top.rstrip("/")] = files
 
 
 def scaffold_with(tmp_path: Path, spec: str, name: str,
@@ -224,7 +212,7 @@ def scaffold_with(tmp_path: Path, spec: str, name: str,
     assert made.returncode == 0, made.stderr
     script = yaml.safe_load((folder / "stub.yaml").read_text())
     for (unit, top), written in files.items():
-        write_instead(script, "coder" if top == "code/" else "tester", unit, top, written)
+        write_instead(script, unit, top, written)
     (folder / "stub.yaml").write_text(yaml.safe_dump(script, sort_keys=False))
     return folder
 
