@@ -348,14 +348,18 @@ def stub_llm(
     """Serve the Messages-API stub: point ANTHROPIC_BASE_URL at the printed URL."""
     from devloop.llm.stub import ScriptInvalid, StubServer, serve_forever
     from devloop.llm.stub.relay import RelayDesk
+    from devloop.private import NotPrivate
 
     if (script is None) == (relay is None):
         fail([Problem("stub-llm", "--script/--relay", "give exactly one",
                       "--script FILE serves scripted turns; --relay DIR lets you answer")])
     desk = None
     if relay is not None:
-        desk = RelayDesk(relay, answer_timeout,
-                         announce=lambda line: out.print(line, markup=False, highlight=False))
+        try:
+            desk = RelayDesk(relay, answer_timeout,
+                             announce=lambda line: out.print(line, markup=False, highlight=False))
+        except NotPrivate as exc:
+            fail([str(exc)])
 
     def ready(stub: StubServer) -> None:
         url = stub.base_url

@@ -15,6 +15,7 @@ from devloop.errors import Problem
 from devloop.llm.stub.relay import RelayAnswerInvalid, RelayDir, render, view, write_answer
 from devloop.llm.stub.relay.answer import GUIDE, read_turn
 from devloop.llm.stub.turn import Block, Turn
+from devloop.private import dir_problem
 from devloop.terminal import fail, out
 
 relay_app = typer.Typer(
@@ -32,6 +33,11 @@ def _relay(relay_dir: Path) -> RelayDir:
     if not relay_dir.is_dir():
         fail([Problem(str(relay_dir), "folder", "is not a relay directory",
                       "pass the DIR of a running `devloop stub-llm --relay DIR`")])
+    if (problem := dir_problem(relay_dir)) is not None:
+        # Requests read from, or answers written into, a directory someone else controls
+        # would be theirs: the relay makes its directory this user's alone.
+        fail([Problem(str(relay_dir), "folder", problem,
+                      "use the DIR your own `devloop stub-llm --relay DIR` made")])
     return RelayDir(relay_dir)
 
 

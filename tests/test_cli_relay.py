@@ -88,10 +88,28 @@ def test_the_commands_the_relay_prints_work_as_printed(tmp_path: Path) -> None:
 
 
 def test_an_answer_names_the_problem_and_the_fix(tmp_path: Path) -> None:
-    (tmp_path / "relay").mkdir()
+    (tmp_path / "relay").mkdir(mode=0o700)
     (tmp_path / "turn.yaml").write_text("- text: ok\n")
     nothing = shell("devloop relay answer relay --file turn.yaml", tmp_path)
     assert nothing.returncode == 2
     assert "0 requests waiting (none); fix: name the request" in nothing.stderr
     both = shell("devloop stub-llm --port 0", tmp_path)
     assert both.returncode == 2 and "--script/--relay: give exactly one" in both.stderr
+
+
+@pytest.mark.timeout(120)
+def test_a_relay_directory_someone_else_could_reach_is_refused(tmp_path: Path) -> None:
+    """The answers are what a run acts on: a link planted where the relay's directory goes,
+    or a directory others may enter, is refused, never written into or read from."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    (tmp_path / "relay").symlink_to(elsewhere)
+    served = shell("devloop stub-llm --relay relay --port 0", tmp_path)
+    assert served.returncode == 2, served.stdout + served.stderr
+    assert "relay: type: is a symbolic link" in served.stderr
+    assert list(elsewhere.iterdir()) == []
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o777)
+    read = shell("devloop relay show shared", tmp_path)
+    assert read.returncode == 2 and "has mode 777, so other users may enter it" in read.stderr

@@ -16,6 +16,7 @@ from devloop.errors import DevLoopError
 from devloop.llm.stub.relay.answer import answer_problems
 from devloop.llm.stub.relay.files import RelayDir, RelayEntry, write_atomically
 from devloop.llm.stub.tokens import canonical
+from devloop.private import make_private_dir
 
 DEFAULT_TIMEOUT_S = 300.0  # under the anthropic client's own 600 s read timeout
 
@@ -44,7 +45,9 @@ class RelayDesk:
         poll_s: float = 0.05,
     ) -> None:
         self.files = RelayDir(root)
-        self.files.root.mkdir(parents=True, exist_ok=True)
+        # The answers are what the run acts on and the requests hold the project: a
+        # directory another user made first (a shared /tmp) is refused (NotPrivate).
+        make_private_dir(self.files.root)
         self.timeout_s = timeout_s
         self.poll_s = poll_s
         self._announce = announce or (lambda line: None)

@@ -40,7 +40,7 @@ def write_atomically(path: Path, text: str) -> None:
 
 
 class RelayDir:
-    """The files of one relay directory (made when missing)."""
+    """The files of one relay directory (RelayDesk makes it, this user's alone)."""
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
@@ -85,7 +85,6 @@ class RelayDir:
 
     def add_request(self, entry: RelayEntry, body: dict[str, Any]) -> None:
         """Write the request's file, then its index line (a reader finds only whole ones)."""
-        self.root.mkdir(parents=True, exist_ok=True)
         record = {"seq": entry.seq, "session_key": entry.session_key, "turn": entry.turn,
                   "body": body}
         write_atomically(self.request_path(entry.seq), json.dumps(record, indent=1))
