@@ -205,8 +205,9 @@ def test_a_kept_alive_connection_gets_each_answer_without_waiting_for_a_delayed_
         started = time.monotonic()
         _create(client, USER)
         took.append(time.monotonic() - started)
-    # Answers come in a few ms; a body held back by Nagle's algorithm waits 40 ms or more.
-    assert sorted(took)[4] < 0.03, took
+    # Answers come in a few ms; a body held back by Nagle's algorithm waits 40 ms or more,
+    # every time: the quickest of nine tells it apart even on a machine a neighbour keeps busy.
+    assert min(took) < 0.03, took
 
 
 def test_faults_count_per_session_and_turn(stub_server: Start) -> None:
