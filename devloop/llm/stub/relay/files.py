@@ -9,11 +9,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from devloop.private import write_private
 
 INDEX = "index.ndjson"
 
@@ -28,15 +28,9 @@ class RelayEntry:
 
 
 def write_atomically(path: Path, text: str) -> None:
-    """Write text so a reader sees the whole file or none of it (rename over a temporary)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write text so a reader sees the whole file or none of it, 0600, never through a link
+    planted in its place (devloop.private.write_private)."""
+    write_private(path, text.encode("utf-8"))
 
 
 class RelayDir:
