@@ -110,15 +110,23 @@ def downstream(
 ) -> list[str]:
     """Every unit that depends on unit, directly or through others, sorted; `users` is
     dependents(graph) when the caller has it already (it costs the whole graph)."""
+    return sorted(downstream_of(graph, [unit], users))
+
+
+def downstream_of(
+    graph: Graph, units: Iterable[str], users: Mapping[str, Sequence[str]] | None = None
+) -> set[str]:
+    """Every unit that depends on any of units, directly or through others, in one walk
+    from all of them (each unit visited once, however many of them sit upstream)."""
     users = dependents(graph) if users is None else users
     seen: set[str] = set()
-    stack = list(users.get(unit, ()))
+    stack = [user for unit in units for user in users.get(unit, ())]
     while stack:
         user = stack.pop()
         if user not in seen:
             seen.add(user)
             stack.extend(users.get(user, ()))
-    return sorted(seen)
+    return seen
 
 
 def upstream(graph: Graph, unit: str) -> list[str]:

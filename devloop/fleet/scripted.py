@@ -51,15 +51,7 @@ def reruns(
     passed under scripted turns, and every passed unit downstream of one. Pure."""
     order = dag.topological_order(graph)
     marked = {u for u in order if is_scripted(states[u], every_run_scripted)}
-    # Everything downstream of any marked unit, in one walk from all of them.
-    users = dag.dependents(graph)
-    below: set[str] = set()
-    stack = [user for unit in marked for user in users.get(unit, ())]
-    while stack:
-        user = stack.pop()
-        if user not in below:
-            below.add(user)
-            stack.extend(users.get(user, ()))
+    below = dag.downstream_of(graph, marked)
     again = marked | {d for d in below if states[d].status == "passed"}
     out = []
     for unit in (u for u in order if u in again):

@@ -38,15 +38,6 @@ def derive_statuses(graph: dag.Graph, facts: Mapping[str, UnitFacts]) -> dict[st
     """Every unit's final status, blocked_upstream included."""
     own = {unit: unit_status(*facts.get(unit, ((), None, False))) for unit in graph}
     blocked = [unit for unit, status in own.items() if status == "blocked"]
-    # One walk from every blocked unit at once: each unit is visited once however many
-    # blocked units sit upstream of it.
-    users = dag.dependents(graph)
-    behind: set[str] = set()
-    stack = [user for unit in blocked for user in users.get(unit, ())]
-    while stack:
-        user = stack.pop()
-        if user not in behind:
-            behind.add(user)
-            stack.extend(users.get(user, ()))
+    behind = dag.downstream_of(graph, blocked)
     return {unit: "blocked_upstream" if unit in behind and status not in ("passed", "blocked")
             else status for unit, status in own.items()}
