@@ -24,7 +24,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Literal
 
-from devloop.models import UnitState, UnitStatus
+from devloop.models import StepOutcome, UnitState, UnitStatus
 
 Action = Literal["pass", "review", "retry_coder", "retry_tester", "block", "wait", "retry_step"]
 
@@ -45,29 +45,6 @@ STARVED_BACKOFF_CAP_S = 240.0
 
 
 @dataclass(frozen=True)
-class AttemptOutcome:
-    """What one coder -> tester chain produced, reduced to what the loop decides on."""
-
-    coder_status: str  # SessionResult.status of the coder (or "completed" when skipped)
-    coder_reason: str = ""  # its terminal_reason, e.g. validation_failed
-    tester_ran: bool = False
-    tests_ok: bool = False
-    crashed: bool = False
-    crash_reason: str | None = None
-    failures: tuple[tuple[str, str], ...] = ()  # (test name, what it got)
-    hint: str | None = None
-    starved: bool = False  # the test run got too little CPU to judge the code
-    tester_status: str = "completed"  # the tester session's status ("completed": a re-run)
-    tester_reason: str = ""  # its terminal_reason, or what its self-check found
-    # The crash is the code's doing (it reached into the test framework): the coder's to
-    # fix at once, since no tester retry can make such a run stand.
-    code_fault: bool = False
-    # A failure is the tests' own set-up (a missing fixture or package, a fixture that
-    # raised by itself): the tester's to fix, never the coder's. What is wrong, in words.
-    setup_fault: str | None = None
-
-
-@dataclass(frozen=True)
 class Decision:
     """What to do next, and the unit state to write (compare-and-set) before doing it."""
 
@@ -78,42 +55,44 @@ class Decision:
     delay_s: float = 0.0  # wait, retry_step, a starved re-run: how long before the next step
 
 
-def failure_signature(outcome: AttemptOutcome) -> str:
+def failure_signature(coder: StepOutcome, tester: StepOutcome) -> str:
     """A short digest of how an attempt failed: the same failure gives the same signature."""
-    if not outcome.tester_ran or outcome.coder_status != "completed":
-        basis = f"coder:{outcome.coder_status}:{outcome.coder_reason}"
-    elif outcome.crashed:
-        basis = "crash:" + (outcome.crash_reason or "")[:200]
+    if not tester.tester_ran or coder.status != "completed":
+        basis = f"coder:{coder.status}:{coder.reason}"
+    elif tester.crashed:
+        basis = "crash:" + (tester.crash_reason or "")[:200]
     else:
-        basis = "tests:" + "\n".join(f"{name}={got}" for name, got in sorted(outcome.failures))
+        basis = "tests:" + "\n".join(f"{name}={got}" for name, got in sorted(tester.failures))
     return hashlib.sha256(basis.encode()).hexdigest()[:12]
 
 
 def decide(
     state: UnitState,
-    outcome: AttemptOutcome,
+    coder: StepOutcome,
+    tester: StepOutcome,
     budget: int = RETRY_BUDGET,
     same_limit: int = SAME_FAILURE_LIMIT,
     review: bool = False,
 ) -> Decision:
-    """The next step of a unit after an attempt, with its new state.
+    """The next step of a unit after an attempt (its coder's and tester's outcomes), with
+    its new state.
 
     With `review` (units.json says `"review": "required"`), green tests do not pass the
     unit: it waits in `review` for a person, and its dependents are not released yet.
     """
     tester_retries = int(state.extra.get("tester_retries", 0))
-    if outcome.tester_ran and outcome.coder_status == "completed":
-        if outcome.starved and outcome.tester_status == "completed":
+    if tester.tester_ran and coder.status == "completed":
+        if tester.starved and tester.status == "completed":
             return _starved(state)
-        own = _tester_fault(outcome)
-        if own is None and outcome.tests_ok:
+        own = _tester_fault(tester)
+        if own is None and tester.tests_ok:
             if review:
                 waiting = _with(state, "review", failure_signature=None, signature_repeats=0)
                 return Decision("review", waiting, "tests green; waiting for a person's review")
             passed = _with(state, "passed", failure_signature=None, signature_repeats=0)
             return Decision("pass", passed, "tests green")
-        if (own is not None or outcome.crashed) and not (outcome.crashed and outcome.code_fault):
-            why = own or f"test run crashed ({(outcome.crash_reason or '')[:120]})"
+        if (own is not None or tester.crashed) and not (tester.crashed and tester.code_fault):
+            why = own or f"test run crashed ({(tester.crash_reason or '')[:120]})"
             limit = TESTER_RETRIES if own is not None else CRASH_RETRIES
             if tester_retries < limit:
                 extra = {**state.extra, "tester_retries": tester_retries + 1,
@@ -128,21 +107,21 @@ def decide(
                                 extra={**state.extra, "block_kind": "tester"})
                 return Decision("block", blocked, f"the tester failed {tester_retries + 1} "
                                 f"times: {why}", True)
-    signature = failure_signature(outcome)
+    signature = failure_signature(coder, tester)
     repeats = state.signature_repeats + 1 if signature == state.failure_signature else 1
-    status: UnitStatus = _failed_status(outcome)
+    status: UnitStatus = _failed_status(coder, tester)
     if repeats >= same_limit:
         blocked = _with(state, "blocked", failure_signature=signature, signature_repeats=repeats,
-                        last_hint=outcome.hint, blocked_reason=f"the same failure {repeats} times")
+                        last_hint=tester.hint, blocked_reason=f"the same failure {repeats} times")
         return Decision("block", blocked, f"the same failure {repeats} times", True)
     if attempts_spent(state) >= budget:
         blocked = _with(state, "blocked", failure_signature=signature, signature_repeats=repeats,
-                        last_hint=outcome.hint,
+                        last_hint=tester.hint,
                         blocked_reason=f"retry budget of {budget} attempts spent")
         return Decision("block", blocked, f"retry budget of {budget} attempts spent", True)
     retry = _with(
         state, "coding", attempt=state.attempt + 1, failure_signature=signature,
-        signature_repeats=repeats, last_hint=outcome.hint,
+        signature_repeats=repeats, last_hint=tester.hint,
         extra={**state.extra, "tester_retries": 0, "starved_reruns": 0,
                "last_outcome": status},
     )
@@ -184,14 +163,15 @@ def awaited_tester_try(state: UnitState) -> int:
     return int(extra.get("tester_retries", 0)) + int(extra.get("starved_reruns", 0)) + 1
 
 
-def _tester_fault(outcome: AttemptOutcome) -> str | None:
+def _tester_fault(tester: StepOutcome) -> str | None:
     """Why the tester itself failed (not the code), or None when its run stands."""
-    if outcome.tester_status != "completed":
-        return f"tester session {outcome.tester_status} ({outcome.tester_reason or 'no reason'})"
-    if not outcome.tests_ok and not outcome.crashed and not outcome.failures:
+    if tester.status != "completed":
+        why = tester.summary or tester.reason or "no reason"  # its self-check's findings first
+        return f"tester session {tester.status} ({why})"
+    if not tester.tests_ok and not tester.crashed and not tester.failures:
         return "the test run was red without a failing test"
-    if not outcome.tests_ok and not outcome.crashed and outcome.setup_fault:
-        return outcome.setup_fault
+    if not tester.tests_ok and not tester.crashed and tester.setup_fault:
+        return tester.setup_fault
     return None
 
 
@@ -245,10 +225,10 @@ def _cleared(state: UnitState) -> dict[str, object]:
     return {k: v for k, v in state.extra.items() if k not in RECOVERY_KEYS}
 
 
-def _failed_status(outcome: AttemptOutcome) -> UnitStatus:
-    if outcome.coder_status != "completed":
+def _failed_status(coder: StepOutcome, tester: StepOutcome) -> UnitStatus:
+    if coder.status != "completed":
         return "validation_failed"
-    return "crashed" if outcome.crashed else "failed"
+    return "crashed" if tester.crashed else "failed"
 
 
 def _with(state: UnitState, status: UnitStatus, **changes: object) -> UnitState:

@@ -506,3 +506,34 @@ class UnitState(BaseModel):
     # pass then proves the script, not the code, and a run with a real model runs it again.
     scripted: bool = False
     extra: dict[str, Any] = Field(default_factory=dict)
+
+
+class StepOutcome(BaseModel):
+    """What a coder or tester step's session and test run came to: the only thing the loop
+    decides on (a coder step's and a tester step's make an attempt's).
+
+    Written by the worker that ran the step, never taken from a message; stored in the
+    step's record (old records, without the newer fields, load with their defaults).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: str = "completed"  # the session's status ("completed" when none ran)
+    reason: str = ""  # its terminal_reason (end_turn, validation_failed, ...)
+    summary: str | None = None  # the session's failure summary (its self-check's findings)
+    tester_ran: bool = False  # tester: a run happened (False: the coder did not finish)
+    tests_ok: bool = False
+    crashed: bool = False
+    crash_reason: str | None = None
+    # tester: the crash is the code's doing (it reached into the test framework): the
+    # coder's to fix at once, since no tester retry can make such a run stand.
+    code_fault: bool = False
+    failures: list[tuple[str, str]] = []  # (test, what it got)
+    hint: str | None = None
+    starved: bool = False  # tester: the run got too little CPU to judge the code
+    # tester: a failure is the tests' own set-up (a missing fixture or package, a fixture
+    # that raised by itself): what is wrong, for the tester's next try.
+    setup_fault: str | None = None
+    # What the model still owed at the session's end after one reminder (its plan, its
+    # reflection): recorded, never a failure (the attempt's code is tested all the same).
+    paperwork_missing: list[str] = []

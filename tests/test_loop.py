@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from devloop import dag
 from devloop.loop import (
-    AttemptOutcome,
     after_step_error,
     attempts_left,
     attempts_spent,
@@ -18,11 +17,15 @@ from devloop.loop import (
     wait_for_model,
     waiting_again,
 )
+from devloop.models import StepOutcome
 from devloop.store.records import UnitState
 
-RED = AttemptOutcome("completed", tester_ran=True, failures=(("POST 400", "500"),), hint="h")
-GREEN = AttemptOutcome("completed", tester_ran=True, tests_ok=True)
-CRASH = AttemptOutcome("completed", tester_ran=True, crashed=True, crash_reason="SyntaxError")
+DONE = StepOutcome()  # a coder step that finished
+NOT_RUN = StepOutcome()  # a tester step over a coder that did not finish: nothing ran
+
+RED = StepOutcome(tester_ran=True, failures=[("POST 400", "500")], hint="h")
+GREEN = StepOutcome(tester_ran=True, tests_ok=True)
+CRASH = StepOutcome(tester_ran=True, crashed=True, crash_reason="SyntaxError")
 
 
 def coding(attempt: int = 1, **extra: object) -> UnitState:
@@ -30,38 +33,38 @@ def coding(attempt: int = 1, **extra: object) -> UnitState:
 
 
 def test_green_passes() -> None:
-    d = decide(coding(), GREEN)
+    d = decide(coding(), DONE, GREEN)
     assert d.action == "pass" and d.state.status == "passed"
 
 
 def test_red_retries_the_coder_with_the_hint() -> None:
-    d = decide(coding(), RED)
+    d = decide(coding(), DONE, RED)
     assert d.action == "retry_coder"
     assert (d.state.status, d.state.attempt, d.state.last_hint) == ("coding", 2, "h")
     assert d.state.signature_repeats == 1
 
 
 def test_a_crash_retries_the_tester_once_then_the_coder() -> None:
-    first = decide(coding(), CRASH)
+    first = decide(coding(), DONE, CRASH)
     assert first.action == "retry_tester" and first.state.attempt == 1
-    second = decide(first.state, CRASH)
+    second = decide(first.state, DONE, CRASH)
     assert second.action == "retry_coder" and second.state.attempt == 2
     assert second.state.extra["last_outcome"] == "crashed"
 
 
 def test_a_crash_the_code_caused_goes_to_the_coder_at_once() -> None:
     # The code reached into the test framework: no tester retry can make such a run stand.
-    tampered = AttemptOutcome(
-        "completed", tester_ran=True, crashed=True, code_fault=True,
+    tampered = StepOutcome(
+        tester_ran=True, crashed=True, code_fault=True,
         crash_reason="the code under test changed the test framework: x",
     )
-    d = decide(coding(), tampered)
+    d = decide(coding(), DONE, tampered)
     assert d.action == "retry_coder" and d.state.attempt == 2
     assert d.state.extra["last_outcome"] == "crashed"
 
 
 def test_validation_failed_retries_the_coder() -> None:
-    d = decide(coding(), AttemptOutcome("failed", "validation_failed"))
+    d = decide(coding(), StepOutcome(status="failed", reason="validation_failed"), NOT_RUN)
     assert d.action == "retry_coder" and d.state.extra["last_outcome"] == "validation_failed"
 
 
@@ -69,7 +72,7 @@ def test_same_failure_three_times_blocks() -> None:
     state = coding()
     actions = []
     for _ in range(3):
-        d = decide(state, RED)
+        d = decide(state, DONE, RED)
         actions.append(d.action)
         state = d.state.model_copy(update={"status": "testing"})
     assert actions == ["retry_coder", "retry_coder", "block"]
@@ -80,8 +83,8 @@ def test_same_failure_three_times_blocks() -> None:
 def test_changing_failures_run_until_the_budget_is_spent() -> None:
     state = coding()
     for n in range(1, 6):
-        outcome = AttemptOutcome("completed", tester_ran=True, failures=((f"t{n}", "500"),))
-        d = decide(state, outcome)
+        outcome = StepOutcome(tester_ran=True, failures=[(f"t{n}", "500")])
+        d = decide(state, DONE, outcome)
         state = d.state
     assert d.action == "block" and d.reason == "retry budget of 5 attempts spent"
     assert state.attempt == 5
@@ -93,9 +96,9 @@ def _fail_until_blocked(state: UnitState, tag: str) -> tuple[UnitState, list[int
     tried = []
     while True:
         tried.append(state.attempt)
-        outcome = AttemptOutcome("completed", tester_ran=True,
-                                 failures=((f"{tag}{state.attempt}", "500"),))
-        d = decide(state.model_copy(update={"status": "testing"}), outcome)
+        outcome = StepOutcome(tester_ran=True,
+                              failures=[(f"{tag}{state.attempt}", "500")])
+        d = decide(state.model_copy(update={"status": "testing"}), DONE, outcome)
         if d.action == "block":
             return d.state, tried
         state = d.state
@@ -116,13 +119,13 @@ def test_an_unblocked_unit_gets_the_whole_retry_budget_again() -> None:
 def test_the_same_failure_count_starts_again_when_a_person_unblocks() -> None:
     state = coding()
     for _ in range(3):
-        d = decide(state.model_copy(update={"status": "testing"}), RED)
+        d = decide(state.model_copy(update={"status": "testing"}), DONE, RED)
         state = d.state
     assert d.reason == "the same failure 3 times"
     state = unblock(state, "look at the status code")
     actions = []
     for _ in range(3):
-        d = decide(state.model_copy(update={"status": "testing"}), RED)
+        d = decide(state.model_copy(update={"status": "testing"}), DONE, RED)
         actions.append(d.action)
         state = d.state
     assert actions == ["retry_coder", "retry_coder", "block"]
@@ -142,41 +145,41 @@ def test_a_re_test_a_review_or_a_rebuild_starts_the_budget_again() -> None:
 
 
 def test_a_tester_that_fails_its_own_self_check_on_green_tests_is_retried_not_the_coder() -> None:
-    own = AttemptOutcome("completed", tester_ran=True, tester_status="failed",
-                         tester_reason="tests/test_a.py mock the module under test")
-    first = decide(coding(), own)
+    own = StepOutcome(tester_ran=True, status="failed",
+                      summary="tests/test_a.py mock the module under test")
+    first = decide(coding(), DONE, own)
     assert first.action == "retry_tester" and first.state.attempt == 1
     assert "mock the module" in first.state.extra["tester_retry_reason"]
-    second = decide(first.state, own)
+    second = decide(first.state, DONE, own)
     assert second.action == "retry_tester" and second.state.extra["tester_retries"] == 2
-    third = decide(second.state, own)  # bounded: a human looks at the tests
+    third = decide(second.state, DONE, own)  # bounded: a human looks at the tests
     assert third.action == "block" and third.state.attempt == 1
     assert "the tester failed" in (third.state.blocked_reason or "")
 
 
 def test_a_red_run_without_failures_is_the_testers_problem() -> None:
-    d = decide(coding(), AttemptOutcome("completed", tester_ran=True))
+    d = decide(coding(), DONE, StepOutcome(tester_ran=True))
     assert d.action == "retry_tester"
 
 
 def test_a_red_run_the_tests_set_up_broke_is_the_testers_never_the_coders() -> None:
     """A missing fixture or package, a fixture that raised by itself: the tester fixes it."""
-    broken = AttemptOutcome(
-        "completed", tester_ran=True, failures=(("tests/test_a.py::test_x", "None"),),
+    broken = StepOutcome(
+        tester_ran=True, failures=[("tests/test_a.py::test_x", "None")],
         setup_fault="the tests' own set-up failed: fixture 'mocker' not found",
     )
-    first = decide(coding(), broken)
+    first = decide(coding(), DONE, broken)
     assert first.action == "retry_tester" and first.state.attempt == 1
     assert "fixture 'mocker' not found" in first.state.extra["tester_retry_reason"]
-    second = decide(decide(first.state, broken).state, broken)
+    second = decide(decide(first.state, DONE, broken).state, DONE, broken)
     assert second.action == "block" and second.state.attempt == 1  # never the coder's
     assert "the tester failed" in (second.state.blocked_reason or "")
 
 
 def test_a_coder_retry_always_carries_the_failures_that_caused_it() -> None:
-    d = decide(coding(), RED)
+    d = decide(coding(), DONE, RED)
     assert d.action == "retry_coder" and d.state.last_hint == "h"
-    crash = decide(decide(coding(), CRASH).state, CRASH)
+    crash = decide(decide(coding(), DONE, CRASH).state, DONE, CRASH)
     assert crash.action == "retry_coder" and crash.state.extra["last_outcome"] == "crashed"
 
 
@@ -223,10 +226,10 @@ def test_a_step_that_ends_normally_drops_the_outage_marks() -> None:
 
 
 def test_signature_ignores_order_but_not_what_failed() -> None:
-    a = AttemptOutcome("completed", tester_ran=True, failures=(("x", "1"), ("y", "2")))
-    b = AttemptOutcome("completed", tester_ran=True, failures=(("y", "2"), ("x", "1")))
-    c = AttemptOutcome("completed", tester_ran=True, failures=(("x", "1"), ("y", "3")))
-    assert failure_signature(a) == failure_signature(b) != failure_signature(c)
+    a = StepOutcome(tester_ran=True, failures=[("x", "1"), ("y", "2")])
+    b = StepOutcome(tester_ran=True, failures=[("y", "2"), ("x", "1")])
+    c = StepOutcome(tester_ran=True, failures=[("x", "1"), ("y", "3")])
+    assert failure_signature(DONE, a) == failure_signature(DONE, b) != failure_signature(DONE, c)
 
 
 def test_unblock_starts_a_fresh_attempt_with_the_human_hint() -> None:
@@ -243,14 +246,26 @@ def test_blocking_reaches_every_downstream_unit() -> None:
 
 
 def test_a_coder_session_that_ran_out_of_budget_or_got_stuck_is_retried_then_blocked() -> None:
-    for ended in (AttemptOutcome("budget_exceeded", coder_reason="budget_turns"),
-                  AttemptOutcome("stuck", coder_reason="stuck")):
-        first = decide(coding(), ended)
+    for ended in (StepOutcome(status="budget_exceeded", reason="budget_turns"),
+                  StepOutcome(status="stuck", reason="stuck")):
+        first = decide(coding(), ended, NOT_RUN)
         assert first.action == "retry_coder" and first.state.attempt == 2  # not passed
         state = first.state
         for _ in range(2):
-            last = decide(state.model_copy(update={"status": "testing"}), ended)
+            last = decide(state.model_copy(update={"status": "testing"}), ended, NOT_RUN)
             state = last.state
         # The same way three times: blocked for a human, never tested green by accident.
         assert (last.action, last.reason) == ("block", "the same failure 3 times")
         assert last.state.status == "blocked"
+
+
+def test_a_step_outcome_stored_before_the_newer_fields_still_loads() -> None:
+    """Step records live in Redis as JSON: one written before code_fault and
+    paperwork_missing existed loads with their defaults, and says which it lacked."""
+    old = ('{"status": "completed", "reason": "end_turn", "summary": null, "tester_ran": true,'
+           ' "tests_ok": false, "crashed": true, "crash_reason": "SyntaxError",'
+           ' "failures": [["t", "500"]], "hint": "h", "starved": false, "setup_fault": null}')
+    outcome = StepOutcome.model_validate_json(old)
+    assert outcome.failures == [("t", "500")] and outcome.paperwork_missing == []
+    assert "code_fault" not in outcome.model_fields_set  # decide_after judges it then
+    assert decide(coding(), DONE, outcome).action == "retry_tester"

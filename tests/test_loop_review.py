@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from devloop.loop import AttemptOutcome, approve, decide, request_changes, review_required, unblock
+from devloop.loop import approve, decide, request_changes, review_required, unblock
+from devloop.models import StepOutcome
 from devloop.store.records import UnitState
 
-GREEN = AttemptOutcome("completed", tester_ran=True, tests_ok=True)
-RED = AttemptOutcome("completed", tester_ran=True, failures=(("t", "1"),), hint="h")
+DONE = StepOutcome()  # a coder step that finished
+
+GREEN = StepOutcome(tester_ran=True, tests_ok=True)
+RED = StepOutcome(tester_ran=True, failures=[("t", "1")], hint="h")
 
 
 def in_testing(attempt: int = 1) -> UnitState:
@@ -14,22 +17,22 @@ def in_testing(attempt: int = 1) -> UnitState:
 
 
 def test_green_tests_of_a_unit_under_review_wait_in_review_instead_of_passing() -> None:
-    d = decide(in_testing(), GREEN, review=True)
+    d = decide(in_testing(), DONE, GREEN, review=True)
     assert (d.action, d.state.status, d.state.attempt) == ("review", "review", 1)
     assert not d.dependents_blocked
 
 
 def test_red_tests_under_review_retry_the_coder_as_without_review() -> None:
-    assert decide(in_testing(), RED, review=True) == decide(in_testing(), RED)
+    assert decide(in_testing(), DONE, RED, review=True) == decide(in_testing(), DONE, RED)
 
 
 def test_approval_passes_the_unit_at_its_attempt() -> None:
-    waiting = decide(in_testing(2), GREEN, review=True).state
+    waiting = decide(in_testing(2), DONE, GREEN, review=True).state
     assert (approve(waiting).status, approve(waiting).attempt) == ("passed", 2)
 
 
 def test_requested_changes_are_a_coder_retry_carrying_the_note_as_its_hint() -> None:
-    waiting = decide(in_testing(2), GREEN, review=True).state
+    waiting = decide(in_testing(2), DONE, GREEN, review=True).state
     note = "name the field title, not name"
     again = request_changes(waiting, note)
     assert (again.status, again.attempt, again.last_hint) == ("coding", 3, note)

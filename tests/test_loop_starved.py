@@ -5,15 +5,17 @@ from __future__ import annotations
 from devloop.loop import (
     STARVED_BACKOFF_CAP_S,
     STARVED_RERUNS,
-    AttemptOutcome,
     awaited_tester_try,
     decide,
 )
+from devloop.models import StepOutcome
 from devloop.store.records import UnitState
 
-STARVED = AttemptOutcome("completed", tester_ran=True, starved=True)
-RED = AttemptOutcome("completed", tester_ran=True, failures=(("POST 400", "500"),), hint="h")
-CRASH = AttemptOutcome("completed", tester_ran=True, crashed=True, crash_reason="SyntaxError")
+DONE = StepOutcome()  # a coder step that finished
+
+STARVED = StepOutcome(tester_ran=True, starved=True)
+RED = StepOutcome(tester_ran=True, failures=[("POST 400", "500")], hint="h")
+CRASH = StepOutcome(tester_ran=True, crashed=True, crash_reason="SyntaxError")
 
 
 def under_test(**changes: object) -> UnitState:
@@ -24,7 +26,7 @@ def test_a_starved_run_re_runs_the_tester_after_a_growing_backoff_without_counti
     state = under_test(failure_signature="abc", signature_repeats=2)
     delays = []
     for n in range(1, STARVED_RERUNS + 1):
-        d = decide(state, STARVED)
+        d = decide(state, DONE, STARVED)
         assert d.action == "retry_tester" and "starved" in d.reason
         assert d.state.status == "testing" and d.state.attempt == 2  # the coder is not sent
         # Not a failure: the signature and its count stay as they were.
@@ -37,7 +39,7 @@ def test_a_starved_run_re_runs_the_tester_after_a_growing_backoff_without_counti
 
 def test_a_machine_that_stays_overloaded_blocks_the_unit_as_infrastructure() -> None:
     state = under_test(extra={"starved_reruns": STARVED_RERUNS})
-    d = decide(state, STARVED)
+    d = decide(state, DONE, STARVED)
     assert d.action == "block" and d.state.status == "blocked" and d.dependents_blocked
     assert d.state.extra["block_kind"] == "infrastructure"
     assert (d.state.blocked_reason or "").startswith("infrastructure: ")
@@ -45,14 +47,14 @@ def test_a_machine_that_stays_overloaded_blocks_the_unit_as_infrastructure() -> 
 
 
 def test_starved_re_runs_do_not_use_up_the_crash_retry_or_the_retry_budget() -> None:
-    state = decide(under_test(attempt=5), STARVED).state  # the last attempt of the budget
-    crash = decide(state, CRASH)
+    state = decide(under_test(attempt=5), DONE, STARVED).state  # the last attempt of the budget
+    crash = decide(state, DONE, CRASH)
     assert crash.action == "retry_tester"  # the tester's one crash retry is still there
     assert awaited_tester_try(crash.state) == 3
 
 
 def test_a_red_run_after_starved_ones_retries_the_coder_from_the_first_tester_try() -> None:
-    state = decide(decide(under_test(), STARVED).state, STARVED).state
-    d = decide(state, RED)
+    state = decide(decide(under_test(), DONE, STARVED).state, DONE, STARVED).state
+    d = decide(state, DONE, RED)
     assert d.action == "retry_coder" and d.state.attempt == 3
     assert awaited_tester_try(d.state) == 1 and d.state.signature_repeats == 1

@@ -24,7 +24,6 @@ from devloop.fleet.retest import passed_again
 from devloop.ledgers import BugLedger, Timeline
 from devloop.loop import (
     TESTER_RETRIES,
-    AttemptOutcome,
     Decision,
     awaited_tester_try,
     coder_mode,
@@ -133,25 +132,13 @@ def decide_after(
     if coder is None or tester is None or coder.outcome is None or tester.outcome is None:
         return []  # those steps never finished: nothing to decide (an early or forged message)
     made, tested = coder.outcome, tester.outcome
-    outcome = AttemptOutcome(
-        coder_status=made.status,
-        coder_reason=made.reason,
-        tester_ran=tested.tester_ran,
-        tests_ok=tested.tests_ok,
-        crashed=tested.crashed,
-        crash_reason=tested.crash_reason,
-        failures=tuple((name, got) for name, got in tested.failures),
-        hint=tested.hint,
-        tester_status=tested.status,
-        tester_reason=tested.summary or tested.reason,
-        starved=tested.starved,
-        code_fault=tested.crashed and is_code_fault(tested.crash_reason),
-        setup_fault=tested.setup_fault,
-    )
+    if tested.crashed and "code_fault" not in tested.model_fields_set:
+        # A record stored before steps recorded whose fault a crash is: judge it here.
+        tested = tested.model_copy(update={"code_fault": is_code_fault(tested.crash_reason)})
     started = time.time()
-    decision = decide(state, outcome, budget=budget)
+    decision = decide(state, made, tested, budget=budget)
     if decision.action == "pass" and needs_review(store, pid, unit):
-        decision = decide(state, outcome, budget=budget, review=True)
+        decision = decide(state, made, tested, budget=budget, review=True)
     # A decision under the stub's scripted turns marks the unit: its pass proves the script.
     new = decision.state.model_copy(update={"updated_at": started,
                                             "scripted": scripted_now(store, pid)})

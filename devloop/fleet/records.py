@@ -18,37 +18,12 @@ from redis.client import Pipeline
 
 from devloop.fleet.messages import StepMsg
 from devloop.ledgers.sink import DirSink
+from devloop.models import StepOutcome
 from devloop.safedir import Dir
 from devloop.store import Fence, RedisStore, UnitState, scripts
 from devloop.store.fence import fenced
 
 STEPS_FILE = "agent-state/fleet-steps.ndjson"
-
-
-class StepOutcome(BaseModel):
-    """What a step's session and test run came to: the only thing decide believes.
-
-    Written by the worker that ran the step, never taken from a message.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    status: str = "completed"  # the session's status ("completed" when none ran)
-    reason: str = ""  # its terminal_reason (end_turn, validation_failed, ...)
-    summary: str | None = None  # the session's failure summary (its self-check's findings)
-    tester_ran: bool = False  # tester: a run happened (False: the coder did not finish)
-    tests_ok: bool = False
-    crashed: bool = False
-    crash_reason: str | None = None
-    failures: list[tuple[str, str]] = []  # (test, what it got)
-    hint: str | None = None
-    starved: bool = False  # tester: the run got too little CPU to judge the code
-    # tester: a failure is the tests' own set-up (a missing fixture or package, a fixture
-    # that raised by itself): what is wrong, for the tester's next try.
-    setup_fault: str | None = None
-    # What the model still owed at the session's end after one reminder (its plan, its
-    # reflection): recorded, never a failure (the attempt's code is tested all the same).
-    paperwork_missing: list[str] = []
 
 
 class StepRecord(BaseModel):

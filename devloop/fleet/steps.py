@@ -48,6 +48,7 @@ from devloop.models import Failure, RunResult
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester
+from devloop.runners.tamper import is_code_fault
 from devloop.store import Fence, LeaseLost, RedisStore, UnitState
 
 LEASE_TTL_S = 60.0
@@ -292,6 +293,7 @@ def _run(
         run, tester = run_tester(env.store, env.settings, provider, request, env.emit, stop)
         session = run.session
         first = next(iter(tester.failures), None)
+        crash_reason = _crash_reason(env, msg) if tester.crashed else None
         outcome = StepOutcome(
             status=session.status if session else "completed",
             reason=session.terminal_reason if session else "",
@@ -299,7 +301,8 @@ def _run(
             tester_ran=True,
             tests_ok=tester.ok,
             crashed=tester.crashed,
-            crash_reason=_crash_reason(env, msg) if tester.crashed else None,
+            crash_reason=crash_reason,
+            code_fault=tester.crashed and is_code_fault(crash_reason),
             failures=[(f.test, str(f.got)) for f in tester.failures],
             hint=first.hint if first else None,
             starved=tester.starved,
