@@ -38,6 +38,7 @@ from devloop.fleet.messages import Dispatch, StepMsg, StepRole
 from devloop.fleet.records import (
     StepOutcome,
     StepRecord,
+    StepStart,
     begin_step,
     environment_error,
     save_step,
@@ -82,72 +83,143 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
     Raises StepBusy (its lease is held elsewhere), StepWaiting (run it again later) or
     StepStopped (the chain ends: superseded, blocked, or the environment is broken).
     """
-    store, pid, unit = env.store, msg.pid, msg.unit_id
     lease_role = role if role == "coder" else f"tester.{msg.tester_try}"
-    start = begin_step(store, msg, role, lease_role, env.owner, env.lease_ttl_s)
+    start = begin_step(env.store, msg, role, lease_role, env.owner, env.lease_ttl_s)
     if start.done is not None:
         return start.done.msg
-    state = start.state
+    with StepLease(env, msg, role, lease_role, held=start.leased) as lease:
+        _may_start(role, env, msg, start, lease)
+        record = _session(role, env, msg, start, lease)
+        _may_keep(role, env, msg, record)
+        saved = lease.save(record)
+    if recovered(start.state) is not None:
+        _clear_marks(env.store, msg)
+    return saved.msg
+
+
+class StepLease:
+    """A step's lease over a with block: renewed by a heartbeat inside it, given up on the
+    way out whichever way that is, except when the step's save gave it up with the record,
+    another worker took it over (it is theirs now), or Redis is away (it runs out alone).
+
+    Every write of the step is fenced by it (`fence`): a worker paused past its lease while
+    another took the step over finds its writes refused (LeaseLost) when it wakes. The
+    session stops before its next turn when `stop` is set: the project paused, this unit
+    cancelled, or (by the heartbeat) the lease lost.
+    """
+
+    def __init__(
+        self, env: StepEnv, msg: StepMsg, role: str, lease_role: str, held: bool
+    ) -> None:
+        self.env, self.msg, self.role, self.lease_role = env, msg, role, lease_role
+        self.held = held
+        self.fence = Fence(env.store.keys(msg.pid).lease(msg.unit_id, msg.attempt, lease_role),
+                           env.owner)
+        self.stop = StopFlag(env.store, msg.pid, msg.unit_id)
+        self._beat: Heartbeat | None = None
+
+    def __enter__(self) -> StepLease:
+        if self.held:
+            self._beat = Heartbeat(self.env, self.msg, self.lease_role, self.stop)
+        return self
+
+    def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
+        self._stop_beat()
+        if self.held and not isinstance(exc, redis.RedisError):
+            self.env.store.release(
+                self.msg.pid, self.msg.unit_id, self.msg.attempt, self.lease_role, self.env.owner
+            )
+
+    def still_held(self) -> bool:
+        """Whether the lease is still this worker's (the heartbeat never found it gone and
+        Redis names this worker); once not, it is never released here."""
+        lost = self._beat is not None and self._beat.lost.is_set()
+        self.held = not lost and _holds(self.env.store, self.msg, self.lease_role, self.env.owner)
+        return self.held
+
+    def taken_over(self, cause: BaseException | None) -> StepSuperseded:
+        """The end of a step whose lease another worker took while this one was paused."""
+        self.held = False
+        why = f" ({cause})" if isinstance(cause, LeaseLost) else ""
+        return StepSuperseded(f"{self.msg.task_id(self.role)}: its lease was taken over{why}; "
+                              "stopped")
+
+    def save(self, record: StepRecord) -> StepRecord:
+        """Store the step's record and give the lease up, in one fenced step (the next step
+        waits on it)."""
+        self._stop_beat()
+        try:
+            saved = save_step(self.env.store, self.msg.pid, self.msg.unit_id, record,
+                              fence=self.fence)
+        except LeaseLost as lost:
+            raise self.taken_over(lost) from None
+        self.held = False
+        return saved
+
+    def _stop_beat(self) -> None:
+        if self._beat is not None:
+            self._beat.stop()  # the lease then lasts until released or its TTL runs out
+            self._beat = None
+
+
+def _may_start(
+    role: StepRole, env: StepEnv, msg: StepMsg, start: StepStart, lease: StepLease
+) -> None:
+    """Raise when the step may not run now: superseded, leased elsewhere, the project
+    paused, or the environment broken."""
+    store, pid, unit, state = env.store, msg.pid, msg.unit_id, start.state
     stale = state.attempt != msg.attempt or state.status in TERMINAL
     if stale or (role == "tester" and start.coder is None):
-        if start.leased:
-            store.release(pid, unit, msg.attempt, lease_role, env.owner)
         why = f"unit is at attempt {state.attempt}, {state.status}" if stale else (
             "no coder step of this attempt has finished"
         )
         raise StepSuperseded(f"{msg.task_id(role)}: {why}")
-    if not start.leased:
+    if not lease.held:
         raise StepBusy(msg, role, env.lease_ttl_s)
     paused = stop_reason(store, pid, unit)
     if paused is not None:
         # No new session while the project is paused: the unit waits where it is.
-        store.release(pid, unit, msg.attempt, lease_role, env.owner)
         raise StepPaused(f"{msg.task_id(role)}: the project is paused ({paused})")
     broken = environment_error(store, pid)
     if broken is not None:
         # The run is stopping with the fix: no session may run (and spend, or clear the
         # cause the user is shown) until a new run clears it.
-        store.release(pid, unit, msg.attempt, lease_role, env.owner)
         raise EnvironmentBroken(f"{msg.task_id(role)}: not started: {broken}")
-    # Every write of the step is fenced by its lease: a worker paused past its lease while
-    # another took the step over finds its writes refused (LeaseLost) when it wakes.
-    fence = Fence(store.keys(pid).lease(unit, msg.attempt, lease_role), env.owner)
-    # The session stops before its next turn when the project is paused, this unit
-    # cancelled, or (set by the heartbeat) its lease lost.
-    stop = StopFlag(store, pid, unit)
-    beat = Heartbeat(env, msg, lease_role, stop)
-    started = time.time()
+
+
+def _session(
+    role: StepRole, env: StepEnv, msg: StepMsg, start: StepStart, lease: StepLease
+) -> StepRecord:
+    """Run the role's session under the lease and return the step's record. A raise is
+    recorded on the unit (retried, then blocked), unless the lease was lost meanwhile: a
+    zombie records nothing."""
+    state, started = start.state, time.time()
     try:
-        _mark(store, msg, state, "coding" if role == "coder" else "testing", fence)
-        record = _run(role, env, msg, started, state, start.coder, fence, stop)
+        _mark(env.store, msg, state, "coding" if role == "coder" else "testing", lease.fence)
+        record = _run(role, env, msg, started, state, start.coder, lease.fence, lease.stop)
     except LeaseLost as lost:
-        beat.stop()
-        raise _taken_over(msg, role, lost) from None
+        raise lease.taken_over(lost) from None
     except redis.RedisError:
-        beat.stop()
         raise  # Redis itself is away: the caller retries; the lease runs out on its own
     except Exception as exc:
-        beat.stop()
-        if not _holds(store, msg, lease_role, env.owner):
-            raise _taken_over(msg, role, exc) from exc  # a zombie records nothing
-        store.release(pid, unit, msg.attempt, lease_role, env.owner)
-        raise step_failed(store, env.settings, msg, role, exc) from exc
-    except BaseException:
-        beat.stop()
-        store.release(pid, unit, msg.attempt, lease_role, env.owner)
-        raise
-    beat.stop()
-    outcome = record.outcome or StepOutcome()
-    if beat.lost.is_set() or not _holds(store, msg, lease_role, env.owner):
-        raise _taken_over(msg, role, None)
+        if not lease.still_held():
+            raise lease.taken_over(exc) from exc
+        raise step_failed(env.store, env.settings, msg, role, exc) from exc
+    if not lease.still_held():
+        raise lease.taken_over(None)
+    return record
+
+
+def _may_keep(role: StepRole, env: StepEnv, msg: StepMsg, record: StepRecord) -> None:
+    """Raise when the session ended in no outcome to keep: stopped between turns (a pause
+    or a cancel: the checkpoint resumes it), or the model unavailable (the same step runs
+    again and calls the model for real)."""
+    store, outcome = env.store, record.outcome or StepOutcome()
     if outcome.status == "cancelled" and outcome.reason == "cancelled":
-        # Stopped between turns (a pause or a cancel): no record, the checkpoint resumes it.
-        store.release(pid, unit, msg.attempt, lease_role, env.owner)
         raise StepPaused(f"{msg.task_id(role)}: stopped before its next turn "
-                         f"({stop_reason(store, pid, unit) or 'cancelled'}); checkpoint kept")
+                         f"({stop_reason(store, msg.pid, msg.unit_id) or 'cancelled'}); "
+                         "checkpoint kept")
     if outcome.status == "recovery_required":
-        # Not an outcome to keep: the same step runs again, and calls the model for real.
-        store.release(pid, unit, msg.attempt, lease_role, env.owner)
         error = outcome.summary or outcome.reason
         if outcome.reason == REFUSED:
             raise model_refused(store, msg, role, error)
@@ -156,14 +228,6 @@ def run_step(role: StepRole, env: StepEnv, msg: StepMsg) -> StepMsg:
         if outcome.reason == INVALID:
             raise request_refused(store, env.settings, msg, role, error)
         raise model_unavailable(store, env.settings, msg, role, error)
-    # The record and the lease's release are one fenced step: the next step waits on it.
-    try:
-        saved = save_step(store, pid, unit, record, fence=fence)
-    except LeaseLost as lost:
-        raise _taken_over(msg, role, lost) from None
-    if recovered(state) is not None:
-        _clear_marks(store, msg)
-    return saved.msg
 
 
 def decide_step(env: StepEnv, msg: StepMsg) -> list[Dispatch]:
@@ -217,12 +281,6 @@ class Heartbeat:
 def _holds(store: RedisStore, msg: StepMsg, lease_role: str, owner: str) -> bool:
     """Whether owner still holds the step's lease."""
     return store.lease_owner(msg.pid, msg.unit_id, msg.attempt, lease_role) == owner
-
-
-def _taken_over(msg: StepMsg, role: str, cause: BaseException | None) -> StepSuperseded:
-    """The end of a step whose lease another worker took while this one was paused."""
-    why = f" ({cause})" if isinstance(cause, LeaseLost) else ""
-    return StepSuperseded(f"{msg.task_id(role)}: its lease was taken over{why}; stopped")
 
 
 def _mark(
