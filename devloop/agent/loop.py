@@ -12,6 +12,7 @@ import time
 from typing import Any
 
 from devloop.agent import regions
+from devloop.agent.checkpoint import SessionState
 from devloop.agent.context import (
     approx_tokens,
     clear_old_tool_outputs,
@@ -34,7 +35,6 @@ from devloop.agent.transcript import (
     append_block,
     append_user_text,
     close_dangling,
-    identity,
     last_text,
 )
 from devloop.agent.untrusted import sanitize_summary, wrap_untrusted
@@ -91,7 +91,7 @@ class AgentSession:
         # The tests' outcome before the first edit (a coder retry's BASELINE): progress and
         # the best state are measured from it.
         self.baseline = baseline
-        self.state: dict[str, Any] = {}
+        self.state = SessionState()
         self.stuck = StuckTracker(spec.stuck)
         self.started = time.monotonic()
 
@@ -104,58 +104,39 @@ class AgentSession:
         ended `recovery_required` (the model was unavailable) is resumed, with a real
         model call: only a session that ended for good returns its stored result.
         """
-        saved = self.checkpointer.load(self.spec.session_key)
+        raw = self.checkpointer.load(self.spec.session_key)
+        saved = SessionState.model_validate(raw) if raw else None
         mine = (self.spec.attempt, self.spec.try_no)
-        theirs = identity(saved) if saved else None
+        theirs = saved.identity if saved else None
         if saved and theirs and theirs > mine:
             # A late redelivery of an attempt the loop has already moved past.
-            self.state = {**saved, "attempt": self.spec.attempt, "try": self.spec.try_no}
+            self.state = saved.model_copy(
+                update={"attempt": self.spec.attempt, "try_no": self.spec.try_no}
+            )
             return self._result("cancelled", "superseded", "a later attempt already ran")
         if saved and theirs == mine:
-            if saved["finished"] and saved["result"]["status"] not in RESUMABLE:
-                return SessionResult.model_validate(saved["result"])
-            # A checkpoint saved before the regions existed starts them empty.
-            fresh: dict[str, Any] = {"errors": [], "best": None, "last_tests": None, "compacted": 0}
-            self.state = {**fresh, **saved, "finished": False, "result": None}
-            self.stuck = StuckTracker.from_dict(saved["stuck"], self.spec.stuck)
-            if self.workspace is not None and saved.get("workspace"):
-                self.workspace.restore(saved["workspace"])
-            if saved["result"] and saved["result"]["terminal_reason"] == "infra_flake":
-                self.state["next"] = "tools"  # the turn's calls run again (it was an install)
-            elif saved["finished"] and self.state["messages"][-1]["role"] == "assistant":
+            ended = saved.result
+            if saved.finished and ended and ended["status"] not in RESUMABLE:
+                return SessionResult.model_validate(ended)
+            self.state = saved.model_copy(update={"finished": False, "result": None})
+            self.stuck = StuckTracker.from_dict(saved.stuck, self.spec.stuck)
+            if self.workspace is not None and saved.workspace:
+                self.workspace.restore(saved.workspace)
+            if ended and ended["terminal_reason"] == "infra_flake":
+                self.state.next = "tools"  # the turn's calls run again (it was an install)
+            elif saved.finished and self.state.messages[-1]["role"] == "assistant":
                 # The context was full after the model's turn: ask it to carry on.
-                append_user_text(self.state["messages"], "Continue from where you stopped.")
-                self.state["next"] = "query"
+                append_user_text(self.state.messages, "Continue from where you stopped.")
+                self.state.next = "query"
             return None
-        messages = list(saved["messages"]) if saved else []
+        messages = list(saved.messages) if saved else []
         close_dangling(messages)
         # Each attempt's task (and the data before it) is a pinned region.
         append_user_text(messages, task, region="task")
-        self.state = {
-            "session_key": self.spec.session_key,
-            "attempt": self.spec.attempt,
-            "try": self.spec.try_no,
-            "mode": self.spec.mode,
-            "messages": messages,
-            "next": "query",
-            "turns": 0,
-            "usage": Usage().model_dump(),
-            "cost_usd": 0.0,
-            "elapsed_ms": 0,
-            "self_checks": 0,
-            "reassessed": 0,
-            "pinned": [],
-            "stuck": {},
-            "changed_files": [],
-            "last_error": None,
-            "finished": False,
-            "result": None,
-            "workspace": None,
-            "errors": [],
-            "best": None,
-            "last_tests": None,
-            "compacted": 0,
-        }
+        self.state = SessionState(
+            session_key=self.spec.session_key, attempt=self.spec.attempt,
+            try_no=self.spec.try_no, mode=self.spec.mode, messages=messages,
+        )
         if self.baseline is not None:
             self.stuck.seed(self.baseline)
             self._note_tests(self.baseline, turn=0)
@@ -164,20 +145,20 @@ class AgentSession:
 
     def _save(self) -> None:
         now = time.monotonic()
-        self.state["elapsed_ms"] += int((now - self.started) * 1000)
+        self.state.elapsed_ms += int((now - self.started) * 1000)
         self.started = now
-        self.state["stuck"] = self.stuck.to_dict()
+        self.state.stuck = self.stuck.to_dict()
         if self.workspace is not None:
-            self.state["workspace"] = self.workspace.snapshot()
-        self.checkpointer.save(self.spec.session_key, self.state)
+            self.state.workspace = self.workspace.snapshot()
+        self.checkpointer.save(self.spec.session_key, self.state.to_checkpoint())
 
     def final_plan(self) -> str:
         """The unsanitized text of the last assistant turn (a reassess session's plan)."""
-        return last_text(self.state.get("messages", []))
+        return last_text(self.state.messages)
 
     @property
     def usage(self) -> Usage:
-        return Usage.model_validate(self.state["usage"])
+        return self.state.usage
 
     # --- the loop ----------------------------------------------------------------
 
@@ -187,7 +168,7 @@ class AgentSession:
         if done is not None:
             return done
         while True:
-            step = self.state["next"]
+            step = self.state.next
             # Checked once per turn, before the model is asked: the turn before it ran to
             # its end (tool results appended), so the checkpoint resumes cleanly.
             if step == "query" and self.cancel.is_set():
@@ -210,15 +191,15 @@ class AgentSession:
     def _limits(self) -> SessionResult | None:
         """End the session when any budget is spent."""
         b, usage = self.spec.budgets, self.usage
-        elapsed_s = (self.state["elapsed_ms"] + (time.monotonic() - self.started) * 1000) / 1000
+        elapsed_s = (self.state.elapsed_ms + (time.monotonic() - self.started) * 1000) / 1000
         spent = [
-            ("budget_turns", self.state["turns"] >= b.max_turns, f"{b.max_turns} turns"),
+            ("budget_turns", self.state.turns >= b.max_turns, f"{b.max_turns} turns"),
             (
                 "budget_tokens",
                 usage.prompt_tokens + usage.output_tokens >= b.max_tokens,
                 f"{b.max_tokens} tokens",
             ),
-            ("budget_usd", self.state["cost_usd"] >= b.max_usd, f"${b.max_usd:.2f}"),
+            ("budget_usd", self.state.cost_usd >= b.max_usd, f"${b.max_usd:.2f}"),
             ("budget_wall_time", elapsed_s >= b.max_wall_s, f"{b.max_wall_s:.0f} s of wall time"),
         ]
         for reason, hit, what in spent:
@@ -232,12 +213,12 @@ class AgentSession:
         """A budget ran out after the one reminder, with nothing but paperwork owed: if the
         work still passes its check, the session completes and what it owes is recorded
         missing (bookkeeping never costs the attempt)."""
-        if not self.state.get("owed_only"):
+        if not self.state.owed_only:
             return None
         report = self._report()
         if report.failures:
             return None
-        self.state["paperwork_missing"] = report.owed
+        self.state.paperwork_missing = report.owed
         return self._finish("completed", "end_turn", None)
 
     def _report(self) -> CheckReport:
@@ -254,25 +235,25 @@ class AgentSession:
         why = self.stuck.tripped()
         if why is None:
             return None
-        if self.reassess is None or self.state["reassessed"] >= self.spec.reassess_limit:
+        if self.reassess is None or self.state.reassessed >= self.spec.reassess_limit:
             return self._finish("stuck", "stuck", f"stuck: {why}")
         changes = self.workspace.describe_changes() if self.workspace else "(unknown)"
-        best = self.state.get("best")
+        best = self.state.best
         offer = None
         if self.spec.revert_to_best:
-            offer = regions.best_words(best, self.state.get("last_tests"))
-        plan = self.reassess(why, self.state["last_error"], changes, offer)
-        self.state["reassessed"] += 1
-        self.state["pinned"].append(plan)
+            offer = regions.best_words(best, self.state.last_tests)
+        plan = self.reassess(why, self.state.last_error, changes, offer)
+        self.state.reassessed += 1
+        self.state.pinned.append(plan)
         reverted = None
         if offer and best and self.workspace is not None and regions.wants_revert(plan):
             self.workspace.revert_to(best["snapshot"])
             reverted = offer.split(";")[0] + ": its files are back; re-read before you edit."
-            self.state["reverted"] = self.state.get("reverted", 0) + 1
+            self.state.reverted += 1
         # The plan is a model's text: it is pinned as wrapped data in the transcript (a
         # region block, kept when old turns are summarised), never in the system prompt,
         # which stays the same every turn and so stays cached.
-        append_block(self.state["messages"], regions.plan_block(why, plan, reverted))
+        append_block(self.state.messages, regions.plan_block(why, plan, reverted))
         self.stuck.reset()
         self._save()
         return None
@@ -283,10 +264,8 @@ class AgentSession:
 
     def _query(self) -> SessionResult | None:
         """Ask the model for its next turn and record it before acting on it."""
-        messages = self.state["messages"]
-        self.state["compacted"] = self.state.get("compacted", 0) + fit(
-            messages, self.spec.context_budget_tokens
-        )
+        messages = self.state.messages
+        self.state.compacted += fit(messages, self.spec.context_budget_tokens)
         request = LLMRequest(
             session_key=self.spec.session_key,
             system=self._system(),
@@ -310,16 +289,16 @@ class AgentSession:
             return self._finish("recovery_required", REFUSED, f"unknown model: {exc}")
         except LLMError as exc:
             return self._finish("failed", "llm_error", str(exc))
-        self.state["turns"] += 1
-        self.state["usage"] = (self.usage + response.usage).model_dump()
-        self.state["cost_usd"] += response.cost_usd
+        self.state.turns += 1
+        self.state.usage = self.usage + response.usage
+        self.state.cost_usd += response.cost_usd
         messages.append({"role": "assistant", "content": response.content})
         reason = response.stop_reason
         has_tools = any(b.get("type") == "tool_use" for b in response.content)
         if has_tools:
-            self.state["next"] = "tools"
+            self.state.next = "tools"
         elif reason in ("end_turn", "stop_sequence"):
-            self.state["next"] = "check"
+            self.state.next = "check"
         elif reason == "max_tokens":
             append_user_text(
                 messages,
@@ -339,7 +318,7 @@ class AgentSession:
         u = self.usage
         self.ctx.emit(
             ProgressEvent(
-                "turn", turn=self.state["turns"], tokens=u.prompt_tokens + u.output_tokens
+                "turn", turn=self.state.turns, tokens=u.prompt_tokens + u.output_tokens
             )
         )
         self._save()
@@ -357,7 +336,7 @@ class AgentSession:
         created: list[str] = []
         tallies: list[tuple[str, TestTally]] = []
         window_changed = False
-        for block in self.state["messages"][-1]["content"]:
+        for block in self.state.messages[-1]["content"]:
             if block.get("type") != "tool_use":
                 continue
             name, args = block.get("name", ""), block.get("input")
@@ -366,9 +345,9 @@ class AgentSession:
                 return self._finish("recovery_required", "infra_flake", result.infra_flake)
             self.stuck.observe_call(name, args, result.text if result.is_error else None)
             if result.is_error:
-                self.state["last_error"] = result.text[:2000]
+                self.state.last_error = result.text[:2000]
                 entry = regions.failure_entry(name, result.text)
-                window_changed |= regions.remember(self.state["errors"], entry)
+                window_changed |= regions.remember(self.state.errors, entry)
             regions.track_files(self.state, result)
             if getattr(self.toolset.tools.get(name), "writes", False):
                 written += result.changed_files
@@ -396,14 +375,14 @@ class AgentSession:
             self.stuck.observe_turn(self.workspace.fingerprint(), written, created)
         for tool, tally in tallies:
             self.stuck.observe_tests(tally)
-            self._note_tests(tally, turn=self.state["turns"])
+            self._note_tests(tally, turn=self.state.turns)
             red = regions.tests_entry(tool, tally)
             if red is not None:
-                window_changed |= regions.remember(self.state["errors"], red)
+                window_changed |= regions.remember(self.state.errors, red)
         if window_changed:
-            results.append(regions.errors_block(self.state["errors"]))
-        self.state["messages"].append({"role": "user", "content": results})
-        self.state["next"] = "query"
+            results.append(regions.errors_block(self.state.errors))
+        self.state.messages.append({"role": "user", "content": results})
+        self.state.next = "query"
         self._save()
         return None
 
@@ -421,28 +400,28 @@ class AgentSession:
         failures, owed = report.failures, report.owed
         # Asked only when a turn is left to give it in: the reminder must never be what
         # spends the turn budget.
-        ask = (bool(owed) and not self.state.get("reminded")
-               and self.state["turns"] < self.spec.budgets.max_turns)
-        self.state["owed_only"] = ask and not failures
+        ask = (bool(owed) and not self.state.reminded
+               and self.state.turns < self.spec.budgets.max_turns)
+        self.state.owed_only = ask and not failures
         if not failures and not ask:
-            self.state["paperwork_missing"] = owed
+            self.state.paperwork_missing = owed
             return self._finish("completed", "end_turn", None)
-        if failures and self.state["self_checks"] >= self.spec.self_check_rounds:
-            self.state["self_check_failures"] = failures
-            self.state["paperwork_missing"] = owed
+        if failures and self.state.self_checks >= self.spec.self_check_rounds:
+            self.state.self_check_failures = failures
+            self.state.paperwork_missing = owed
             return self._finish("failed", "validation_failed", "; ".join(failures))
         parts = []
         if failures:
-            self.state["self_checks"] += 1
+            self.state.self_checks += 1
             parts.append(
                 "The runtime's self-check failed; fix each item, then finish again:\n"
                 + "\n".join(f"- {f}" for f in failures)
             )
         if ask:
-            self.state["reminded"] = True
+            self.state.reminded = True
             parts.append(REMINDER + "\n" + "\n".join(f"- {o}" for o in owed))
-        append_user_text(self.state["messages"], "\n\n".join(parts))
-        self.state["next"] = "query"
+        append_user_text(self.state.messages, "\n\n".join(parts))
+        self.state.next = "query"
         self._save()
         return None
 
@@ -450,8 +429,8 @@ class AgentSession:
         """Build the result payload, checkpoint it as finished, and return it."""
         self._save()
         result = self._result(status, reason, summary)
-        self.state.update(finished=True, result=result.model_dump(mode="json"))
-        self.checkpointer.save(self.spec.session_key, self.state)
+        self.state.finished, self.state.result = True, result.model_dump(mode="json")
+        self.checkpointer.save(self.spec.session_key, self.state.to_checkpoint())
         return result
 
     def _result(self, status: SessionStatus, reason: str, summary: str | None) -> SessionResult:
@@ -463,13 +442,13 @@ class AgentSession:
             attempt=self.spec.attempt,
             status=status,
             terminal_reason=reason,
-            final_text=sanitize_summary(last_text(self.state["messages"])),
+            final_text=sanitize_summary(last_text(self.state.messages)),
             failure_summary=sanitize_summary(summary, 2000) if summary else None,
             usage=self.usage,
-            cost_usd=round(self.state["cost_usd"], 6),
-            turns=self.state["turns"],
-            duration_ms=self.state["elapsed_ms"],
-            self_check_failures=self.state.get("self_check_failures", []),
-            paperwork_missing=self.state.get("paperwork_missing", []),
-            changed_files=self.state["changed_files"],
+            cost_usd=round(self.state.cost_usd, 6),
+            turns=self.state.turns,
+            duration_ms=self.state.elapsed_ms,
+            self_check_failures=self.state.self_check_failures,
+            paperwork_missing=self.state.paperwork_missing,
+            changed_files=self.state.changed_files,
         )

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from devloop.agent.checkpoint import SessionState
 from devloop.agent.context import region_block
 from devloop.agent.stuck import TestTally, normalise
 from devloop.agent.tools import ToolResult
@@ -67,15 +68,15 @@ def errors_block(window: list[list[str]]) -> dict[str, Any]:
     )
 
 
-def track_files(state: dict[str, Any], result: ToolResult) -> None:
+def track_files(state: SessionState, result: ToolResult) -> None:
     """Remember the files a call changed, for the session's result."""
     for path in result.changed_files:
-        if path not in state["changed_files"]:
-            state["changed_files"].append(path)
+        if path not in state.changed_files:
+            state.changed_files.append(path)
 
 
 def note_tests(
-    state: dict[str, Any],
+    state: SessionState,
     tally: TestTally,
     turn: int,
     snapshot: Callable[[], dict[str, str | None]],
@@ -83,10 +84,10 @@ def note_tests(
     """Keep the last run's counts, and the files of the state where most tests passed."""
     if tally.crashed is not None:
         return
-    state["last_tests"] = {"passed": tally.passed, "total": tally.total}
-    best = state.get("best")
+    state.last_tests = {"passed": tally.passed, "total": tally.total}
+    best = state.best
     if best is None or tally.passed > best["passed"]:
-        state["best"] = {
+        state.best = {
             "passed": tally.passed,
             "total": tally.total,
             "turn": turn,

@@ -12,11 +12,12 @@ from typing import Any, Literal
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import RESUMABLE, AgentSession, identity
+from devloop.agent.loop import RESUMABLE, AgentSession
 from devloop.agent.reassess import make_reassess
 from devloop.agent.result import SessionResult
 from devloop.agent.spec import Budgets, CheckReport, SessionSpec
 from devloop.agent.tools import ProgressEvent, ToolContext
+from devloop.agent.transcript import identity
 from devloop.config import Settings
 from devloop.fleet.output import LiveOutput
 from devloop.ledgers import BugLedger, Timeline

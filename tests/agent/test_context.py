@@ -66,7 +66,7 @@ def test_a_sixty_turn_session_stays_under_budget_with_its_pinned_regions(
     # Compaction is in bulk: most turns still read their prefix from the cache.
     u = result.usage
     assert u.cache_read_input_tokens / u.prompt_tokens > 0.6
-    assert session.state["compacted"] > 0
+    assert session.state.compacted > 0
 
 
 def test_compaction_keeps_pairs_and_every_plan_but_only_the_newest_errors_window() -> None:

@@ -136,3 +136,33 @@ def test_a_session_whose_context_filled_up_resumes_and_carries_on(
     assert again.status == "completed" and again.final_text == "done"
     last = h.requests()[-1].body["messages"]
     assert last[-1]["role"] == "user" and "Continue" in last[-1]["content"][-1]["text"]
+
+
+def test_a_checkpoint_saved_as_a_plain_dict_before_the_newer_keys_resumes(
+    make_harness: MakeHarness,
+) -> None:
+    """A checkpoint as an older DevLoop saved it (no try, no errors window, no best state,
+    none of the reminder's keys) is this session's, and carries on where it stopped."""
+    h = make_harness(script(tool("Read", path="spec.json"), text("done")))
+    old = {
+        "session_key": KEY, "attempt": 1, "mode": "implement",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Implement todo-be."}]},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1",
+                                               "name": "Read", "input": {"path": "spec.json"}}]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1",
+                                          "content": "{}", "is_error": False}]},
+        ],
+        "next": "query", "turns": 1, "usage": {"input_tokens": 10, "output_tokens": 5},
+        "cost_usd": 0.01, "elapsed_ms": 1200, "self_checks": 0, "reassessed": 0,
+        "pinned": [], "stuck": {}, "changed_files": ["code/a.js"], "last_error": None,
+        "finished": False, "result": None, "workspace": None,
+    }
+    h.store.save_session(PID, "coder", UNIT, old)
+    result = h.session().run("Implement todo-be.")
+    assert result.status == "completed" and result.turns == 2
+    assert [r.turn for r in h.requests()] == [2]  # turn 1 was answered before: never asked again
+    assert result.changed_files == ["code/a.js"] and result.cost_usd >= 0.01
+    saved = h.store.load_session(PID, "coder", UNIT)
+    assert saved is not None and saved["finished"] and saved["try"] == 1
+    assert saved["errors"] == [] and saved["best"] is None and saved["paperwork_missing"] == []
