@@ -33,6 +33,7 @@ from devloop.beneath import (
     parts_of,
     refusal,
 )
+from devloop.removal import remove_entry
 
 __all__ = ["Dir", "Refused", "describe", "kernel_resolves", "parts_of"]
 
@@ -183,9 +184,7 @@ class Dir:
             if st is not None and not stat.S_ISREG(st.st_mode):
                 if not replace:
                     raise Refused(rel, f"is {describe(st.st_mode)}, not a regular file")
-                from devloop.safetree import remove_tree  # it builds on this module
-
-                remove_tree(parent, name)
+                remove_entry(parent.fd, name)
             tmp = f".{name[:64]}.{secrets.token_hex(8)}.tmp"
             flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | OPEN
             fd = os.open(tmp, flags, mode, dir_fd=parent.fd)

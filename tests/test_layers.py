@@ -45,9 +45,10 @@ def test_a_pure_decision_module_loads_no_store_and_no_redis_client(module: str) 
     assert len([m for m in ours if m.startswith("devloop")]) <= 8, ours
 
 
-def _module_imports(root: Path) -> dict[str, set[str]]:
+def _module_imports(root: Path, deferred: bool = False) -> dict[str, set[str]]:
     """Each module of devloop/ and workers/ -> the modules of ours it imports at its top
-    level (what runs at import time: function-level imports are deferred by design)."""
+    level (what runs at import time: function-level imports are deferred by design), or
+    anywhere in it with `deferred`."""
     paths = {}
     for package in ("devloop", "workers"):
         for path in (root / package).rglob("*.py"):
@@ -56,7 +57,8 @@ def _module_imports(root: Path) -> dict[str, set[str]]:
     graph: dict[str, set[str]] = {}
     for name, path in paths.items():
         edges: set[str] = set()
-        for node in ast.parse(path.read_text(), str(path)).body:
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree) if deferred else tree.body:
             if isinstance(node, ast.Import):
                 edges.update(a.name for a in node.names if a.name in paths)
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -71,7 +73,27 @@ def _module_imports(root: Path) -> dict[str, set[str]]:
 def test_no_import_circle_among_our_modules() -> None:
     """Every module can be read from its imports down: no two modules import each other,
     directly or round a longer circle (a circle is a layer drawn wrong)."""
-    graph = _module_imports(LIBRARY.parent)
+    assert _circles(_module_imports(LIBRARY.parent)) == []
+
+
+# Circles closed only by an import inside a function, still to be broken; none may be added.
+DEFERRED_CIRCLES_LEFT = [
+    ["devloop.llm.stub.attempt", "devloop.llm.stub.imperfect", "devloop.llm.stub.script"],
+    ["devloop.store.base", "devloop.store.project"],
+    ["workers.cli", "workers.cli_people"],
+    ["workers.dispatch", "workers.tasks"],
+]
+
+
+def test_no_new_import_circle_through_an_import_inside_a_function() -> None:
+    """A function-level import hides a circle from import time, not from the reader."""
+    found = {frozenset(c) for c in _circles(_module_imports(LIBRARY.parent, deferred=True))}
+    known = [set(c) for c in DEFERRED_CIRCLES_LEFT]
+    assert [sorted(c) for c in found if not any(c <= k for k in known)] == []
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The circles a depth-first walk from every module meets (each as the path round it)."""
     circles, done = [], set()
     for start in graph:  # a depth-first walk from every module; a grey node is a circle
         stack, grey = [(start, iter(sorted(graph[start])))], {start}
@@ -83,8 +105,9 @@ def test_no_import_circle_among_our_modules() -> None:
                 grey.discard(node)
                 done.add(node)
             elif step in grey:
-                circles.append([n for n, _ in stack] + [step])
+                path = [n for n, _ in stack]
+                circles.append(path[path.index(step):])
             elif step not in done:
                 grey.add(step)
                 stack.append((step, iter(sorted(graph[step]))))
-    assert circles == []
+    return circles
