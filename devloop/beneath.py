@@ -18,6 +18,8 @@ import os
 import platform
 import stat
 
+from devloop.errors import DevLoopError
+
 OPEN = os.O_CLOEXEC | os.O_NOCTTY | os.O_NOFOLLOW
 DIR = os.O_RDONLY | os.O_DIRECTORY | OPEN
 # openat2(2): RESOLVE_NO_MAGICLINKS | RESOLVE_NO_SYMLINKS | RESOLVE_BENEATH.
@@ -25,7 +27,7 @@ _RESOLVE = 0x02 | 0x04 | 0x08
 _SYS_OPENAT2 = {"x86_64": 437, "aarch64": 437}.get(platform.machine())
 
 
-class Refused(OSError):
+class Refused(DevLoopError, OSError):
     """A path a Dir will not touch, and why ("is a symlink", "is a fifo", ...)."""
 
     def __init__(self, path: str, reason: str, code: int = errno.EPERM) -> None:

@@ -9,13 +9,14 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from devloop.errors import DevLoopError
 from devloop.models import UnitsFile
 
 SELF_INCONSISTENT = "contract.version self-inconsistent"
 SDD_MISMATCH = "contract does not match SDD-declared hash"
 
 
-class ContractMissingExports(ValueError):
+class ContractMissingExports(DevLoopError, ValueError):
     """A contract has no `exports` object to hash."""
 
 

@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass, field
 
 from devloop.artifacts import bidi_controls, binary_summary, codepoint, is_text, marked
+from devloop.errors import DevLoopError
 from devloop.fleet.control import current_epoch
 from devloop.fleet.dispatch import release_dependents, start_fixing
 from devloop.fleet.marks import export_marks
@@ -31,7 +32,7 @@ DIFF_LINES = 4000  # lines of one file's diff shown; the rest is summarized
 NOTE_CHARS = 4000
 
 
-class ReviewRefused(ValueError):
+class ReviewRefused(DevLoopError, ValueError):
     """The unit is not waiting for a review (the message says what it is)."""
 
 

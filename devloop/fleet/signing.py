@@ -13,12 +13,14 @@ import hashlib
 import hmac
 import time
 
+from devloop.errors import DevLoopError
+
 HEADER = "X-DevLoop-Signature"
 TOLERANCE_S = 300  # how far a call's timestamp may be from the receiver's clock
 MIN_SECRET_CHARS = 32
 
 
-class BadSignature(ValueError):
+class BadSignature(DevLoopError, ValueError):
     """A call whose signature does not hold: forged, altered, replayed late, or unsigned."""
 
 

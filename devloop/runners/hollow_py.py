@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import ast
 
+from devloop.errors import DevLoopError
+
 GUARD = "__devloop_hollow__"
 NOTHING = "__devloop_nothing__"
 _PRELUDE = f"""\
@@ -45,7 +47,7 @@ class __devloop_hollow_value__:
 """
 
 
-class HollowError(ValueError):
+class HollowError(DevLoopError, ValueError):
     """The module cannot be hollowed (it does not parse)."""
 
 

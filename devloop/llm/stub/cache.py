@@ -13,6 +13,7 @@ import hashlib
 import threading
 from dataclasses import dataclass
 
+from devloop.errors import DevLoopError
 from devloop.llm.stub.tokens import PrefixBlock
 
 MAX_BREAKPOINTS = 4
@@ -28,7 +29,7 @@ class CacheUsage:
     cache_read_input_tokens: int
 
 
-class TooManyBreakpoints(ValueError):
+class TooManyBreakpoints(DevLoopError, ValueError):
     """More cache_control blocks than the API allows."""
 
     def __init__(self, found: int) -> None:

@@ -13,6 +13,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from devloop.errors import DevLoopError
+
 Loc = tuple[str, ...]
 
 PLACEHOLDER = re.compile(r"\{\{([A-Za-z_]\w*)\}\}", re.ASCII)
@@ -22,7 +24,7 @@ LOOP = ("key", "value")  # what an `each` item sees of each entry
 EACH = frozenset({"each", "item"})
 
 
-class TemplateError(ValueError):
+class TemplateError(DevLoopError, ValueError):
     """A template cannot be filled: `loc` is where in the template, `fix` what to do."""
 
     def __init__(self, loc: Loc, message: str, fix: str) -> None:

@@ -45,7 +45,7 @@ FAST_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoade
 _MERGE = "tag:yaml.org,2002:merge"
 
 
-class _DuplicateKey(Exception):
+class _DuplicateKey(DevLoopError):
     """A mapping repeats a key; the slow path finds where, with its path."""
 
 
