@@ -8,8 +8,8 @@ into uncached input, cache writes and cache reads by Anthropic's caching rules) 
 many requests the scripted turns make per unit. What is not: how many requests a real
 model makes. That is taken from runs a person played by hand (OBSERVED below) and given
 as a range. Prints a table and writes bench/out/unit_cost.json; docs/user-guide.md shows
-the cost table `devloop.guide.cost_table` renders from `devloop.guide.MEASURED`, which holds
-what this measured (it says when they differ).
+the cost table `devloop.guide.cost_table` renders from `devloop.guide.MEASURED`,
+which holds what this measured (it says when they differ).
 """
 
 from __future__ import annotations

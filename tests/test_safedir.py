@@ -238,7 +238,8 @@ def test_remove_tree_copes_with_dirs_their_owner_made_unusable(public_dir: Path)
     shutil.copytree(source, staged / "devloop", ignore=shutil.ignore_patterns("__pycache__"))
     (staged / "devloop/__init__.py").write_text("")
     script = (
-        "import sys; from devloop.safedir import Dir; from devloop.safetree import remove_tree\n"
+        "from devloop.safedir import Dir\n"
+        "from devloop.safetree import remove_tree\n"
         f"remove_tree(Dir.open({str(tree)!r}), 't')\n"
     )
     done = subprocess.run(
