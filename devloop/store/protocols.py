@@ -77,3 +77,15 @@ class ReviewStore(Protocol):
         meta: dict[str, bytes | float | int | str],
     ) -> None: ...
     def approval(self, pid: str, unit: str) -> tuple[dict[str, bytes], int | None]: ...
+
+
+def _both_stores_answer_every_protocol() -> None:
+    """Checked by mypy, never run: each store answers each protocol."""
+    from devloop.store.inmemory import MemoryStore
+    from devloop.store.store import RedisStore
+
+    for store in (MemoryStore(), RedisStore.from_url("redis://")):
+        control: ControlStore = store
+        steps: StepRecordStore = store
+        reviews: ReviewStore = store
+        del control, steps, reviews
