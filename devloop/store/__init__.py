@@ -55,6 +55,12 @@ Every key of a project starts with ``devloop:{pid}:``::
 A unit's files carry a version bumped by every applied commit; a commit names the
 version it started from and its (role, attempt), so a stale or duplicate delivery
 commits nothing. Check-then-write steps run as Lua scripts or under WATCH/MULTI.
+
+Nothing outside this package touches the Redis client or makes a key name
+(tests/test_layers.py counts). A new key is a name in keys.py, a line above, and methods
+on the mixin of its concern; when that concern has a protocol (protocols.py: controls and
+spend, step records, reviews), MemoryStore (inmemory.py) answers it too, and a contract
+test in tests/store/ runs the same assertions on both stores.
 """
 
 from __future__ import annotations

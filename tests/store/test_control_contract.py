@@ -73,7 +73,7 @@ def test_a_units_cancel_stops_only_that_unit(any_store: AnyStore) -> None:
     assert read_control(any_store, PID).cancelled_units == ("a",)
 
 
-def test_the_stop_flag_a_session_checks_each_turn_follows_redis(any_store: AnyStore) -> None:
+def test_the_stop_flag_a_session_checks_each_turn_follows_the_store(any_store: AnyStore) -> None:
     flag = StopFlag(any_store, PID, "a")
     assert not flag.is_set()
     set_max_usd(any_store, PID, 0.5)
