@@ -14,7 +14,7 @@ from devloop.cli import app, fail, missing_folder, out
 from devloop.config import load_settings
 from devloop.embedded import NotPrivate, redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
-from devloop.fleet.marks import STUB, llm_key
+from devloop.fleet.marks import scripted_now
 from devloop.fleet.reset import agreed, plan_reset, question, told
 from devloop.fleet.wipe import live_steps, reset_in_folder, reset_in_store
 from devloop.project import Project, load_project
@@ -95,7 +95,7 @@ def _reset_held(project: Project, project_dir: Path, wanted: list[str], yes: boo
             store.import_project(project)  # the folder's spec and edits, as a run takes them
             reset_in_store(store, pid, graph, plan.units, by="devloop reset")
             reset_in_folder(store, pid, project_dir, plan.units)
-            stub = store.client.get(llm_key(store, pid)) == STUB.encode()
+            stub = scripted_now(store, pid)
         finally:
             store.close()
     n = len(plan.units)

@@ -10,7 +10,6 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, NoReturn, TypeVar
 
-import redis
 from celery import Task
 from celery.events import EventDispatcher
 from celery.exceptions import Ignore
@@ -24,6 +23,7 @@ from devloop.fleet.status import StepProgress, record_progress
 from devloop.fleet.steps import StepBusy, StepEnv, decide_step, run_step
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.store import RedisStore
+from devloop.store.base import StoreError, StoreUnavailable
 from workers.app import app
 from workers.dispatch import send
 
@@ -91,7 +91,7 @@ class Progress:
         self.kept, self.stored = kept, True
         try:
             record_progress(store(), self.msg.pid, self.msg.unit_id, kept)
-        except redis.RedisError as lost:
+        except StoreError as lost:
             log.info("progress of %s not kept: %s", self.msg.unit_id, lost)
 
     def __call__(self, event: ProgressEvent) -> None:
@@ -138,7 +138,7 @@ def _carried(task: Task, call: Callable[[], T]) -> T:
     except StepStopped as stop:
         log.warning("%s", stop)
         raise Ignore() from stop  # no callbacks: the chain stops here
-    except redis.ConnectionError as lost:
+    except StoreUnavailable as lost:
         # Redis went away for longer than the client's retries: run again from the checkpoint.
         raise task.retry(countdown=5) from lost
 
@@ -183,8 +183,7 @@ def decide(self: Task, msg: dict[str, Any]) -> list[str]:
     step = StepMsg.model_validate(msg)
     dispatches = _carried(self, lambda: decide_step(_env(self, step, "decide"), step))
     # At most one reconcile pass per project per grace period, whichever decide gets there.
-    lock = f"{store().keys(step.pid).prefix}reconcile-lock"
-    if store().client.set(lock, "1", nx=True, ex=max(1, int(settings().reconcile_grace_s))):
+    if store().take_reconcile_lock(step.pid, max(1, int(settings().reconcile_grace_s))):
         dispatches += reconcile(store(), step.pid, settings().reconcile_grace_s)
     send(dispatches)
     return [d.msg.task_id("coder") for d in dispatches]

@@ -13,9 +13,6 @@ from devloop.fleet.marks import export_marks, scripted_now
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.records import (
     StepRecord,
-    dispatched_key,
-    environment_key,
-    finished_key,
     load_outcomes,
     load_step,
     save_step,
@@ -37,15 +34,6 @@ from devloop.project import load_project
 from devloop.runners.tamper import is_code_fault
 from devloop.store import ImportReport, RedisStore, UnitState, promote_memory
 
-# Adds a finished dependency and, when the set is complete, claims the dependent's
-# release with SET NX: of N dependencies finishing at once, exactly one call returns 1.
-RELEASE = """
-redis.call('SADD', KEYS[1], ARGV[1])
-if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[2]) then
-  if redis.call('SET', KEYS[2], ARGV[3], 'NX') then return 1 end
-end
-return 0
-"""
 ACTIVE = ("coding", "testing", "waiting_model")
 # No step of the unit's attempt may run any more (review: a person decides next).
 TERMINAL = ("passed", "blocked", "blocked_upstream", "review")
@@ -83,8 +71,7 @@ def _start_all(store: RedisStore, pid: str, units: list[str], epoch: int) -> lis
 
 def start_units_again(store: RedisStore, pid: str, units: list[str], epoch: int) -> list[Dispatch]:
     """Start pending units now (their dependencies passed) and return their chains."""
-    for unit in units:
-        store.client.set(dispatched_key(store, pid, unit), "again")
+    store.mark_dispatched(pid, units, "again")
     return _start_all(store, pid, units, epoch)
 
 
@@ -93,11 +80,11 @@ def enqueue_project(store: RedisStore, project_dir: Path) -> tuple[ImportReport,
     project = load_project(project_dir)  # raises ProjectInvalid before anything is written
     report = store.import_project(project)
     # A new enqueue is a new try of the environment (its problem may have been fixed).
-    store.client.delete(environment_key(store, project.pid))
+    store.set_environment_error(project.pid, None)
     dispatches = []
     epoch = current_epoch(store, project.pid)
     for unit, deps in project.graph().items():
-        if not deps and store.client.set(dispatched_key(store, project.pid, unit), "root", nx=True):
+        if not deps and store.claim_root(project.pid, unit):
             dispatches += _start_all(store, project.pid, [unit], epoch)
     return report, dispatches
 
@@ -107,13 +94,7 @@ def release_dependents(store: RedisStore, pid: str, unit: str, epoch: int = 0) -
     record = store.project_record(pid)
     graph = record.graph
     users = record.dependents.get(unit, [])
-    # One round trip for all of them (EVAL: a pipeline would first ask SCRIPT EXISTS).
-    with store.client.pipeline(transaction=False) as pipe:
-        for user in users:
-            keys = [finished_key(store, pid, user), dispatched_key(store, pid, user)]
-            pipe.eval(RELEASE, 2, *keys, unit, len(graph[user]), unit)
-        claimed = pipe.execute() if users else []
-    won = [u for u, claim in zip(users, claimed, strict=True) if claim]
+    won = store.claim_releases(pid, unit, {user: len(graph[user]) for user in users})
     return _start_all(store, pid, won, epoch)
 
 
@@ -359,25 +340,19 @@ def _start_ready(store: RedisStore, pid: str, units: list[str], epoch: int) -> l
     """Start pending units whose dependencies have all passed (their release was missed)."""
     if not units:
         return []
-    with store.client.pipeline(transaction=False) as pipe:
-        for unit in units:
-            pipe.set(dispatched_key(store, pid, unit), "reconciled")
-        pipe.execute()
+    store.mark_dispatched(pid, units, "reconciled")
     return _start_all(store, pid, units, epoch)
 
 
 def _leased(store: RedisStore, pid: str, states: dict[str, UnitState]) -> set[str]:
     """The units among these whose current attempt has a live step (any role's lease)."""
-    asked: list[tuple[str, str]] = []
-    keys = store.keys(pid)
+    asked: list[tuple[str, int, str]] = []
     for unit, state in states.items():
         starved = int(state.extra.get("starved_reruns", 0))
         roles = ["coder", *(f"tester.{n}" for n in range(1, TESTER_RETRIES + starved + 2))]
-        asked += [(unit, keys.lease(unit, state.attempt, role)) for role in roles]
-    if not asked:
-        return set()
-    owners = store.client.mget([key for _, key in asked])
-    return {unit for (unit, _), owner in zip(asked, owners, strict=True) if owner}
+        asked += [(unit, state.attempt, role) for role in roles]
+    owners = store.lease_owners(pid, asked)
+    return {unit for (unit, _, _), owner in zip(asked, owners, strict=True) if owner}
 
 
 def _resend(

@@ -21,7 +21,6 @@ from devloop.config import Settings
 from devloop.errors import DevLoopError, SandboxUnavailable
 from devloop.fleet.dispatch import TERMINAL, block_downstream
 from devloop.fleet.messages import StepMsg
-from devloop.fleet.records import environment_key
 from devloop.ledgers import Timeline
 from devloop.loop import Decision, after_step_error, wait_for_model
 from devloop.store import RedisStore, UnitState
@@ -95,7 +94,7 @@ def step_failed(
         new = state.model_copy(update={"last_error": error, "updated_at": time.time()})
         store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
         # Last: the environment key stops the run, which may stop this worker at once.
-        store.client.set(environment_key(store, msg.pid), str(exc))
+        store.set_environment_error(msg.pid, str(exc))
         return EnvironmentBroken(str(exc))
     decision = after_step_error(
         state, error, settings.step_retries, settings.step_retry_base_s, settings.retry_max_s
@@ -118,7 +117,7 @@ def model_refused(store: RedisStore, msg: StepMsg, role: str, error: str) -> Ste
     new = state.model_copy(update={"last_error": why[:ERROR_CHARS], "updated_at": time.time()})
     store.cas_state(msg.pid, msg.unit_id, state.status, state.attempt, new)
     # Last: the environment key stops the run, which may stop this worker at once.
-    store.client.set(environment_key(store, msg.pid), why)
+    store.set_environment_error(msg.pid, why)
     return EnvironmentBroken(why)
 
 

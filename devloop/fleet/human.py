@@ -197,11 +197,11 @@ def _write_spec(store: RedisStore, pid: str, unit: str, criteria: list[str]) -> 
                                   base_version=version, changes={"spec.json": text.encode()})
         if done.applied:
             # The specs record follows the file it was committed with, never ahead of it.
-            store.client.hset(store.keys(pid).specs, unit, spec.model_dump_json())
+            store.put_unit_spec(pid, unit, spec)
             return
     raise ValueError(f'unit "{unit}" kept changing; try again')
 
 
 def _spec_edit(store: RedisStore, pid: str, unit: str) -> int:
     """A fresh number for each spec edit (a commit's marker is role:attempt, once)."""
-    return int(store.client.hincrby(f"{store.keys(pid).prefix}control", f"spec:{unit}", 1))
+    return store.count_spec_edit(pid, unit)

@@ -1,8 +1,8 @@
 """Which decisions were made under the stub's scripted turns: the mark on the unit state,
 and its copy in the folder.
 
-devloop:{pid}:llm            string   the model of the run driving the project ("stub", ...)
-agent-state/scripted.json    {"units": [...]}: the passed units a script passed (exported)
+The store keeps the model of the run driving the project ("stub", ...);
+agent-state/scripted.json holds {"units": [...]}: the passed units a script passed (exported).
 """
 
 from __future__ import annotations
@@ -10,28 +10,25 @@ from __future__ import annotations
 import json
 
 from devloop.store import RedisStore, UnitState
+from devloop.store.protocols import ControlStore
 
 STUB = "stub"
 MARKS_FILE = "scripted.json"  # agent-state/scripted.json
 
 
-def llm_key(store: RedisStore, pid: str) -> str:
-    return f"{store.keys(pid).prefix}llm"
-
-
-def note_llm(store: RedisStore, pid: str, llm: str) -> None:
+def note_llm(store: ControlStore, pid: str, llm: str) -> None:
     """Remember the model of the run that drives the project now (its decisions are marked)."""
-    store.client.set(llm_key(store, pid), llm)
+    store.set_run_llm(pid, llm)
 
 
-def forget_llm(store: RedisStore, pid: str) -> None:
+def forget_llm(store: ControlStore, pid: str) -> None:
     """The model is not known (`devloop enqueue`: the workers' own): no decision is marked."""
-    store.client.delete(llm_key(store, pid))
+    store.set_run_llm(pid, None)
 
 
-def scripted_now(store: RedisStore, pid: str) -> bool:
+def scripted_now(store: ControlStore, pid: str) -> bool:
     """Whether the run driving the project now serves the stub's scripted turns."""
-    return store.client.get(llm_key(store, pid)) == STUB.encode()
+    return store.run_llm(pid) == STUB
 
 
 def is_scripted(state: UnitState, every_run_scripted: bool = False) -> bool:

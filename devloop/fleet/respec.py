@@ -1,7 +1,7 @@
 """A unit's definition (spec.json, SDD section, upstream contracts) changed after it ran:
 found by digest, and the unit run again as a retry with the change as its hint.
 
-devloop:{pid}:definitions   hash   unit -> Definition (JSON): what the unit was last run on
+The store keeps each unit's Definition (JSON): what the unit was last run on.
 
 `devloop run` and `devloop enqueue` record every unit's definition; the next one compares
 the folder's with it. Imports by other commands (`sandbox exec`, `session run`) leave the
@@ -25,6 +25,9 @@ from devloop.ledgers import Timeline
 from devloop.loop import unblock
 from devloop.project import Project
 from devloop.store import RedisStore
+from devloop.store.steps import definitions_key
+
+__all__ = ["definitions_key"]
 
 SPEC, SDD = "spec.json", "SDD section"
 
@@ -44,10 +47,6 @@ class Change:
     status: str
     reason: str  # what changed, in words; the coder's hint when the unit runs again
     upstream: bool = False  # only an upstream contract changed
-
-
-def definitions_key(store: RedisStore, pid: str) -> str:
-    return f"{store.keys(pid).prefix}definitions"
 
 
 def _digest(text: str) -> str:
@@ -88,8 +87,7 @@ def changes(store: RedisStore, project: Project) -> list[Change]:
     """Units whose definition differs from the one recorded when they last ran (a unit
     never recorded is not a change), in dependency order."""
     pid = project.pid
-    raw = store.client.hgetall(definitions_key(store, pid))
-    recorded = {k.decode(): Definition.model_validate_json(v) for k, v in raw.items()}
+    recorded = {k: Definition.model_validate_json(v) for k, v in store.definitions(pid).items()}
     order = dag.topological_order(project.graph())
     states = store.get_states(pid, order)
     found = []
@@ -107,7 +105,7 @@ def changes(store: RedisStore, project: Project) -> list[Change]:
 def record_definitions(store: RedisStore, project: Project) -> None:
     """Remember every unit's definition as the one it runs on from now."""
     mapping = {u.id: definition(project, u.id).model_dump_json() for u in project.units.units}
-    store.client.hset(definitions_key(store, project.pid), mapping=mapping)  # type: ignore[arg-type]
+    store.record_definitions(project.pid, mapping)
 
 
 def rerun(store: RedisStore, pid: str, unit: str, why: str) -> list[Dispatch]:

@@ -1,10 +1,9 @@
 """The review gate: a unit whose tests went green waits in `review` until a person approves
 it (it passes and releases its dependents) or asks for changes (a coder retry with the note).
 
-devloop:{pid}:unit:{unit}:approved       hash  path -> bytes: code/**, tests/**, contract.json
-                                               as last approved (what the next diff is against)
-devloop:{pid}:unit:{unit}:approved-meta  hash  version, digest, attempt, by, ts
-agent-state/review-{unit}.json                 every review: attempt, verdict, note, by, ts
+The store keeps the files as last approved (what the next diff is against) and that
+approval's version, digest, attempt, by and ts (store/reviews.py);
+agent-state/review-{unit}.json holds every review: attempt, verdict, note, by, ts.
 """
 
 from __future__ import annotations
@@ -21,12 +20,14 @@ from devloop.fleet.dispatch import release_dependents, start_fixing
 from devloop.fleet.marks import export_marks
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.retest import passed_again
-from devloop.ids import check_id
 from devloop.ledgers import Timeline
 from devloop.loop import approve, request_changes
 from devloop.roles.context import reviews_path
 from devloop.store import RedisStore, UnitState, promote_memory
 from devloop.store.filesets import files_digest
+from devloop.store.reviews import approved_key, approved_meta_key
+
+__all__ = ["approved_key", "approved_meta_key"]
 
 DIFF_LINES = 4000  # lines of one file's diff shown; the rest is summarized
 NOTE_CHARS = 4000
@@ -34,14 +35,6 @@ NOTE_CHARS = 4000
 
 class ReviewRefused(DevLoopError, ValueError):
     """The unit is not waiting for a review (the message says what it is)."""
-
-
-def approved_key(store: RedisStore, pid: str, unit: str) -> str:
-    return f"{store.keys(pid).prefix}unit:{check_id(unit, 'unit id')}:approved"
-
-
-def approved_meta_key(store: RedisStore, pid: str, unit: str) -> str:
-    return f"{store.keys(pid).prefix}unit:{check_id(unit, 'unit id')}:approved-meta"
 
 
 def reviewed(files: dict[str, bytes]) -> dict[str, bytes]:
@@ -66,17 +59,10 @@ def approve_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[Dispat
         raise ReviewRefused(f'unit "{unit}" changed while it was being approved; look again')
     snapshot = store.unit_files(pid, unit)
     files = reviewed(snapshot.files)
-    meta: dict[str | bytes, bytes | float | int | str] = {
+    store.save_approval(pid, unit, files, {
         "version": snapshot.version, "digest": files_digest(files), "attempt": state.attempt,
         "by": by, "ts": time.time(),
-    }
-    with store.client.pipeline(transaction=True) as pipe:
-        pipe.delete(approved_key(store, pid, unit))
-        if files:
-            approved: dict[str | bytes, bytes | float | int | str] = dict(files.items())
-            pipe.hset(approved_key(store, pid, unit), mapping=approved)
-        pipe.hset(approved_meta_key(store, pid, unit), mapping=meta)
-        pipe.execute()
+    })
     _record(store, pid, unit, state.attempt, "approved", "", by)
     Timeline(store.sink(pid, "timeline")).append(
         "loop_pass", unit_id=unit, ref=f"review-{state.attempt}", agent="loop",
@@ -150,11 +136,7 @@ class ReviewDiff:
 
 def review_diff(store: RedisStore, pid: str, unit: str) -> ReviewDiff:
     """What changed since the last approval, file by file, in unified diff form."""
-    with store.client.pipeline(transaction=False) as pipe:
-        pipe.hgetall(approved_key(store, pid, unit))
-        pipe.hget(approved_meta_key(store, pid, unit), "attempt")
-        raw_old, attempt = pipe.execute()
-    old = {k.decode(): v for k, v in raw_old.items()}
+    old, attempt = store.approval(pid, unit)
     new = reviewed(store.unit_files(pid, unit).files)
     diffs = []
     for path in sorted(set(old) | set(new)):
@@ -167,7 +149,7 @@ def review_diff(store: RedisStore, pid: str, unit: str) -> ReviewDiff:
             lines = lines[:DIFF_LINES] + [f"... {len(lines) - DIFF_LINES} more lines"]
         notes = _notes(old.get(path), "approved") + _notes(new.get(path), "new")
         diffs.append(FileDiff(path, change, lines, notes))
-    return ReviewDiff(int(attempt) if attempt else None, diffs)
+    return ReviewDiff(attempt, diffs)
 
 
 def _lines(data: bytes) -> list[str]:

@@ -1,6 +1,6 @@
 """A project's progress as rows: what `devloop status` and the live table show.
 
-devloop:{pid}:progress   hash   unit -> StepProgress (JSON): the running session's last step
+The store keeps each running session's last step (StepProgress JSON, store/steps.py).
 """
 
 from __future__ import annotations
@@ -20,6 +20,11 @@ from devloop.fleet.why import next_steps, reason, rerun_green
 from devloop.loop import awaited_tester_try
 from devloop.models import CodeCoverage
 from devloop.store import RedisStore, UnitState
+from devloop.store.leases import lease_names
+from devloop.store.protocols import StepRecordStore
+from devloop.store.steps import progress_key
+
+__all__ = ["progress_key"]
 
 DONE = ("passed", "blocked", "blocked_upstream")
 MOVING = ("coding", "testing", "waiting_model")  # a worker owes these a step
@@ -125,13 +130,11 @@ def last_coverage(steps: list[StepRecord]) -> CodeCoverage | None:
         return None
 
 
-def progress_key(store: RedisStore, pid: str) -> str:
-    return f"{store.keys(pid).prefix}progress"
-
-
-def record_progress(store: RedisStore, pid: str, unit: str, progress: StepProgress) -> None:
+def record_progress(
+    store: StepRecordStore, pid: str, unit: str, progress: StepProgress
+) -> None:
     """Keep the unit's running session's last step, for the live table and `status`."""
-    store.client.hset(progress_key(store, pid), unit, progress.model_dump_json())
+    store.record_progress(pid, unit, progress.model_dump_json())
 
 
 def mark_run(store: RedisStore, pid: str, llm: str) -> None:
@@ -154,18 +157,24 @@ def scripted_runs(run_json: bytes | None) -> bool:
     return bool(run_json) and json.loads(run_json or b"{}").get("llms") == ["stub"]
 
 
-def lease_keys(store: RedisStore, pid: str, unit: str, state: UnitState) -> list[str]:
-    """The leases a step of the unit's current attempt holds while it runs."""
+def step_leases(unit: str, state: UnitState) -> list[tuple[str, int, str]]:
+    """The (unit, attempt, role) leases a step of the unit's current attempt holds while it
+    runs."""
     roles = ["coder", *(f"tester.{n}" for n in range(1, awaited_tester_try(state) + 1))]
-    return [store.keys(pid).lease(unit, state.attempt, role) for role in roles]
+    return [(unit, state.attempt, role) for role in roles]
 
 
-def _live_units(store: RedisStore, pid: str, states: dict[str, UnitState]) -> set[str]:
+def lease_keys(store: RedisStore, pid: str, unit: str, state: UnitState) -> list[str]:
+    """The lease key names of step_leases (the live table reads them in its own pipeline)."""
+    return lease_names(store, pid, step_leases(unit, state))
+
+
+def _live_units(store: StepRecordStore, pid: str, states: dict[str, UnitState]) -> set[str]:
     """Units a step runs for right now: one of their current attempt's leases is held."""
-    asked = [(unit, key) for unit, state in states.items() if state.status in MOVING
-             for key in lease_keys(store, pid, unit, state)]
-    held = store.client.mget([key for _, key in asked]) if asked else []
-    return {unit for (unit, _), owner in zip(asked, held, strict=True) if owner}
+    asked = [lease for unit, state in states.items() if state.status in MOVING
+             for lease in step_leases(unit, state)]
+    held = store.lease_owners(pid, asked)
+    return {unit for (unit, _, _), owner in zip(asked, held, strict=True) if owner}
 
 
 def _progress(
@@ -173,9 +182,8 @@ def _progress(
 ) -> dict[str, StepProgress]:
     """The last progress record of each moving unit (the others' are not shown)."""
     moving = [unit for unit, state in states.items() if state.status in MOVING]
-    raw = store.client.hmget(progress_key(store, pid), moving) if moving else []
     return {unit: StepProgress.model_validate_json(v)
-            for unit, v in zip(moving, raw, strict=True) if v}
+            for unit, v in store.progress_of(pid, moving).items()}
 
 
 def _current(progress: StepProgress | None, state: UnitState) -> StepProgress | None:

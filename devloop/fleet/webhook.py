@@ -22,8 +22,6 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-import redis
-
 from devloop.errors import Problem
 from devloop.fleet import signing
 from devloop.fleet.control import read_control
@@ -31,6 +29,7 @@ from devloop.fleet.dispatch import CANCELLED
 from devloop.fleet.human import HUMAN, HumanCall, human_call
 from devloop.ledgers.sink import iso_z, utc_now
 from devloop.store import RedisStore
+from devloop.store.base import StoreError
 
 log = logging.getLogger(__name__)
 CLAIM_TTL_S = 7 * 24 * 3600
@@ -119,8 +118,7 @@ class Notifier:
 
     def start(self) -> Notifier:
         """Follow the projects from their newest event now (older calls are not resent)."""
-        self._cursors = {self.store.keys(pid).events: _last_id(self.store, pid)
-                         for pid in self.pids}
+        self._cursors = {pid: self.store.last_event_id(pid) for pid in self.pids}
         self._thread.start()
         return self
 
@@ -130,28 +128,24 @@ class Notifier:
 
     def _follow(self) -> None:
         cursors = self._cursors
-        pid_of = {self.store.keys(pid).events: pid for pid in self.pids}
         while not self._stop.is_set():
             try:
-                replies = self.store.client.xread(cursors, block=READ_BLOCK_MS, count=200)
-            except redis.RedisError:
+                events = self.store.read_events(cursors, READ_BLOCK_MS, 200)
+            except StoreError:
                 self._stop.wait(1.0)  # Redis restarting: try again
                 continue
-            for key, entries in replies or []:
-                name = key.decode() if isinstance(key, bytes) else key
-                for entry_id, fields in entries:
-                    cursors[name] = entry_id.decode()
-                    try:
-                        self._consider(pid_of[name], cursors[name], fields)
-                    except (redis.RedisError, KeyError, ValueError) as exc:
-                        # One event it could not handle must not end the following.
-                        log.warning("webhook: event %s skipped: %s", cursors[name], exc)
+            for pid, event_id, fields in events:
+                cursors[pid] = event_id
+                try:
+                    self._consider(pid, event_id, fields)
+                except (StoreError, KeyError, ValueError) as exc:
+                    # One event it could not handle must not end the following.
+                    log.warning("webhook: event %s skipped: %s", event_id, exc)
 
     def _consider(self, pid: str, event_id: str, fields: dict[bytes, bytes]) -> None:
         if fields.get(b"kind") != b"state" or fields.get(b"status", b"").decode() not in HUMAN:
             return
-        claim = f"{self.store.keys(pid).prefix}notified:{event_id}"
-        if not self.store.client.set(claim, "1", nx=True, ex=CLAIM_TTL_S):
+        if not self.store.claim_notice(pid, event_id, CLAIM_TTL_S):
             return  # another notifier has it
         unit = fields[b"unit"].decode()
         threading.Thread(target=self._deliver, args=(pid, unit, event_id, fields),
@@ -162,8 +156,8 @@ class Notifier:
             self._try_deliver(pid, unit, event_id, fields)
         except Exception as exc:  # the thread's end: say so, and let another notifier try
             log.warning("webhook: the call for %s/%s failed: %s", pid, unit, exc)
-            with contextlib.suppress(redis.RedisError):
-                self.store.client.delete(f"{self.store.keys(pid).prefix}notified:{event_id}")
+            with contextlib.suppress(StoreError):
+                self.store.drop_notice_claim(pid, event_id)
 
     def _try_deliver(
         self, pid: str, unit: str, event_id: str, fields: dict[bytes, bytes]
@@ -196,13 +190,6 @@ class Notifier:
             delay = min(delay * 2, self.max_s)
         log.warning("webhook: the call for %s/%s (%s) was not accepted after %d tries", pid,
                     unit, status, self.attempts)
-
-
-def _last_id(store: RedisStore, pid: str) -> str:
-    """Where to start following: after the newest event now (older calls were made or
-    missed before this notifier ran)."""
-    last = store.client.xrevrange(store.keys(pid).events, count=1)
-    return last[0][0].decode() if last else "0-0"
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -25,12 +25,42 @@ Every key of a project starts with ``devloop:{pid}:``::
     devloop:{pid}:unit:{unit}:state         string  UnitState (JSON)
     devloop:{pid}:session:{role}:{unit}     string  transcript checkpoint (JSON)
     devloop:{pid}:lease:{unit}:{attempt}:{role}  string with TTL: the owner
+    devloop:{pid}:control                   hash    max_usd (a person's cap), default_max_usd
+                                                    (DevLoop's, when no one gave a cap), paused
+                                                    ("budget" | "cancelled"), paused_at, epoch
+                                                    (bumped by each cancel), cancel:{unit},
+                                                    reset:{unit}, spec:{unit}, console_url
+    devloop:{pid}:spend                     hash    total, unit:{id}, scripted: nanodollars spent on
+                                                    model calls (HINCRBY); `scripted` is the part
+                                                    `--llm stub`'s turns cost
+    devloop:{pid}:spent                     string  dollars an earlier DevLoop counted
+                                                    (INCRBYFLOAT); still counted
+    devloop:{pid}:unit:{unit}:steps         hash    "{role}:{attempt}:{try}" -> StepRecord (JSON)
+    devloop:{pid}:unit:{unit}:finished      set     dependencies of unit that have passed
+    devloop:{pid}:unit:{unit}:dispatched    string  set NX when unit is first released
+    devloop:{pid}:unit:{unit}:approved      hash    path -> bytes: code/**, tests/**, contract.json
+                                                    as last approved (what the next diff is against)
+    devloop:{pid}:unit:{unit}:approved-meta hash    version, digest, attempt, by, ts
+    devloop:{pid}:environment-error         string  why no session can run (a worker found it)
+    devloop:{pid}:progress                  hash    unit -> StepProgress (JSON): the running
+                                                    session's last step
+    devloop:{pid}:llm                       string  the model of the run driving the project
+    devloop:{pid}:definitions               hash    unit -> Definition (JSON): what the unit was
+                                                    last run on
+    devloop:{pid}:notified:{event id}       string with TTL: the webhook notifier that claimed it
+    devloop:{pid}:reconcile-lock            string with TTL: a reconcile pass is under way
     devloop:@company:{cid}:memory           hash    "{role}/{pid}--{unit}--{name}.md" -> note
                                                     promoted from any project of the company
 
 A unit's files carry a version bumped by every applied commit; a commit names the
 version it started from and its (role, attempt), so a stale or duplicate delivery
 commits nothing. Check-then-write steps run as Lua scripts or under WATCH/MULTI.
+
+Nothing outside this package touches the Redis client or makes a key name
+(tests/test_layers.py counts). A new key is a name in keys.py, a line above, and methods
+on the mixin of its concern; when that concern has a protocol (protocols.py: controls and
+spend, step records, reviews), MemoryStore (inmemory.py) answers it too, and a contract
+test in tests/store/ runs the same assertions on both stores.
 """
 
 from __future__ import annotations

@@ -14,6 +14,12 @@ if TYPE_CHECKING:
 
 DEFAULT_FILE_CAP = 20 * 1024 * 1024
 
+# What a store call raises when Redis fails, and when it cannot be reached at all (a
+# restart, a dropped connection): code outside the store catches these, never the
+# client's own types.
+StoreError = redis.RedisError
+StoreUnavailable = redis.ConnectionError
+
 
 class StoreBase:
     """A bytes-mode redis-py client, the per-unit size cap and the registered scripts."""

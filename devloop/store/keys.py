@@ -118,6 +118,71 @@ class Keys:
         return f"{self.prefix}lease:{check_id(unit, 'unit id')}:{attempt}:{role}"
 
     @property
+    def control(self) -> str:
+        """Hash: max_usd, default_max_usd, paused, paused_at, epoch, cancel:{unit},
+        reset:{unit}, spec:{unit}, console_url (store/control.py)."""
+        return self.prefix + "control"
+
+    @property
+    def spend(self) -> str:
+        """Hash: total, unit:{id}, scripted: nanodollars spent on model calls (HINCRBY)."""
+        return self.prefix + "spend"
+
+    @property
+    def spent(self) -> str:
+        """String: dollars an earlier DevLoop counted (INCRBYFLOAT); still counted."""
+        return self.prefix + "spent"
+
+    def steps(self, unit: str) -> str:
+        """Hash: `{role}:{attempt}:{try}` -> StepRecord (JSON)."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:steps"
+
+    def finished(self, unit: str) -> str:
+        """Set: the dependencies of unit that have passed (its release counts them)."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:finished"
+
+    def dispatched(self, unit: str) -> str:
+        """String: set NX when unit is first released (root, again, reconciled)."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:dispatched"
+
+    @property
+    def environment_error(self) -> str:
+        """String: why no session can run on a worker's host (the worker that found it)."""
+        return self.prefix + "environment-error"
+
+    def approved(self, unit: str) -> str:
+        """Hash: path -> bytes: code/**, tests/**, contract.json as last approved."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:approved"
+
+    def approved_meta(self, unit: str) -> str:
+        """Hash: version, digest, attempt, by, ts of the last approval."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:approved-meta"
+
+    @property
+    def progress(self) -> str:
+        """Hash: unit -> StepProgress (JSON): the running session's last step."""
+        return self.prefix + "progress"
+
+    @property
+    def llm(self) -> str:
+        """String: the model of the run driving the project ("stub", ...)."""
+        return self.prefix + "llm"
+
+    @property
+    def definitions(self) -> str:
+        """Hash: unit -> Definition (JSON): what the unit was last run on."""
+        return self.prefix + "definitions"
+
+    def notified(self, event_id: str) -> str:
+        """String with a TTL: the webhook notifier that claimed one event."""
+        return f"{self.prefix}notified:{event_id}"
+
+    @property
+    def reconcile_lock(self) -> str:
+        """String with a TTL: a reconcile pass is under way (one at a time)."""
+        return self.prefix + "reconcile-lock"
+
+    @property
     def lease_pattern(self) -> str:
         """A SCAN pattern matching every lease of the project."""
         return _escape_glob(f"{self.prefix}lease:") + "*"

@@ -17,8 +17,15 @@ def _ttl_ms(ttl_s: float) -> int:
     return max(1, round(ttl_s * 1000))
 
 
+def lease_names(store: StoreBase, pid: str, leases: list[tuple[str, int, str]]) -> list[str]:
+    """The key names of (unit, attempt, role) leases, for the modules that still read them
+    in their own pipelines (the live table); they move behind store methods in turn."""
+    keys = store.keys(pid)
+    return [keys.lease(*lease) for lease in leases]
+
+
 class LeasesMixin(StoreBase):
-    """`acquire_lease`, `heartbeat`, `release` and `lease_owner`."""
+    """`acquire_lease`, `heartbeat`, `release`, `lease_owner(s)` and `any_lease`."""
 
     def acquire_lease(
         self, pid: str, unit: str, attempt: int, role: str, owner: str, ttl_s: float
@@ -53,6 +60,18 @@ class LeasesMixin(StoreBase):
         how many were removed."""
         keys = list(self.client.scan_iter(match=self.keys(pid).lease_pattern, count=500))
         return int(self.client.unlink(*keys)) if keys else 0
+
+    def any_lease(self, pid: str) -> bool:
+        """Whether any step of the project holds its lease."""
+        match = self.keys(pid).lease_pattern
+        return next(self.client.scan_iter(match=match, count=500), None) is not None
+
+    def lease_owners(self, pid: str, leases: list[tuple[str, int, str]]) -> list[str | None]:
+        """Who holds each (unit, attempt, role) lease now (None: nobody), in one round trip."""
+        if not leases:
+            return []
+        keys = self.keys(pid)
+        return [text(o) for o in self.client.mget([keys.lease(*lease) for lease in leases])]
 
     def lease_owner(self, pid: str, unit: str, attempt: int, role: str) -> str | None:
         """Who holds the lease now, or None."""

@@ -100,6 +100,10 @@ class ProjectMixin(StoreBase):
         raw = self.client.hget(self.keys(pid).specs, unit)
         return UnitSpec.model_validate_json(raw) if raw else None
 
+    def put_unit_spec(self, pid: str, unit: str, spec: UnitSpec) -> None:
+        """Replace the unit's spec record (a person's edit, after its commit landed)."""
+        self.client.hset(self.keys(pid).specs, unit, spec.model_dump_json())
+
     def sdd_contract(self, pid: str, unit: str) -> dict[str, Any] | None:
         """The unit's contract as the SDD declares it."""
         raw = self.client.hget(self.keys(pid).contracts, unit)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from devloop.redis_server import connect
 from devloop.store.base import DEFAULT_FILE_CAP
+from devloop.store.control import ControlMixin
 from devloop.store.export import ExportMixin
 from devloop.store.fence import Fence
 from devloop.store.files import FilesMixin
@@ -11,10 +12,13 @@ from devloop.store.importer import ImportMixin
 from devloop.store.keys import Ledger
 from devloop.store.leases import LeasesMixin
 from devloop.store.ledgerindex import LedgerIndex
+from devloop.store.notices import NoticesMixin
 from devloop.store.passed import PassedMixin
+from devloop.store.reviews import ReviewsMixin
 from devloop.store.sessions import SessionsMixin
 from devloop.store.source import SourceMixin
 from devloop.store.state import StateMixin
+from devloop.store.steps import StepsMixin
 from devloop.store.streams import RedisStreamSink, UnitLedgerSink
 
 
@@ -27,8 +31,13 @@ class RedisStore(
     StateMixin,
     SessionsMixin,
     LeasesMixin,
+    ControlMixin,
+    StepsMixin,
+    ReviewsMixin,
+    NoticesMixin,
 ):
-    """Project record, unit files, unit state, ledgers, sessions and leases in Redis."""
+    """Project record, unit files, unit state, ledgers, sessions, leases, controls and
+    spend, step records and reviews in Redis."""
 
     @classmethod
     def from_url(cls, url: str, *, file_cap_bytes: int = DEFAULT_FILE_CAP) -> RedisStore:
