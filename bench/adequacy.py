@@ -68,7 +68,7 @@ CALC_CRITERIA = ["value() returns 42", "double(4) returns 8"]
 def demo(example: str, cwd: Path) -> Path:
     """Run a bundled example through the fleet; the folder it wrote."""
     subprocess.run(
-        [sys.executable, "-m", "workers.cli", "demo", "--example", example],
+        [sys.executable, "-m", "workers.main", "demo", "--example", example],
         cwd=cwd, check=True, stdout=subprocess.DEVNULL, timeout=900,
     )
     [folder] = sorted((cwd / "demo-out").glob(f"{example}-*"))

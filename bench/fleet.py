@@ -35,16 +35,14 @@ from typing import Any
 import yaml
 from _fleet_metrics import Run, summarize
 
-import workers.tasks  # noqa: F401 - the first send imports it; not part of the makespan
+from devloop.cli.run.procs import spawn, stop, worker_command
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.records import export_steps, steps_of
 from devloop.llm.stub import StubServer
 from devloop.redis_server import RedisServer
 from devloop.scaffold import scaffold, trivial_script
 from devloop.store import RedisStore
-from workers.app import app, configure
-from workers.dispatch import send
-from workers.procs import spawn, stop, worker_command
+from workers.queue import CeleryQueue  # imports the tasks: not part of the makespan
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "fleet.json"
@@ -125,14 +123,16 @@ def cpu_times() -> tuple[float, float]:
 
 
 @contextmanager
-def workers_up(env: dict[str, str], count: int, logs: Path) -> Iterator[None]:
+def workers_up(
+    env: dict[str, str], count: int, logs: Path, queue: CeleryQueue
+) -> Iterator[None]:
     """Start count worker processes and wait until each answers a ping."""
     procs = [
         spawn(worker_command(name=f"w{i}@%h"), env, logs / f"worker-{i}.log") for i in range(count)
     ]
     try:
         deadline = time.monotonic() + 120
-        while len(app.control.ping(timeout=1.0)) < count:
+        while len(queue.app.control.ping(timeout=1.0)) < count:
             if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
                 raise RuntimeError(f"workers did not come up; see {logs}/worker-*.log")
         yield
@@ -150,16 +150,17 @@ def run_fleet(work: Path, project: Path, workers: int, latency_ms: int, timeout_
             "ANTHROPIC_BASE_URL": stub.base_url,
             "ANTHROPIC_API_KEY": "bench",
         }
-        configure(server.celery_url)
+        queue = CeleryQueue()
+        queue.connect(server.celery_url)
         store = RedisStore(server.client())
-        with workers_up(env, workers, work / "logs"):
+        with workers_up(env, workers, work / "logs", queue):
             busy0, total0 = cpu_times()
             procs0 = proc_cpu()
             self0 = resource.getrusage(resource.RUSAGE_SELF)
             enqueued_at = time.time()
             report, dispatches = enqueue_project(store, project)
             import_s = time.time() - enqueued_at
-            send(dispatches)
+            queue.send(dispatches)
             graph = {u.id: list(u.depends_on) for u in store.project_record(report.pid).units.units}
             statuses = wait_for_end(store, report.pid, list(graph), timeout_s)
             finished_at = time.time()

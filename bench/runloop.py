@@ -41,12 +41,12 @@ from typing import Any
 from _runstate import fill_finished, import_project, layered_spec, touch, write_project
 from rich.console import Console
 
+from devloop.cli.run.live_view import LiveView
 from devloop.fleet.livestatus import LiveStatus
 from devloop.fleet.status import project_status
 from devloop.fleet.sync import FolderSync
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
-from workers.live import LiveView
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "runloop.json"

@@ -46,6 +46,7 @@ from _scale_run import real_run
 from _scale_stub import measure as measure_stub
 from rich.console import Console
 
+from devloop.cli.run.live_view import live_view
 from devloop.fleet.control import export_spend
 from devloop.fleet.records import export_steps
 from devloop.fleet.status import project_status
@@ -53,7 +54,6 @@ from devloop.project import load_project
 from devloop.redis_server import RedisServer
 from devloop.report.render import build_report
 from devloop.store import RedisStore
-from workers.live import live_view
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "scale.json"
@@ -97,8 +97,8 @@ def export_all(store: RedisStore, project: Path) -> None:
 
 def poll(store: RedisStore, project: Path) -> Callable[[], object]:
     """One look of `devloop run`'s watch loop when nothing changed: status and the export
-    check (workers/run.py's own function where it has one)."""
-    import workers.run as run
+    check (devloop/cli/run/project_run.py's own function where it has one)."""
+    import devloop.cli.run.project_run as run
 
     check = getattr(run, "_export_changes", None)
     versions: dict[str, int] = {}

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from devloop.cli.run.people import default_cap_words
 from devloop.fleet.status import ProjectStatus
 from devloop.guide import (
     BY_HAND,
@@ -20,7 +21,6 @@ from devloop.guide import (
     refresh,
 )
 from tests.test_readme import REPO, missing, named_tests
-from workers.people import default_cap_words
 
 GUIDE = guide_path().read_text()
 WORDS = " ".join(GUIDE.split())  # prose, however its lines are wrapped

@@ -27,7 +27,7 @@ units:
 CODE = "def double(x):\n    return x * 2\n"
 # Its two mutants are `*` -> `//` and `2` -> `3`: this test notices both.
 TESTS = "from calc import double\n\n\ndef test_double_4_returns_8():\n    assert double(4) == 8\n"
-DEVLOOP = [sys.executable, "-m", "workers.cli"]
+DEVLOOP = [sys.executable, "-m", "workers.main"]
 
 
 def project(tmp_path: Path) -> Path:

@@ -22,8 +22,9 @@ ROUTES = {
 }
 
 
-def make_app(settings: Settings | None = None) -> Celery:
-    """A Celery app configured from DEVLOOP_* settings."""
+def make_app(settings: Settings | None = None, url: str | None = None) -> Celery:
+    """A Celery app configured from DEVLOOP_* settings, on the Redis at url (else
+    DEVLOOP_REDIS_URL); the tasks are workers/tasks.py's shared ones."""
     s = settings or load_settings()
     if s.visibility_timeout_s <= s.task_time_limit_s:
         # Redis then redelivers tasks that are still running (seen: three concurrent starts);
@@ -33,7 +34,7 @@ def make_app(settings: Settings | None = None) -> Celery:
             s.visibility_timeout_s,
             s.task_time_limit_s,
         )
-    url = celery_form(s.redis_url or "redis://127.0.0.1:6379/0")
+    url = celery_form(url or s.redis_url or "redis://127.0.0.1:6379/0")
     app = Celery("devloop", broker=url, backend=url, include=["workers.tasks"])
     transport = {"visibility_timeout": s.visibility_timeout_s}
     app.conf.update(
@@ -68,22 +69,8 @@ def make_app(settings: Settings | None = None) -> Celery:
     return app
 
 
-app = make_app()
-
-
 @worker_process_init.connect
 def _die_with_the_worker(**_: object) -> None:
     """A pool process dies with its worker's main process, even mid-session: billiard's own
     check runs only between tasks, and a session can last an hour."""
     follow_parent()
-
-
-def configure(url: str) -> None:
-    """Point the app at another Redis (the CLI's embedded one, a test's), dropping old pools."""
-    url = celery_form(url)
-    if app.conf.broker_url == url:
-        return
-    app.conf.update(broker_url=url, result_backend=url)
-    # Celery caches its connection and producer pools on first send; the same reset it
-    # does after a fork makes the next send connect to the new URL.
-    app._after_fork()

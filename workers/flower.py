@@ -7,7 +7,7 @@ Flower builds its application from the route list in `flower.urls`, so the two r
 swapped there for subclasses that require the user, before the command starts; a Flower whose
 routes no longer match is refused rather than run open.
 
-Run as `python -m workers.flower -A workers.app flower --port=P --address=A` (the arguments
+Run as `python -m workers.flower -A workers.worker_app flower --port=P --address=A` (the arguments
 are Celery's; credentials come by environment, FLOWER_BASIC_AUTH).
 """
 

@@ -1,4 +1,5 @@
-"""The three tasks: decode the message, call the library, encode the result."""
+"""The three tasks: decode the message, call the library, encode the result (shared tasks:
+they join whichever app workers/app.py makes)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any, NoReturn, TypeVar
 
-from celery import Task
+from celery import Celery, Task, shared_task
 from celery.events import EventDispatcher
 from celery.exceptions import Ignore
 
@@ -24,8 +25,7 @@ from devloop.fleet.steps import StepBusy, StepEnv, decide_step, run_step
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.store import RedisStore
 from devloop.store.base import StoreError, StoreUnavailable
-from workers.app import app
-from workers.dispatch import send
+from workers.dispatch import CODER, DECIDE, TESTER, send_on
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,7 +52,7 @@ def provider() -> AnthropicProvider:
 
 
 @cache
-def events(hostname: str) -> EventDispatcher:
+def events(app: Celery, hostname: str) -> EventDispatcher:
     """This worker process's event dispatcher, kept open.
 
     Task.send_event opens a dispatcher (and a Redis client) per event, about twice the
@@ -102,7 +102,8 @@ class Progress:
             return  # a tool call with nothing new to show
         self.shown = now
         request = self.task.request
-        events(request.hostname).send(
+        app = self.task.app
+        events(app, request.hostname).send(
             "task-progress",
             uuid=request.id,
             retry=True,
@@ -161,19 +162,19 @@ def _step(task: Task, role: StepRole, raw: dict[str, Any]) -> dict[str, Any]:
     return _carried(task, lambda: run_step(role, env, msg).model_dump(mode="json"))
 
 
-@app.task(name="devloop.coder", bind=True, max_retries=None)
+@shared_task(name=CODER, bind=True, max_retries=None)
 def coder(self: Task, msg: dict[str, Any]) -> dict[str, Any]:
     """Write or fix a unit's code."""
     return _step(self, "coder", msg)
 
 
-@app.task(name="devloop.tester", bind=True, max_retries=None)
+@shared_task(name=TESTER, bind=True, max_retries=None)
 def tester(self: Task, msg: dict[str, Any]) -> dict[str, Any]:
     """Write and run (or re-run) a unit's tests."""
     return _step(self, "tester", msg)
 
 
-@app.task(name="devloop.decide", bind=True, max_retries=None)
+@shared_task(name=DECIDE, bind=True, max_retries=None)
 def decide(self: Task, msg: dict[str, Any]) -> list[str]:
     """Decide the unit's next step, send the chains it needs, and reconcile now and then.
 
@@ -185,5 +186,5 @@ def decide(self: Task, msg: dict[str, Any]) -> list[str]:
     # At most one reconcile pass per project per grace period, whichever decide gets there.
     if store().take_reconcile_lock(step.pid, max(1, int(settings().reconcile_grace_s))):
         dispatches += reconcile(store(), step.pid, settings().reconcile_grace_s)
-    send(dispatches)
+    send_on(self.app, dispatches)
     return [d.msg.task_id("coder") for d in dispatches]

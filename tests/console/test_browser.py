@@ -56,7 +56,7 @@ def test_the_console_listens_on_loopback_and_gets_its_token_by_environment_only(
 ) -> None:
     port = int(live.base.rsplit(":", 1)[1])
     assert listen_addresses(port) == {"0100007F"}  # 127.0.0.1 only, nothing on tcp6
-    [console] = [p for p in live.run.children() if "workers.cli" in p.cmdline
+    [console] = [p for p in live.run.children() if "workers.main" in p.cmdline
                  and " console " in p.cmdline and f"--port {port}" in p.cmdline]
     assert live.token not in console.cmdline
     environ = Path(f"/proc/{console.pid}/environ").read_bytes().split(b"\0")

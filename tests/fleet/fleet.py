@@ -12,13 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from devloop.cli.run.procs import spawn, stop, worker_command
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.status import ProjectStatus, project_status
 from devloop.llm.stub import StubServer
 from devloop.store import RedisStore
-from workers.app import configure
-from workers.dispatch import send
-from workers.procs import spawn, stop, worker_command
+from workers.queue import CeleryQueue
 
 
 @dataclass
@@ -31,6 +30,7 @@ class Fleet:
     env: dict[str, str]
     logs: Path
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    queue: CeleryQueue = field(default_factory=CeleryQueue)  # on the test's Redis
 
     def add_worker(self) -> subprocess.Popen[bytes]:
         n = len(self.workers)
@@ -69,20 +69,21 @@ def fleet(store: RedisStore, celery_url: str, project: Path, script: dict[str, A
           workers: int = 2, settings_env: dict[str, str] | None = None,
           start: bool = True) -> Iterator[Fleet]:
     """Start workers and the stub, enqueue project (when start), stop everything after."""
-    configure(celery_url)
+    queue = CeleryQueue()
+    queue.connect(celery_url)
     with StubServer(script) as stub:
         env = {**os.environ, "DEVLOOP_REDIS_URL": celery_url,
                "ANTHROPIC_BASE_URL": stub.base_url, "ANTHROPIC_API_KEY": "test",
                **(settings_env or {})}
         logs = project.parent / f"{project.name}-logs"
-        handle = Fleet(store, stub, "", env, logs)
+        handle = Fleet(store, stub, "", env, logs, queue=queue)
         for _ in range(workers):
             handle.add_worker()
         try:
             if start:
                 report, dispatches = enqueue_project(store, project)
                 handle.pid = report.pid
-                send(dispatches)
+                queue.send(dispatches)
             yield handle
         finally:
             stop(handle.workers, timeout_s=10)

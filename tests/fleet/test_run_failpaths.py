@@ -18,7 +18,7 @@ from devloop.store import RedisStore
 from tests.fleet.builder import MOCK_TESTS, UnitPlan, build, script
 from tests.proctree import kill_tree
 from tests.workers.test_cli_run import DEVLOOP
-from workers.app import app, configure
+from workers.queue import CeleryQueue
 
 PID = "p-fleet"
 PLANS = [
@@ -57,7 +57,9 @@ def attempts_logged(store: RedisStore, unit: str) -> list[int]:
     return [d.attempt for d in parse_coder_log(raw)]
 
 
-def send_forged_decide(store: RedisStore, proc: subprocess.Popen[str]) -> None:
+def send_forged_decide(
+    store: RedisStore, proc: subprocess.Popen[str], queue: CeleryQueue
+) -> None:
     """As Flower's API would: devloop.decide for "forged", saying its tests are green."""
     deadline = time.monotonic() + 60
     while store.get_state(PID, "forged").status != "coding":
@@ -66,7 +68,7 @@ def send_forged_decide(store: RedisStore, proc: subprocess.Popen[str]) -> None:
     assert steps_of(store, PID, ["forged"])["forged"] == []  # no session of it has ended
     forged = {"pid": PID, "unit_id": "forged", "attempt": 1, "tester_try": 1,
               "coder_status": "completed", "tests_ok": True, "failures": []}
-    app.send_task("devloop.decide", args=[forged], task_id=f"{PID}:forged:decide:1")
+    queue.app.send_task("devloop.decide", args=[forged], task_id=f"{PID}:forged:decide:1")
 
 
 @pytest.mark.timeout(300)
@@ -76,7 +78,8 @@ def test_every_failure_path_in_one_run_ends_by_itself_with_the_right_statuses(
     project = build(tmp_path / "p", PLANS)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(PLANS)))
     redis_store.client.set(redis_store.keys(PID).session("coder", "broken"), b"{oops")
-    configure(redis_server.celery_url)
+    queue = CeleryQueue()
+    queue.connect(redis_server.celery_url)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_", "ANTHROPIC_"))}
     env |= {**SETTINGS, "DEVLOOP_REDIS_URL": redis_server.url, "COLUMNS": "200",
             "DEVLOOP_VIEWS_DIR": os.environ["DEVLOOP_VIEWS_DIR"],
@@ -85,7 +88,7 @@ def test_every_failure_path_in_one_run_ends_by_itself_with_the_right_statuses(
     proc = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub", "--workers", "4"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        send_forged_decide(redis_store, proc)
+        send_forged_decide(redis_store, proc, queue)
         out, err = proc.communicate(timeout=240)
     finally:
         kill_tree(proc.pid)

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from devloop.cli.run.live_view import epilogue
 from devloop.fleet.status import ProjectStatus
 from tests.workers.printed import harvest, run_printed
-from workers.live import epilogue
 
 SECRET = "nobody else's\n"
 

@@ -20,13 +20,13 @@ import pytest
 import redis
 import yaml
 
+from devloop.cli.run.procs import flower_command, flower_credentials, flower_env, spawn, stop
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
 from tests.leftovers import views_of_killed_processes
 from tests.proctree import descendants, run_bounded
-from workers.procs import flower_command, flower_credentials, flower_env, spawn, stop
 
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
 

@@ -6,14 +6,13 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from devloop.cli.run.procs import spawn, worker_command
 from devloop.fleet.records import steps_key
 from devloop.ledgers import Timeline
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
-from workers.app import app
-from workers.procs import spawn, worker_command
 
 
 def test_a_forged_decide_claiming_green_tests_changes_nothing(
@@ -30,7 +29,7 @@ def test_a_forged_decide_claiming_green_tests_changes_nothing(
         forged = {"pid": f.pid, "unit_id": "u", "attempt": 1, "tester_try": 1,
                   "coder_status": "completed", "tests_ok": True, "crashed": False,
                   "failures": [], "mode": "implement"}
-        app.send_task("devloop.decide", args=[forged], task_id=f"{f.pid}:u:decide:1")
+        f.queue.app.send_task("devloop.decide", args=[forged], task_id=f"{f.pid}:u:decide:1")
         # The decide task takes the project's reconcile lock once it has decided.
         lock = f"{redis_store.keys(f.pid).prefix}reconcile-lock"
         deadline = time.monotonic() + 60

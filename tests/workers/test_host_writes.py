@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from devloop.cli.run.project_run import write_traceback
 from tests.workers.test_cli_run import devloop
-from workers.run import write_traceback
 
 SECRET = "nobody else's\n"
 

@@ -9,6 +9,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
+from devloop.cli.run.live_view import WHY_LINES, HumanNotices, LiveView, Screen, print_status
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.records import environment_key
 from devloop.fleet.status import ProjectStatus, UnitRow, project_status
@@ -16,7 +17,6 @@ from devloop.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
-from workers.live import WHY_LINES, HumanNotices, LiveView, Screen, print_status
 
 
 def test_a_waiting_unit_shows_the_providers_error_and_a_blocked_one_its_reason(

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
+from devloop.cli.run.people import EXIT_CANCELLED, EXIT_PAUSED, paused_exit
 from devloop.fleet.status import ProjectStatus, UnitRow
-from workers.people import EXIT_CANCELLED, EXIT_PAUSED, paused_exit
 
 
 def _final(paused: str | None, *statuses: str) -> ProjectStatus:

@@ -7,17 +7,20 @@ import time
 from pathlib import Path
 from typing import Any
 
+from celery import Celery
+
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
-from workers.app import app, configure
+from workers.queue import CeleryQueue
 
 
 class Listener:
     """A Celery event receiver on its own thread, collecting task-progress events."""
 
-    def __init__(self) -> None:
+    def __init__(self, app: Celery) -> None:
+        self.app = app
         self.progress: list[dict[str, Any]] = []
         self.events: list[dict[str, Any]] = []  # every other event
         self.ready = threading.Event()
@@ -41,7 +44,7 @@ class Listener:
         deadline = time.monotonic() + 10
         while not self.ready.wait(0.2):
             assert time.monotonic() < deadline, "the event receiver never subscribed"
-            with app.events.default_dispatcher(hostname="test") as dispatcher:
+            with self.app.events.default_dispatcher(hostname="test") as dispatcher:
                 dispatcher.send("ping")
         return self
 
@@ -55,8 +58,9 @@ def test_sessions_send_progress_with_step_total_turn_and_tokens(
     redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
 ) -> None:
     plans = [UnitPlan("shown")]
-    configure(redis_server.celery_url)
-    with Listener() as listener, fleet(
+    queue = CeleryQueue()
+    queue.connect(redis_server.celery_url)
+    with Listener(queue.app) as listener, fleet(
         redis_store, redis_server.celery_url, build(tmp_path / "p", plans), script(plans),
         workers=1,
     ) as f:
@@ -87,12 +91,13 @@ def test_a_step_that_waits_on_a_busy_lease_is_sent_again_quietly(
     # worker has met it once, however long the worker takes to start on a busy machine.
     lease = redis_store.keys("p-fleet").lease("held", 1, "coder")
     redis_store.client.set(lease, "another-host:1:task", px=300_000)
-    configure(redis_server.celery_url)
+    queue = CeleryQueue()
+    queue.connect(redis_server.celery_url)
 
     def coder_events() -> list[dict[str, Any]]:
         return [e for e in list(listener.events) if e.get("uuid") == "p-fleet:held:coder:1"]
 
-    with Listener() as listener, fleet(
+    with Listener(queue.app) as listener, fleet(
         redis_store, redis_server.celery_url, project, script(plans), workers=1,
         settings_env={"DEVLOOP_LEASE_TTL_S": "2"},
     ) as f:

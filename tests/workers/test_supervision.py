@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devloop.cli.run.children import CrashLoop, RunChildren
+from devloop.cli.run.procs import worker_command
 from devloop.embedded import RedisKeeper
 from devloop.ledgers import parse_coder_log
 from devloop.redis_server import RedisServer
@@ -21,8 +23,6 @@ from tests.fleet.builder import UnitPlan, build, script
 from tests.leftovers import views_of_killed_processes
 from tests.proctree import alive, descendants, kill_tree
 from tests.workers.runproc import DEVLOOP, SLACK_S, RunProcess, clean_env, kill_worker
-from workers.children import CrashLoop, RunChildren
-from workers.procs import worker_command
 
 pytestmark = pytest.mark.timeout(600)
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import redis
-from kombu.exceptions import OperationalError
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 from rich.console import Console
@@ -21,7 +20,18 @@ from rich.live import Live
 
 from devloop.artifacts import not_imported
 from devloop.cachedir import cache_problem
-from devloop.cli import missing_folder
+from devloop.cli.folder import missing_folder
+from devloop.cli.run.children import CrashLoop, RunChildren, start_children
+from devloop.cli.run.live_view import HumanNotices, LiveView, Screen, epilogue
+from devloop.cli.run.people import (
+    apply_controls,
+    paused_exit,
+    start_console,
+    start_notifier,
+    waits_in_console,
+    webhook_settings_problem,
+)
+from devloop.cli.run.procs import flower_auth_problem
 from devloop.config import Settings, load_settings
 from devloop.console.listen import Listener, ListenFailed, listening
 from devloop.embedded import NotPrivate, private_state_dir, redis_endpoint
@@ -32,6 +42,7 @@ from devloop.fleet.failures import one_line
 from devloop.fleet.livestatus import LiveStatus
 from devloop.fleet.marks import STUB, export_marks
 from devloop.fleet.messages import Dispatch
+from devloop.fleet.queue import QueueUnreachable, TaskQueue
 from devloop.fleet.respec import apply_changes
 from devloop.fleet.scripted import Rebuilt, run_scripted_again
 from devloop.fleet.status import ProjectStatus, mark_run, project_status, scripted
@@ -48,19 +59,6 @@ from devloop.store import RedisStore
 from devloop.store.snapshot import source_problems
 from devloop.suggest import unknown
 from devloop.supervisor import Received, interrupt_on
-from workers.app import configure
-from workers.children import CrashLoop, RunChildren, start_children
-from workers.dispatch import send
-from workers.live import HumanNotices, LiveView, Screen, epilogue
-from workers.people import (
-    apply_controls,
-    paused_exit,
-    start_console,
-    start_notifier,
-    waits_in_console,
-    webhook_settings_problem,
-)
-from workers.procs import flower_auth_problem
 
 EXIT_OK, EXIT_BLOCKED, EXIT_INVALID, EXIT_FAILED = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C (143 for SIGTERM, 129 for SIGHUP: 128 + the signal)
@@ -176,7 +174,9 @@ class GaveUp(Exception):
     """The run stops before every unit is done; the message names why (exit 3)."""
 
 
-def run_project(options: RunOptions, settings: Settings, console: Console | None = None) -> int:
+def run_project(
+    options: RunOptions, settings: Settings, queue: TaskQueue, console: Console | None = None
+) -> int:
     """Run the project to the end (or resume it); return the exit code.
 
     0 every unit passed, 1 some unit blocked, 2 bad input, 3 gave up (every worker died,
@@ -202,21 +202,21 @@ def run_project(options: RunOptions, settings: Settings, console: Console | None
                     or settings.console_port,
                     explicit=options.console_port is not None, command="devloop run",
                     option="--console-port"))
-            return _run_held(options, settings, console, err, listener)
+            return _run_held(options, settings, queue, console, err, listener)
     except (FolderBusy, NotPrivate, ListenFailed) as refused:  # nothing ran yet
         err.print(str(refused), markup=False)
         return EXIT_INVALID
 
 
 def _run_held(
-    options: RunOptions, settings: Settings, console: Console, err: Console,
+    options: RunOptions, settings: Settings, queue: TaskQueue, console: Console, err: Console,
     listener: Listener | None,
 ) -> int:
     """run_project once the folder's run lock (and the console's port) is held."""
     received = Received()
     try:
         with interrupt_on() as received:  # Ctrl-C, SIGTERM, SIGHUP: children stopped, in order
-            final = _run(options, settings, console, listener)
+            final = _run(options, settings, queue, console, listener)
     except BaseException as stopped:
         # An interrupt may surface as another error (raised mid-import, Python wraps it).
         if received.exit_code is not None or isinstance(stopped, KeyboardInterrupt):
@@ -246,7 +246,7 @@ def _gave_up(error: Exception, options: RunOptions, console: Console, err: Conso
         return EXIT_INVALID
     if isinstance(error, GaveUp):
         err.print(f"devloop run: gave up: {error}", markup=False)
-    elif isinstance(error, redis.RedisError | OperationalError):
+    elif isinstance(error, redis.RedisError | QueueUnreachable):
         err.print(f"devloop run: gave up: Redis went away ({one_line(error)}); "
                   f"run `devloop run {shlex.quote(str(options.project_dir))}` again to "
                   "resume", markup=False)
@@ -289,7 +289,8 @@ def _start_line(settings: Settings, workers: int) -> str:
 
 
 def _run(
-    options: RunOptions, settings: Settings, console: Console, listener: Listener | None
+    options: RunOptions, settings: Settings, queue: TaskQueue, console: Console,
+    listener: Listener | None,
 ) -> ProjectStatus:
     """Start what the run needs, enqueue (or resume), watch to the end, stop what it started."""
     project_dir = options.project_dir.resolve()
@@ -305,7 +306,7 @@ def _run(
 
             stub = stack.enter_context(StubServer(options.script or project_dir / "stub.yaml"))
             env.update(ANTHROPIC_BASE_URL=stub.base_url, ANTHROPIC_API_KEY="stub")
-        configure(endpoint.celery_url)
+        queue.connect(endpoint.celery_url)
         # Short retries for the run's own client: a dead embedded Redis is noticed (and
         # restarted) at the next look, not after the workers' ten seconds of retries.
         quick = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3)
@@ -342,8 +343,9 @@ def _run(
                 stack.callback(notifier.stop)
             # Units an earlier, interrupted run left mid-flight have no live task now, and
             # units it blocked for the model or the infrastructure (not their code) resume.
-            send(dispatches + resume_blocked(store, report.pid) + reconcile(store, report.pid, 0))
-            return _watch(store, report.pid, project_dir, options, console, children)
+            queue.send(dispatches + resume_blocked(store, report.pid)
+                       + reconcile(store, report.pid, 0))
+            return _watch(store, queue, report.pid, project_dir, options, console, children)
         except KeyboardInterrupt as stopped:
             # Said while Redis is still up, through a client of its own: the signal may have
             # cut the store's connection off in the middle of a reply.
@@ -410,6 +412,7 @@ def _start_notes(
 
 def _watch(
     store: RedisStore,
+    queue: TaskQueue,
     pid: str,
     project_dir: Path,
     options: RunOptions,
@@ -458,10 +461,10 @@ def _watch(
                     )
                 if time.monotonic() - last_reconcile > max(5.0, grace / 2):
                     # Tasks lost to a dead worker or a broker restart come back here.
-                    send(reconcile(store, pid, grace))
+                    queue.send(reconcile(store, pid, grace))
                     last_reconcile = time.monotonic()
                 unreachable_since = None
-            except (redis.ConnectionError, OperationalError) as lost:
+            except (redis.ConnectionError, QueueUnreachable) as lost:
                 # A Redis restart, or a shared one that went away: wait for it a while.
                 unreachable_since = unreachable_since or time.monotonic()
                 if time.monotonic() - unreachable_since > settings.redis_wait_s:

@@ -1,7 +1,7 @@
-"""The fleet's commands, added to the `devloop` CLI: run, enqueue, status, pull, unblock, worker.
+"""The fleet's commands: run, enqueue, status, pull, unblock, worker, flower, demo.
 
-They live here, not in devloop/, because they send Celery tasks: imports flow
-cli -> workers -> devloop.
+They send steps through the task queue the entry point installed (taskqueue.py), so
+nothing here imports Celery.
 """
 
 from __future__ import annotations
@@ -12,40 +12,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from kombu.exceptions import OperationalError
 
 from devloop.artifacts import not_imported
 from devloop.cachedir import cache_problem
-from devloop.cli import app, err, fail, out
-from devloop.config import load_settings
-from devloop.embedded import RedisEndpoint, redis_endpoint
-from devloop.errors import Problem, ProjectInvalid
-from devloop.fleet.control import export_spend, set_default_cap, set_max_usd
-from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
-from devloop.fleet.marks import forget_llm
-from devloop.fleet.records import export_steps
-from devloop.fleet.respec import apply_changes
-from devloop.fleet.status import project_status
-from devloop.ids import id_fault
-from devloop.jsonfile import read_json
-from devloop.lastrun import Given
-from devloop.private import NotPrivate
-from devloop.project import load_project
-from devloop.redis_server import connect
-from devloop.runlock import live_run
-from devloop.store import RedisStore
-from devloop.suggest import unknown
-from workers.children import serve_worker
-from workers.live import epilogue, print_status
-from workers.procs import (
-    QUEUE_LIST,
-    flower_auth_problem,
-    flower_command,
-    flower_env,
-    worker_command,
-)
-from workers.run import options_for, run_project
-from workers.runflags import (
+from devloop.cli.folder import store_for
+from devloop.cli.run.children import serve_worker
+from devloop.cli.run.flags import (
     ConsoleHostOpt,
     ConsoleOpt,
     ConsolePortOpt,
@@ -55,15 +27,41 @@ from workers.runflags import (
     ScriptOpt,
     WorkersOpt,
 )
+from devloop.cli.run.live_view import epilogue, print_status
+from devloop.cli.run.procs import (
+    QUEUE_LIST,
+    flower_auth_problem,
+    flower_command,
+    flower_env,
+    worker_command,
+)
+from devloop.cli.run.project_run import options_for, run_project
+from devloop.cli.taskqueue import queue_of
+from devloop.cli.terminal import err, fail, out
+from devloop.config import load_settings
+from devloop.embedded import RedisEndpoint, redis_endpoint
+from devloop.errors import Problem, ProjectInvalid
+from devloop.fleet.control import export_spend, set_default_cap, set_max_usd
+from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
+from devloop.fleet.marks import forget_llm
+from devloop.fleet.queue import QueueUnreachable, TaskQueue
+from devloop.fleet.records import export_steps
+from devloop.fleet.respec import apply_changes
+from devloop.fleet.status import project_status
+from devloop.lastrun import Given
+from devloop.project import load_project
+from devloop.redis_server import connect
+from devloop.runlock import live_run
+from devloop.store import RedisStore
+from devloop.suggest import unknown
 
-# console, review, cancel, resume: the commands for people in the loop register themselves.
-from workers import cli_people  # noqa: F401  isort: skip
-
+commands = typer.Typer()  # devloop/cli/app.py adds them to the CLI
 PING_S = 1.0  # how long `status` and `unblock` wait for workers to answer
 
 
-@app.command()
+@commands.command()
 def run(
+    ctx: typer.Context,
     project_dir: Annotated[Path, typer.Argument(help="The project folder.")],
     workers: WorkersOpt = None,
     llm: LlmOpt = None,
@@ -98,42 +96,16 @@ def run(
                   flower_port)
     options = options_for(project_dir, given, timeout_s=timeout, reruns=tuple(rerun or ()),
                           max_usd=max_usd)
-    raise typer.Exit(run_project(options, load_settings()))
+    raise typer.Exit(run_project(options, load_settings(), queue_of(ctx)))
 
 
-def _store_for(project: Path) -> tuple[str, Path | None]:
-    """The project id of a folder (its units.json), or the argument itself as an id."""
-    if (project / "units.json").is_file():
-        data, problems = read_json(project / "units.json", "units.json")
-        if problems or not isinstance(data, dict) or "project_id" not in data:
-            fail(problems or [Problem("units.json", "project_id", "missing", "add it")])
-        fault = id_fault(str(data["project_id"]), "project id")
-        if fault is not None:
-            fail([Problem("units.json", "project_id", *fault)])
-        return str(data["project_id"]), project
-    if not load_settings().redis_url:
-        fail(
-            [
-                Problem(
-                    str(project),
-                    "PROJECT",
-                    "not a project folder and DEVLOOP_REDIS_URL is unset",
-                    "pass the project folder, or set DEVLOOP_REDIS_URL to use an id",
-                )
-            ]
-        )
-    fault = id_fault(str(project), "project id")
-    if fault is not None:
-        fail([Problem(str(project), "PROJECT", *fault)])
-    return str(project), None
-
-
-@app.command()
-def enqueue(project_dir: Annotated[Path, typer.Argument(help="The project folder.")]) -> None:
+@commands.command()
+def enqueue(
+    ctx: typer.Context,
+    project_dir: Annotated[Path, typer.Argument(help="The project folder.")],
+) -> None:
     """Validate and import a project into DEVLOOP_REDIS_URL and queue its ready units."""
-    from workers.app import configure
-    from workers.dispatch import send
-
+    queue = queue_of(ctx)
     settings = load_settings()
     if not settings.redis_url:
         fail(
@@ -147,7 +119,7 @@ def enqueue(project_dir: Annotated[Path, typer.Argument(help="The project folder
                 )
             ]
         )
-    configure(settings.redis_url)
+    queue.connect(settings.redis_url)
     store = RedisStore(connect(settings.redis_url))
     try:
         report, dispatches = enqueue_project(store, project_dir)
@@ -165,38 +137,37 @@ def enqueue(project_dir: Annotated[Path, typer.Argument(help="The project folder
     for line in lines:
         out.print(line, markup=False, highlight=False)
     dispatches += reruns
-    send(dispatches)
+    queue.send(dispatches)
     out.print(
         f"{report.pid}: {report.units} units imported; queued "
         f"{', '.join(d.msg.unit_id for d in dispatches) or 'nothing new'}"
     )
 
 
-def _consumers(endpoint: RedisEndpoint, timeout_s: float = PING_S) -> list[str]:
-    """The workers consuming the coder or tester queue on this Redis (Celery's inspect);
-    none when this command just started the embedded Redis (no worker can know it)."""
+def _consumers(queue: TaskQueue, endpoint: RedisEndpoint, timeout_s: float = PING_S) -> list[str]:
+    """The workers consuming the coder or tester queue on this Redis (they answer the
+    queue's ping); none when this command just started the embedded Redis (no worker can
+    know it)."""
     if endpoint.server is not None:
         return []
-    from workers.app import app, configure
-
-    configure(endpoint.celery_url)
+    queue.connect(endpoint.celery_url)
     try:
-        replies = app.control.inspect(timeout=timeout_s).active_queues() or {}
-    except (OSError, OperationalError):
+        replies = queue.consumers(timeout_s)
+    except QueueUnreachable:
         return []
-    return sorted(worker for worker, queues in replies.items()
-                  if {q.get("name") for q in queues or []} & {"coder", "tester"})
+    return sorted(worker for worker, names in replies.items() if set(names) & {"coder", "tester"})
 
 
-@app.command()
+@commands.command()
 def status(
+    ctx: typer.Context,
     project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
     repair: Annotated[bool, typer.Option(help="Re-send units that lost their task.")] = False,
 ) -> None:
     """Show every unit's status, attempt, tokens, elapsed time, and why it waits or is
     blocked with the commands that move it on; a unit no worker runs shows `interrupted`."""
-    pid, folder = _store_for(project)
+    pid, folder = store_for(project)
     settings = load_settings()
     with redis_endpoint(folder or Path("."), settings) as endpoint:
         store = RedisStore(connect(endpoint.url))
@@ -212,14 +183,11 @@ def status(
                 ]
             )
         if repair:
-            from workers.app import configure
-            from workers.dispatch import send
-
-            configure(endpoint.celery_url)
+            queue_of(ctx).connect(endpoint.celery_url)
             dispatches = reconcile(store, pid, settings.reconcile_grace_s)
-            send(dispatches)
+            queue_of(ctx).send(dispatches)
             err.print(f"repair: re-sent {len(dispatches)} unit(s)")
-        fleet = bool(_consumers(endpoint))
+        fleet = bool(_consumers(queue_of(ctx), endpoint))
         state = project_status(store, pid, fleet=fleet, folder=str(project) if folder else None,
                                run_live=live_run(folder) if folder else None)
     if as_json:
@@ -230,13 +198,13 @@ def status(
             out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
-@app.command()
+@commands.command()
 def pull(
     project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
     dest: Annotated[Path, typer.Argument(help="Where to write the seed layout.")],
 ) -> None:
     """Write the project's current state from Redis into DEST in the seed layout."""
-    pid, folder = _store_for(project)
+    pid, folder = store_for(project)
     with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
         store = RedisStore(connect(endpoint.url))
         # Into the project's own folder it is the sync a run does: it knows what it wrote.
@@ -246,8 +214,9 @@ def pull(
     out.print(f"{len(written)} files written under {dest}")
 
 
-@app.command()
+@commands.command()
 def unblock(
+    ctx: typer.Context,
     project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
     unit: Annotated[str, typer.Argument(help="The blocked unit.")],
     hint: Annotated[
@@ -270,15 +239,13 @@ def unblock(
 ) -> None:
     """Re-queue a blocked unit: with a human's hint, or resume one the model or the
     infrastructure blocked; say whether a worker will pick it up."""
-    from workers.app import configure
-    from workers.dispatch import send
-
-    pid, folder = _store_for(project)
+    queue = queue_of(ctx)
+    pid, folder = store_for(project)
     if run_after and folder is None:
         fail([Problem(str(project), "--run", "needs the project folder, not its id",
                       "pass the folder, or start your workers (devloop worker)")])
     with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
-        configure(endpoint.celery_url)
+        queue.connect(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url))
         known = [u.id for u in store.project_record(pid).units.units] \
             if store.has_project(pid) else []
@@ -288,8 +255,8 @@ def unblock(
             dispatches = unblock_unit(store, pid, unit, hint)
         except ValueError as exc:
             fail([Problem(str(project), unit, str(exc), "check `devloop status`")])
-        send(dispatches)
-        consumers = _consumers(endpoint)
+        queue.send(dispatches)
+        consumers = _consumers(queue, endpoint)
     how = "with your hint" if hint else "where it stopped"
     out.print(f"{unit}: re-queued as attempt {dispatches[0].msg.attempt} {how}", markup=False)
     where = shlex.quote(str(project))
@@ -303,10 +270,10 @@ def unblock(
         assert folder is not None
         out.print(f"running: devloop run {where}", markup=False)
         options = options_for(folder, Given(llm=llm, workers=workers))
-        raise typer.Exit(run_project(options, load_settings()))
+        raise typer.Exit(run_project(options, load_settings(), queue))
 
 
-@app.command()
+@commands.command()
 def worker(
     queues: Annotated[str, typer.Option(help="Queues to consume.")] = QUEUE_LIST,
     concurrency: Annotated[int, typer.Option("-c", "--concurrency", help="Processes.")] = 1,
@@ -324,7 +291,7 @@ def worker(
     raise typer.Exit(serve_worker(command, dict(os.environ), err))
 
 
-@app.command("flower")
+@commands.command("flower")
 def flower_service(
     port: Annotated[int, typer.Option(help="Flower's port.")] = 5555,
 ) -> None:
@@ -341,29 +308,18 @@ def flower_service(
     os.execve(command[0], command, flower_env(os.environ, auth))
 
 
-@app.command()
+@commands.command()
 def demo(
+    ctx: typer.Context,
     example: Annotated[str, typer.Option(help="todo (node) or inventory (python).")] = "todo",
     workers: Annotated[int, typer.Option(min=1, max=16, help="Worker processes.")] = 2,
     out_dir: Annotated[Path, typer.Option(help="Where the demo's copy goes.")] = Path("demo-out"),
 ) -> None:
     """Run a bundled example through the fleet with its scripted model turns."""
-    from workers.demo import examples, run_demo
+    from devloop.cli.run.demo import examples, run_demo
 
     if example not in examples():
         fail([Problem("--example", "example", f'no example "{example}"',
                       f"use one of {', '.join(examples())}")])
-    raise typer.Exit(run_demo(example, workers, load_settings(), out, out_dir))
+    raise typer.Exit(run_demo(example, workers, load_settings(), out, out_dir, queue_of(ctx)))
 
-
-def main() -> None:
-    """Console-script entry point."""
-    try:
-        app(prog_name="devloop")
-    except NotPrivate as exc:  # a .devloop/ that is not this user's alone: the user's to fix
-        err.print(str(exc), markup=False)
-        raise SystemExit(2) from None
-
-
-if __name__ == "__main__":
-    main()

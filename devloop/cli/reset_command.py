@@ -1,5 +1,4 @@
-"""`devloop reset DIR [UNIT...]`: start units over, keeping the spec (registered when
-workers.cli_people imports this module)."""
+"""`devloop reset DIR [UNIT...]`: start units over, keeping the spec."""
 
 from __future__ import annotations
 
@@ -10,7 +9,8 @@ from typing import Annotated
 
 import typer
 
-from devloop.cli import app, fail, missing_folder, out
+from devloop.cli.folder import missing_folder
+from devloop.cli.terminal import fail, out
 from devloop.config import load_settings
 from devloop.embedded import NotPrivate, redis_endpoint
 from devloop.errors import Problem, ProjectInvalid
@@ -26,7 +26,10 @@ from devloop.suggest import unknown
 EXIT_DECLINED = 1  # the person said no: nothing was reset
 
 
-@app.command()
+commands = typer.Typer()  # devloop/cli/app.py adds it to the CLI
+
+
+@commands.command()
 def reset(
     project_dir: Annotated[Path, typer.Argument(help="The project folder.")],
     units: Annotated[

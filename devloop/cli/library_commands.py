@@ -1,4 +1,5 @@
-"""The `devloop` command line (typer + rich): library commands that need no task queue."""
+"""The library commands that need no task queue: validate, stub-llm, new, mutants,
+assemble, report, and the contract, session, sandbox and toolchain groups."""
 
 from __future__ import annotations
 
@@ -15,29 +16,22 @@ from rich.table import Table
 from devloop.agent.tools import ProgressEvent
 from devloop.artifacts import not_imported
 from devloop.cachedir import CacheUntrusted, cache_root
-from devloop.cli_relay import relay_app
+from devloop.cli.folder import load_folder, missing_folder
+from devloop.cli.terminal import EXIT_INVALID, err, fail, out
 from devloop.config import load_settings
 from devloop.contracts import ContractMissingExports, hash_contract
 from devloop.errors import Problem, ProjectInvalid
 from devloop.jsonfile import read_json
 from devloop.models import Stack
-from devloop.project import Project, load_project, summarize
+from devloop.project import summarize
 from devloop.safedir import Refused
-from devloop.terminal import EXIT_INVALID, err, fail, out
 from devloop.toolchain import ToolchainError, node_toolchain, python_toolchain
 
-app = typer.Typer(
-    no_args_is_help=True, add_completion=False, help="DevLoop: a fleet of coding agents."
-)
+commands = typer.Typer()  # the top-level ones; devloop/cli/app.py adds them and the groups
 contract_app = typer.Typer(no_args_is_help=True, help="Contract tools.")
-app.add_typer(contract_app, name="contract")
 session_app = typer.Typer(no_args_is_help=True, help="Run one agent session outside the fleet.")
-app.add_typer(session_app, name="session")
 sandbox_app = typer.Typer(no_args_is_help=True, help="Inspect what an agent can and cannot do.")
-app.add_typer(sandbox_app, name="sandbox")
 toolchain_app = typer.Typer(no_args_is_help=True, help="Stack toolchains (node, python).")
-app.add_typer(toolchain_app, name="toolchain")
-app.add_typer(relay_app, name="relay")
 
 Role = Literal["coder", "tester"]
 Llm = Literal["anthropic", "stub"]
@@ -48,41 +42,6 @@ def environment_failed(exc: Exception) -> NoReturn:
     controls (the user's to fix, as bad input), else 1."""
     err.print(str(exc), markup=False)
     raise typer.Exit(EXIT_INVALID if isinstance(exc, CacheUntrusted) else 1) from exc
-
-
-def missing_folder(project_dir: Path) -> Problem | None:
-    """The problem of a project folder that is not there (None: it is a folder)."""
-    if project_dir.is_dir():
-        return None
-    what = "is not a folder" if project_dir.exists() else "does not exist"
-    return Problem(str(project_dir), "folder", what,
-                   "pass the project folder (the one holding units.json), or make one with "
-                   "`devloop new DIR --from spec.yaml`")
-
-
-def _version(shown: bool) -> None:
-    if shown:
-        from importlib.metadata import PackageNotFoundError, version
-
-        from devloop.redis_server import embedded_server
-
-        try:
-            ours = version("devloop")
-        except PackageNotFoundError:  # run from a checkout that was never installed
-            ours = "(not installed)"
-        out.print(f"devloop {ours} (embedded server: {embedded_server()})", highlight=False)
-        raise typer.Exit()
-
-
-@app.callback()
-def main_options(
-    show_version: Annotated[
-        bool,
-        typer.Option("--version", callback=_version, is_eager=True,
-                     help="Print the version and exit."),
-    ] = False,
-) -> None:
-    """DevLoop: a fleet of coding agents."""
 
 
 PROJECT_ARGUMENT = typer.Argument(metavar="PROJECT", help="The project folder.", show_default=False)
@@ -104,17 +63,7 @@ def project_argument(positional: str | None, option: Path | None, words: list[st
     return Path(positional)
 
 
-def load_folder(project_dir: Path) -> Project:
-    """The project in a folder, or exit 2 with one line per problem."""
-    if (missing := missing_folder(project_dir)) is not None:
-        fail([missing])
-    try:
-        return load_project(project_dir)
-    except ProjectInvalid as exc:
-        fail(exc.problems)
-
-
-@app.command()
+@commands.command()
 def validate(project_dir: Annotated[Path, typer.Argument(help="The project folder.")]) -> None:
     """Check a project folder; print a summary, or one line per problem (exit 2)."""
     from devloop.store.snapshot import source_problems
@@ -328,7 +277,7 @@ def tool_line(detail: dict[str, object]) -> str:
     return f"{detail.get('name')}{' ' + shown if shown else ''}: {mark}"
 
 
-@app.command("stub-llm")
+@commands.command("stub-llm")
 def stub_llm(
     script: Annotated[
         Path | None, typer.Option(help="YAML script of scripted turns (docs/stub-script.md).")
@@ -378,7 +327,7 @@ def stub_llm(
         fail(exc.problems)
 
 
-@app.command()
+@commands.command()
 def new(
     project_dir: Annotated[Path, typer.Argument(help="The folder to create (new or empty).")],
     spec: Annotated[
@@ -405,7 +354,7 @@ def new(
                   markup=False)
 
 
-@app.command()
+@commands.command()
 def mutants(
     project_dir: Annotated[Path, typer.Argument(help="The project folder (after `devloop run`).")],
     unit: Annotated[
@@ -455,7 +404,7 @@ def mutants(
     out.print(table)
 
 
-@app.command()
+@commands.command()
 def assemble(
     project_dir: Annotated[Path, typer.Argument(help="The project folder (after `devloop run`).")],
     out_dir: Annotated[Path, typer.Argument(metavar="OUT", help="Where to write the program "
@@ -510,7 +459,7 @@ def assemble(
         raise typer.Exit(1)
 
 
-@app.command()
+@commands.command()
 def report(
     project_dir: Annotated[Path, typer.Argument(help="The project folder (after `devloop run`).")],
     output: Annotated[

@@ -1,5 +1,5 @@
-"""The commands for people in the loop, added to the `devloop` CLI: console, review, cancel,
-resume (registered when workers.cli imports this module), and reset (workers.cli_reset)."""
+"""The commands for people in the loop: console, review, cancel, resume (reset is
+reset_command.py's)."""
 
 from __future__ import annotations
 
@@ -8,27 +8,22 @@ from typing import Annotated
 
 import typer
 
-from devloop.cli import app, fail, out
+from devloop.cli.folder import store_for
+from devloop.cli.run.flags import ConsoleOpt, ConsolePortOpt, LlmOpt, ScriptOpt, WorkersOpt
+from devloop.cli.taskqueue import queue_of
+from devloop.cli.terminal import fail, out
 from devloop.config import load_settings
 from devloop.embedded import redis_endpoint
 from devloop.errors import Problem
 from devloop.redis_server import connect
 from devloop.store import RedisStore
-from workers.runflags import ConsoleOpt, ConsolePortOpt, LlmOpt, ScriptOpt, WorkersOpt
 
-# reset: starting units over registers itself.
-from workers import cli_reset  # noqa: F401  isort: skip
+commands = typer.Typer()  # devloop/cli/app.py adds them to the CLI
 
 
-
-def _store_for(project: Path) -> tuple[str, Path | None]:
-    from workers.cli import _store_for as store_for
-
-    return store_for(project)
-
-
-@app.command("console")
+@commands.command("console")
 def console_command(
+    ctx: typer.Context,
     project: Annotated[
         Path | None, typer.Argument(help="The project folder (or its id); all projects of "
                                     "DEVLOOP_REDIS_URL when omitted.")
@@ -45,12 +40,12 @@ def console_command(
 ) -> None:
     """The live console: the unit DAG, live test output, who needs a human, review, budget
     and cancel; behind a token printed in the link at start."""
+    from devloop.cli.run.people import webhook_settings_problem
+    from devloop.cli.run.serve_console import bind_console, serve_console
     from devloop.console.listen import ListenFailed
-    from workers.console import bind_console, serve_console
-    from workers.people import webhook_settings_problem
 
     settings = load_settings()
-    pid, folder = _store_for(project) if project is not None else (None, None)
+    pid, folder = store_for(project) if project is not None else (None, None)
     if project is None and not settings.redis_url:
         fail([Problem("DEVLOOP_REDIS_URL", "environment", "not set",
                       "pass the project folder, or point it at the Redis your workers use")])
@@ -60,11 +55,12 @@ def console_command(
         sockets, bound = bind_console(host, port, fd or [], settings, out)
     except ListenFailed as refused:
         fail([refused.problem])
-    serve_console(pid, folder, host, sockets, bound, settings, out)
+    serve_console(pid, folder, host, sockets, bound, settings, out, queue_of(ctx))
 
 
-@app.command()
+@commands.command()
 def review(
+    ctx: typer.Context,
     project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
     unit: Annotated[str, typer.Argument(help="The unit waiting for review.")],
     approve: Annotated[bool, typer.Option("--approve", help="The unit passes.")] = False,
@@ -74,17 +70,15 @@ def review(
 ) -> None:
     """Approve a unit waiting in review (it passes and releases its dependents), or ask for
     changes (a coder retry with your note)."""
-    from workers.app import configure
-    from workers.dispatch import send
-
+    queue = queue_of(ctx)
     if approve == (changes is not None):
         fail([Problem("devloop review", "--approve/--changes", "give exactly one",
                       'pass --approve, or --changes "what should change"')])
     from devloop.fleet.review import approve_unit, request_changes_unit
 
-    pid, folder = _store_for(project)
+    pid, folder = store_for(project)
     with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
-        configure(endpoint.celery_url)
+        queue.connect(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url))
         try:
             if approve:
@@ -93,7 +87,7 @@ def review(
                 dispatches = request_changes_unit(store, pid, unit, changes or "", "devloop review")
         except ValueError as exc:  # ReviewRefused among them
             fail([Problem(str(project), unit, str(exc), "check `devloop status`")])
-        send(dispatches)
+        queue.send(dispatches)
     if approve:
         released = ", ".join(d.msg.unit_id for d in dispatches) or "nothing new"
         out.print(f"{unit}: approved; released {released}")
@@ -102,8 +96,9 @@ def review(
                   f"{dispatches[0].msg.attempt}")
 
 
-@app.command()
+@commands.command()
 def cancel(
+    ctx: typer.Context,
     project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
     unit: Annotated[str | None, typer.Argument(help="Only this unit.")] = None,
 ) -> None:
@@ -111,26 +106,26 @@ def cancel(
     their next turn with their checkpoints kept; `devloop resume` (or `devloop unblock` for
     a unit) carries on."""
     from devloop.fleet.human import cancel_project, cancel_unit
-    from workers.app import configure
-    from workers.dispatch import revoke
 
-    pid, folder = _store_for(project)
+    queue = queue_of(ctx)
+    pid, folder = store_for(project)
     with redis_endpoint(folder or Path("."), load_settings()) as endpoint:
-        configure(endpoint.celery_url)
+        queue.connect(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url))
         try:
             ids = cancel_unit(store, pid, unit, "devloop cancel") if unit else cancel_project(
                 store, pid, "devloop cancel")
         except ValueError as exc:
             fail([Problem(str(project), unit or "project", str(exc), "check `devloop status`")])
-        revoke(ids)
+        queue.revoke(ids)
     what = f"unit {unit}" if unit else pid
     out.print(f"{what}: cancelled ({len(ids)} queued task(s) revoked); running sessions stop "
               "before their next turn, checkpoints kept")
 
 
-@app.command()
+@commands.command()
 def resume(
+    ctx: typer.Context,
     project: Annotated[Path, typer.Argument(help="The project folder (or its id).")],
     max_usd: Annotated[
         float | None, typer.Option(min=0.000001, help="A new spend cap in dollars.")
@@ -144,22 +139,21 @@ def resume(
     """Carry a paused or cancelled project on from its checkpoints: a folder runs again as
     `devloop run` does (same exit codes); an id re-sends its units to your workers."""
     settings = load_settings()
-    pid, folder = _store_for(project)
+    pid, folder = store_for(project)
     if folder is not None:
+        from devloop.cli.run.project_run import options_for, run_project
         from devloop.lastrun import Given
-        from workers.run import options_for, run_project
 
         given = Given(llm=llm, script=script, workers=workers, console=console,
                       console_port=console_port)
         options = options_for(folder, given, max_usd=max_usd, resume=True)
-        raise typer.Exit(run_project(options, settings))
+        raise typer.Exit(run_project(options, settings, queue_of(ctx)))
     from devloop.fleet.human import resume_project
-    from workers.app import configure
-    from workers.dispatch import send
 
+    queue = queue_of(ctx)
     with redis_endpoint(Path("."), settings) as endpoint:
-        configure(endpoint.celery_url)
+        queue.connect(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url))
         dispatches = resume_project(store, pid, max_usd)
-        send(dispatches)
+        queue.send(dispatches)
     out.print(f"{pid}: resumed; re-sent {len(dispatches)} unit(s)")

@@ -9,14 +9,15 @@ from pathlib import Path
 
 from rich.console import Console
 
+from devloop.cli.run.project_run import RunOptions, run_project
 from devloop.config import Settings
 from devloop.fleet.money import usd
+from devloop.fleet.queue import TaskQueue
 from devloop.report import gather, write_report
 from devloop.report.data import ReportData
 from devloop.report.views import cost_table
 from devloop.resources import data_dir
 from devloop.safedir import Dir, Refused
-from workers.run import RunOptions, run_project
 
 EXAMPLES = data_dir("examples")
 
@@ -39,7 +40,7 @@ def copy_example(source: Path, dest: Path) -> None:
 
 
 def run_demo(name: str, workers: int, settings: Settings, console: Console,
-             out_root: Path) -> int:
+             out_root: Path, queue: TaskQueue) -> int:
     """Copy the example to a fresh folder, run it with the stub, and summarize the run."""
     source = EXAMPLES / name
     dest = out_root / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -56,7 +57,7 @@ def run_demo(name: str, workers: int, settings: Settings, console: Console,
                   "tests are real.\n")
     # The demo says where the files and the report are itself, after writing the report.
     code = run_project(RunOptions(dest, workers=workers, llm="stub", epilogue=False), settings,
-                       console)
+                       queue, console)
     report = write_report(dest, dest / "report.html")
     summarize(gather(dest), console)
     console.print(f"\nFiles: {dest}\nReport: {report}")

@@ -1,5 +1,5 @@
 """`devloop relay show|answer`: play the model for `devloop stub-llm --relay DIR`
-(devloop.cli adds `relay_app` as the `relay` group)."""
+(devloop/cli/app.py adds `relay_app` as the `relay` group)."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ from typing import Annotated
 
 import typer
 
+from devloop.cli.terminal import fail, out
 from devloop.errors import Problem
 from devloop.llm.stub.relay import RelayAnswerInvalid, RelayDir, render, view, write_answer
 from devloop.llm.stub.relay.answer import GUIDE, read_turn
 from devloop.llm.stub.turn import Block, Turn
 from devloop.private import dir_problem
-from devloop.terminal import fail, out
 
 relay_app = typer.Typer(
     no_args_is_help=True,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from devloop.cli.run.children import RunChildren
 from devloop.config import Settings
 from devloop.console.auth import new_token
 from devloop.console.listen import Listener
@@ -24,7 +25,6 @@ from devloop.fleet.status import ProjectStatus
 from devloop.fleet.webhook import Notifier, webhook_problem
 from devloop.store import RedisStore
 from devloop.supervisor import ChildSpec
-from workers.children import RunChildren
 
 # `devloop run` ends paused (its project's budget spent) or cancelled (`devloop cancel`,
 # the console's button): run `devloop resume` to carry on from the checkpoints.
@@ -56,7 +56,7 @@ def start_console(
     token = configured or new_token()
     host, port = listener.host, listener.port
     env = {**os.environ, "DEVLOOP_REDIS_URL": endpoint.url, "DEVLOOP_CONSOLE_TOKEN": token}
-    command = [sys.executable, "-c", "from workers.cli import main; main()", "console",
+    command = [sys.executable, "-m", "workers.main", "console",
                str(project_dir), "--host", host, "--port", str(port)]
     command += [arg for fd in listener.fds() for arg in ("--fd", str(fd))]
     children.supervisor.add(ChildSpec("console", command, env, state_dir / "console.log",

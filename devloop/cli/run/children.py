@@ -13,10 +13,10 @@ from pathlib import Path
 
 from rich.console import Console
 
+from devloop.cli.run.procs import flower_command, flower_credentials, flower_env, worker_command
 from devloop.config import Settings
 from devloop.embedded import RedisEndpoint, RedisKeeper
 from devloop.supervisor import Child, ChildSpec, Interrupted, Supervisor, interrupt_on
-from workers.procs import flower_command, flower_credentials, flower_env, worker_command
 
 
 class CrashLoop(Exception):

@@ -1,5 +1,5 @@
 """`devloop console`: the console over the project's Redis, with the callbacks that send
-chains and revoke tasks (Celery lives here, not in devloop/console)."""
+chains and revoke tasks through the task queue (devloop/console knows neither)."""
 
 from __future__ import annotations
 
@@ -8,18 +8,17 @@ from pathlib import Path
 
 from rich.console import Console
 
+from devloop.cli.run.people import webhook_settings
 from devloop.config import Settings
 from devloop.console import Callbacks, ConsoleConfig
 from devloop.console.auth import new_token
 from devloop.console.listen import adopt, listen
 from devloop.console.server import base_url, hosts_for, link, serve
 from devloop.embedded import redis_endpoint
+from devloop.fleet.queue import TaskQueue
 from devloop.fleet.webhook import Notifier
 from devloop.redis_server import connect
 from devloop.store import RedisStore
-from workers.app import configure
-from workers.dispatch import revoke, send
-from workers.people import webhook_settings
 
 
 def bind_console(
@@ -39,21 +38,21 @@ def bind_console(
 
 def serve_console(
     pid: str | None, folder: Path | None, host: str, sockets: list[socket.socket], port: int,
-    settings: Settings, out: Console,
+    settings: Settings, out: Console, queue: TaskQueue,
 ) -> None:
     """Serve the console on its bound sockets until a signal stops it; print its link (with
     a fresh token) once."""
     configured = settings.console_token.get_secret_value() if settings.console_token else None
     token = configured or new_token()
     with redis_endpoint(folder or Path("."), settings) as endpoint:
-        configure(endpoint.celery_url)
+        queue.connect(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
         notifier = None
         if settings.webhook_url is not None and pid is not None:
             notifier = Notifier(store, [pid], *webhook_settings(settings)).start()
         config = ConsoleConfig(
             store=store, redis_url=endpoint.url, token=token, port=port,
-            callbacks=Callbacks(send=send, revoke=revoke),
+            callbacks=Callbacks(send=queue.send, revoke=queue.revoke),
             pids=[pid] if pid is not None else None, hosts=hosts_for(host),
             public_url=base_url(host, port),
             folder=str(folder.resolve()) if folder is not None else None,

@@ -1,0 +1,67 @@
+"""The task-queue port on Celery (workers/queue.py): chains by task name with the attempt's
+ids, routed to their queues, and a broker that does not answer told as QueueUnreachable."""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from devloop.fleet.messages import Dispatch, StepMsg
+from devloop.fleet.queue import QueueUnreachable
+from devloop.redis_server import RedisServer
+from workers.app import make_app
+from workers.dispatch import chain_for
+from workers.queue import CeleryQueue
+
+MSG = StepMsg(pid="p-queue", unit_id="u", attempt=2)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_a_chain_is_coder_then_tester_then_decide_with_the_attempts_ids() -> None:
+    steps = chain_for(make_app(url="redis://127.0.0.1:1/0"), MSG).tasks
+    assert [(s.task, s.options["task_id"], s.immutable) for s in steps] == [
+        ("devloop.coder", MSG.task_id("coder"), True),  # the message, not a result
+        ("devloop.tester", MSG.task_id("tester"), False),  # gets the coder's result
+        ("devloop.decide", MSG.task_id("decide"), False),
+    ]
+    assert steps[0].args == (MSG.model_dump(mode="json"),)
+
+
+def test_a_tester_only_chain_starts_at_the_tester_with_the_message() -> None:
+    msg = MSG.model_copy(update={"skip_coder": True})
+    steps = chain_for(make_app(url="redis://127.0.0.1:1/0"), msg).tasks
+    assert [(s.task, s.immutable) for s in steps] == [("devloop.tester", True),
+                                                      ("devloop.decide", False)]
+
+
+def test_a_sent_chain_waits_on_the_coder_queue_under_its_task_id(
+    redis_server: RedisServer,
+) -> None:
+    queue = CeleryQueue()
+    queue.connect(redis_server.celery_url)
+    client = redis_server.client()
+    client.delete("coder")
+    queue.send([Dispatch(msg=MSG)])
+    [raw] = client.lrange("coder", 0, -1)
+    client.delete("coder")  # no worker of another test may take it
+    headers = json.loads(raw)["headers"]
+    assert (headers["task"], headers["id"]) == ("devloop.coder", MSG.task_id("coder"))
+
+
+def test_a_broker_that_does_not_answer_is_queue_unreachable() -> None:
+    queue = CeleryQueue()
+    queue.connect(f"redis://127.0.0.1:{free_port()}/0")
+    started = time.monotonic()
+    with pytest.raises(QueueUnreachable):
+        queue.send([Dispatch(msg=MSG)])
+    with pytest.raises(QueueUnreachable):
+        queue.consumers(timeout_s=0.2)
+    assert time.monotonic() - started < 30  # the publish retries are short, then it says so

@@ -1,0 +1,67 @@
+"""The task-queue port (devloop/fleet/queue.py) on Celery: the one place a broker error
+becomes the library's QueueUnreachable."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from celery import Celery
+from kombu.exceptions import OperationalError
+
+import workers.tasks  # noqa: F401  the shared tasks join every app made after
+from devloop.config import Settings
+from devloop.fleet.messages import Dispatch
+from devloop.fleet.queue import QueueUnreachable
+from devloop.redis_server import celery_form
+from workers.app import make_app
+from workers.dispatch import send_on
+
+
+class CeleryQueue:
+    """Steps sent as Celery chains; the app made on first use, again for another broker."""
+
+    def __init__(self, settings: Settings | None = None) -> None:
+        self.settings = settings
+        self._app: Celery | None = None
+
+    @property
+    def app(self) -> Celery:
+        """The app on the broker last connected to (else DEVLOOP_REDIS_URL)."""
+        if self._app is None:
+            self._app = make_app(self.settings)
+        return self._app
+
+    def connect(self, url: str) -> None:
+        """Use the Redis at url from now on; the old app's pools are closed."""
+        if self._app is not None:
+            if self._app.conf.broker_url == celery_form(url):
+                return
+            self._app.close()
+        self._app = make_app(self.settings, url)
+
+    def send(self, dispatches: Iterable[Dispatch]) -> None:
+        """Put each chain on its queues."""
+        try:
+            send_on(self.app, dispatches)
+        except OperationalError as lost:
+            raise QueueUnreachable(f"the broker did not take the steps: {lost}") from lost
+
+    def revoke(self, task_ids: Iterable[str]) -> None:
+        """Tell every worker to drop these tasks when they come (a cancel); a task already
+        running is not killed: its session stops by itself before its next turn."""
+        ids = list(task_ids)
+        if not ids:
+            return
+        try:
+            self.app.control.revoke(ids)
+        except OperationalError as lost:
+            raise QueueUnreachable(f"the broker did not take the revoke: {lost}") from lost
+
+    def consumers(self, timeout_s: float) -> dict[str, list[str]]:
+        """Each worker that answers within timeout_s -> the queues it consumes."""
+        try:
+            replies = self.app.control.inspect(timeout=timeout_s).active_queues() or {}
+        except (OSError, OperationalError) as lost:
+            raise QueueUnreachable(f"no answer from the broker: {lost}") from lost
+        return {worker: [str(q.get("name")) for q in queues or []]
+                for worker, queues in replies.items()}
