@@ -21,8 +21,12 @@ lint: $(STAMP)
 	$(BIN)/ruff check devloop workers tests bench
 	$(BIN)/mypy
 
+# The suite on parallel workers: a fleet test mostly waits (workers booting, polling, sandboxes),
+# so more workers than cores pays; tests/spread.py keeps tests that share a fixture on one.
+TEST_WORKERS ?= 4
+
 test: lint
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py

@@ -11,7 +11,7 @@ from devloop.cachedir import cache_root
 from devloop.config import Settings, load_settings
 from devloop.toolchain import node_toolchain, python_toolchain
 
-pytest_plugins = ["tests.redis_fixture", "tests.leftovers"]
+pytest_plugins = ["tests.redis_fixture", "tests.leftovers", "tests.spread"]
 
 REPO = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO / "examples"

@@ -5,6 +5,10 @@ inherits (Redis servers, Celery workers, `devloop` subprocesses, browsers), and 
 directory of its own. At the end every process still carrying the marker and every view
 left in that directory is listed, removed, and fails the run: a leak in one test must not
 pass unnoticed.
+
+Under parallel workers (`pytest -n N`) each worker is a run of its own (its own marker and
+views directory), checks what its tests left when it ends, and hands the list to the main
+process, which reports them all and fails the run.
 """
 
 from __future__ import annotations
@@ -26,11 +30,15 @@ MARKER = "DEVLOOP_TEST_RUN"
 # Children get this long to finish exiting after the last test before they count as left.
 GRACE_S = 10.0
 _views: Path | None = None
+_from_workers: list[str] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
     global _views
-    run = f"{os.getpid()}-{int(time.time())}"
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    # A worker inherits the main process's marker and extends it: its own tests' processes
+    # are its own to check, and its siblings' tests never look like its leftovers.
+    run = f"{os.environ[MARKER]}-{worker}" if worker else f"{os.getpid()}-{int(time.time())}"
     os.environ[MARKER] = run
     settings = load_settings()
     base = settings.views_dir or cache_root(settings) / "views"
@@ -40,25 +48,36 @@ def pytest_configure(config: pytest.Config) -> None:
     os.environ["DEVLOOP_VIEWS_DIR"] = str(_views)
 
 
-def _still_running() -> list[Proc]:
-    """Processes of this run that outlive GRACE_S."""
+def _still_running(config: pytest.Config) -> list[Proc]:
+    """Processes of this run that outlive GRACE_S (the parallel workers, which carry the main
+    process's marker and end after this hook, do not count)."""
+    workers = config.pluginmanager.has_plugin("dsession")
     deadline = time.monotonic() + GRACE_S
     while True:
-        left = carrying(MARKER, os.environ[MARKER])
+        left = [proc for proc in carrying(MARKER, os.environ[MARKER])
+                if not (workers and proc.ppid == os.getpid())]
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.2)
 
 
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """A parallel worker ended: keep what it found left behind."""
+    _from_workers.extend(getattr(node, "workeroutput", {}).get("leftovers", []))
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    problems: list[str] = []
-    for proc in _still_running():
+    problems: list[str] = list(_from_workers)
+    for proc in _still_running(session.config):
         problems.append(f"process left running: {proc}")
         kill_tree(proc.pid)
     if _views is not None and _views.exists():
         left = sorted(p.name for p in _views.iterdir())
         problems += [f"view left behind: {_views / name}" for name in left]
         shutil.rmtree(_views, ignore_errors=True)
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["leftovers"] = problems  # the main process reports them
     if problems:
         reporter = session.config.pluginmanager.get_plugin("terminalreporter")
         if reporter is not None:

@@ -1,0 +1,85 @@
+"""Pytest plugin: how the suite spreads over parallel workers (`pytest -n N`, as `make test`).
+
+Tests that share a fixture wider than one test (a module's runner, the live console run, the
+stub run the report tests read) are kept on one worker, so it is made once, as in a serial
+run; every other test goes to whichever worker is free. On the workers, the tests that declare
+a long timeout are handed out first: a fleet test started last keeps the whole run waiting.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+
+import pytest
+
+TESTS = Path(__file__).resolve().parent
+# Session fixtures each worker may make for itself: cheap, or private to the process (each
+# worker's Redis is on a socket in its own temp dir; the toolchains install under a lock).
+PER_WORKER = frozenset({"settings", "redis_server", "node_toolchain_dir", "python_toolchain_dir",
+                        "fixtures", "sandbox", "playwright", "browser", "chromium"})
+
+
+def _shared_keys(item: pytest.Item) -> list[str]:
+    """What the item shares with other tests: its module, if it uses a module-wide fixture of
+    ours, and each session fixture of ours it uses that a worker must not make again."""
+    keys = []
+    info = getattr(item, "_fixtureinfo", None)
+    for name in getattr(item, "fixturenames", ()):
+        defs = info.name2fixturedefs.get(name) if info else None
+        if not defs or defs[-1].scope == "function" or not _ours(defs[-1].func):
+            continue
+        if defs[-1].scope in ("module", "class"):
+            keys.append(item.nodeid.split("::")[0])
+        elif name not in PER_WORKER:
+            keys.append(f"{defs[-1].scope}-{name}")
+    return keys
+
+
+def _ours(func: object) -> bool:
+    """Whether a fixture is defined under tests/ (pytest's own are per worker by design)."""
+    try:
+        return TESTS in Path(inspect.getfile(func)).resolve().parents  # type: ignore[arg-type]
+    except TypeError:
+        return False
+
+
+def _groups(items: list[pytest.Item]) -> dict[str, str]:
+    """Each item's group (by nodeid), tests linked through any shared key in one group."""
+    parent: dict[str, str] = {}
+
+    def root(key: str) -> str:
+        while parent.setdefault(key, key) != key:
+            key = parent[key]
+        return key
+
+    keys = {item.nodeid: _shared_keys(item) for item in items}
+    for linked in keys.values():
+        for key in linked[1:]:
+            parent[root(key)] = root(linked[0])
+    return {nodeid: root(linked[0]) for nodeid, linked in keys.items() if linked}
+
+
+def declared_cost(item: pytest.Item) -> float:
+    """A test's own timeout mark, in seconds: what its author expects it may take."""
+    mark = item.get_closest_marker("timeout")
+    if mark is None:
+        return 0.0
+    value = mark.args[0] if mark.args else mark.kwargs.get("timeout", 0)
+    return float(value or 0)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = _groups(items)
+    for item in items:
+        if item.nodeid in groups:
+            item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    if not hasattr(config, "workerinput"):
+        return  # a serial run keeps the files' order
+    unit_cost: dict[str, float] = {}
+    for item in items:
+        unit = groups.get(item.nodeid, item.nodeid)
+        unit_cost[unit] = max(unit_cost.get(unit, 0.0), declared_cost(item))
+    order = {item.nodeid: i for i, item in enumerate(items)}
+    items.sort(key=lambda it: (-unit_cost[groups.get(it.nodeid, it.nodeid)], order[it.nodeid]))
