@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-import workers.tasks  # noqa: F401  the shared tasks join every app made after
 from devloop.config import Settings
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.queue import QueueUnreachable
@@ -28,7 +27,7 @@ class CeleryQueue:
     def app(self) -> Celery:
         """The app on the broker last connected to (else DEVLOOP_REDIS_URL)."""
         if self._app is None:
-            self._app = make_app(self.settings)
+            self._app = _with_tasks(make_app(self.settings))
         return self._app
 
     def connect(self, url: str) -> None:
@@ -37,7 +36,7 @@ class CeleryQueue:
             if self._app.conf.broker_url == celery_form(url):
                 return
             self._app.close()
-        self._app = make_app(self.settings, url)
+        self._app = _with_tasks(make_app(self.settings, url))
 
     def send(self, dispatches: Iterable[Dispatch]) -> None:
         """Put each chain on its queues."""
@@ -65,3 +64,14 @@ class CeleryQueue:
             raise QueueUnreachable(f"no answer from the broker: {lost}") from lost
         return {worker: [str(q.get("name")) for q in queues or []]
                 for worker, queues in replies.items()}
+
+
+def _with_tasks(app: Celery) -> Celery:
+    """The app with the three tasks, so a chain's signatures are the tasks themselves.
+
+    Imported here, when a command first sends, not at the top: `devloop --help` and the
+    library commands then load neither the steps nor a model client.
+    """
+    import workers.tasks  # noqa: F401  shared tasks join every app when it is finalized
+
+    return app
