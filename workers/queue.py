@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-import workers.tasks  # noqa: F401  the shared tasks join every app made after
 from devloop.config import Settings
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.queue import QueueUnreachable
@@ -18,26 +17,29 @@ from workers.dispatch import send_on
 
 
 class CeleryQueue:
-    """Steps sent as Celery chains; the app made on first use, again for another broker."""
+    """Steps sent as Celery chains; the app made when first needed, again for another broker."""
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings
+        self.url: str | None = None  # None: DEVLOOP_REDIS_URL
         self._app: Celery | None = None
 
     @property
     def app(self) -> Celery:
         """The app on the broker last connected to (else DEVLOOP_REDIS_URL)."""
         if self._app is None:
-            self._app = make_app(self.settings)
+            self._app = _with_tasks(make_app(self.settings, self.url))
         return self._app
 
     def connect(self, url: str) -> None:
-        """Use the Redis at url from now on; the old app's pools are closed."""
+        """Use the Redis at url from now on; the old app's pools are closed. Nothing is
+        made or imported until a send: a console prints its link without waiting for it."""
+        if self.url is not None and celery_form(self.url) == celery_form(url):
+            return
         if self._app is not None:
-            if self._app.conf.broker_url == celery_form(url):
-                return
             self._app.close()
-        self._app = make_app(self.settings, url)
+            self._app = None
+        self.url = url
 
     def send(self, dispatches: Iterable[Dispatch]) -> None:
         """Put each chain on its queues."""
@@ -65,3 +67,14 @@ class CeleryQueue:
             raise QueueUnreachable(f"no answer from the broker: {lost}") from lost
         return {worker: [str(q.get("name")) for q in queues or []]
                 for worker, queues in replies.items()}
+
+
+def _with_tasks(app: Celery) -> Celery:
+    """The app with the three tasks, so a chain's signatures are the tasks themselves.
+
+    Imported here, when a command first sends, not at the top: `devloop --help` and the
+    library commands then load neither the steps nor a model client.
+    """
+    import workers.tasks  # noqa: F401  shared tasks join every app when it is finalized
+
+    return app
