@@ -42,7 +42,7 @@ from devloop.llm.stub import StubServer
 from devloop.redis_server import RedisServer
 from devloop.scaffold import scaffold, trivial_script
 from devloop.store import RedisStore
-from workers.queue import CeleryQueue  # imports the tasks: not part of the makespan
+from workers.celery_queue import CeleryQueue  # imports the tasks: not part of the makespan
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "fleet.json"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from devloop.cli.app import app
+from devloop.cli.commands import app
 from tests.plant import plant_git, plant_pyc
 
 runner = CliRunner()

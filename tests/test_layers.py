@@ -1,4 +1,5 @@
-"""The library never imports the Celery adapter: imports flow cli -> workers -> devloop."""
+"""The library never imports the Celery adapter: imports flow workers -> devloop (the entry
+point workers/main.py hands devloop.cli the task queue it sends through)."""
 
 from __future__ import annotations
 
@@ -27,6 +28,20 @@ def test_no_module_under_devloop_imports_celery_or_workers() -> None:
                 if n.split(".")[0] in {"celery", "workers", "kombu"}
             ]
     assert offenders == []
+
+
+def test_workers_holds_only_what_imports_celery() -> None:
+    """workers/ is the Celery adapter: every module of it imports celery, kombu or flower
+    itself, but its two doors (main: the console script; worker_app: what celery -A serves)."""
+    doors = {"__init__.py", "main.py", "worker_app.py"}
+    plain = []
+    for path in sorted((LIBRARY.parent / "workers").glob("*.py")):
+        tops = {n.split(".")[0] for node in ast.walk(ast.parse(path.read_text()))
+                for n in ([a.name for a in node.names] if isinstance(node, ast.Import) else
+                          [node.module or ""] if isinstance(node, ast.ImportFrom) else [])}
+        if path.name not in doors and not tops & {"celery", "kombu", "flower"}:
+            plain.append(path.name)
+    assert plain == []
 
 
 PURE_CORE = ("devloop.loop", "devloop.dag", "devloop.contracts", "devloop.sdd")

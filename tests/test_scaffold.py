@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from devloop.cli.app import app
+from devloop.cli.commands import app
 from devloop.contracts import hash_contract
 from devloop.llm.stub import Script, Turn
 from devloop.project import load_project

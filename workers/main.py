@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from devloop.cli.app import run_cli
-from workers.queue import CeleryQueue
+from devloop.cli.commands import run_cli
+from workers.celery_queue import CeleryQueue
 
 
 def main() -> None:

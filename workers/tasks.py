@@ -25,7 +25,7 @@ from devloop.fleet.steps import StepBusy, StepEnv, decide_step, run_step
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.store import RedisStore
 from devloop.store.base import StoreError, StoreUnavailable
-from workers.dispatch import CODER, DECIDE, TESTER, send_on
+from workers.chains import CODER, DECIDE, TESTER, send_on
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

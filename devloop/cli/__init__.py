@@ -1,2 +1,2 @@
-"""The `devloop` command line: app.py assembles the groups; run/ is `devloop run`'s
+"""The `devloop` command line: commands.py assembles the groups; run/ is `devloop run`'s
 supervision (its workers, Flower, console and live view)."""

@@ -15,7 +15,7 @@ import typer
 
 from devloop.artifacts import not_imported
 from devloop.cachedir import cache_problem
-from devloop.cli.folder import store_for
+from devloop.cli.project_arg import store_for
 from devloop.cli.run.children import serve_worker
 from devloop.cli.run.flags import (
     ConsoleHostOpt,
@@ -55,7 +55,7 @@ from devloop.runlock import live_run
 from devloop.store import RedisStore
 from devloop.suggest import unknown
 
-commands = typer.Typer()  # devloop/cli/app.py adds them to the CLI
+commands = typer.Typer()  # devloop/cli/commands.py adds them to the CLI
 PING_S = 1.0  # how long `status` and `unblock` wait for workers to answer
 
 

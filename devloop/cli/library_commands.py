@@ -16,7 +16,7 @@ from rich.table import Table
 from devloop.agent.tools import ProgressEvent
 from devloop.artifacts import not_imported
 from devloop.cachedir import CacheUntrusted, cache_root
-from devloop.cli.folder import load_folder, missing_folder
+from devloop.cli.project_arg import load_folder, missing_folder
 from devloop.cli.terminal import EXIT_INVALID, err, fail, out
 from devloop.config import load_settings
 from devloop.contracts import ContractMissingExports, hash_contract
@@ -27,7 +27,7 @@ from devloop.project import summarize
 from devloop.safedir import Refused
 from devloop.toolchain import ToolchainError, node_toolchain, python_toolchain
 
-commands = typer.Typer()  # the top-level ones; devloop/cli/app.py adds them and the groups
+commands = typer.Typer()  # the top-level ones; devloop/cli/commands.py adds them and the groups
 contract_app = typer.Typer(no_args_is_help=True, help="Contract tools.")
 session_app = typer.Typer(no_args_is_help=True, help="Run one agent session outside the fleet.")
 sandbox_app = typer.Typer(no_args_is_help=True, help="Inspect what an agent can and cannot do.")

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from devloop.cli.folder import store_for
+from devloop.cli.project_arg import store_for
 from devloop.cli.run.flags import ConsoleOpt, ConsolePortOpt, LlmOpt, ScriptOpt, WorkersOpt
 from devloop.cli.taskqueue import queue_of
 from devloop.cli.terminal import fail, out
@@ -18,7 +18,7 @@ from devloop.errors import Problem
 from devloop.redis_server import connect
 from devloop.store import RedisStore
 
-commands = typer.Typer()  # devloop/cli/app.py adds them to the CLI
+commands = typer.Typer()  # devloop/cli/commands.py adds them to the CLI
 
 
 @commands.command("console")

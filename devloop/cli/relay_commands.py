@@ -1,5 +1,5 @@
 """`devloop relay show|answer`: play the model for `devloop stub-llm --relay DIR`
-(devloop/cli/app.py adds `relay_app` as the `relay` group)."""
+(devloop/cli/commands.py adds `relay_app` as the `relay` group)."""
 
 from __future__ import annotations
 

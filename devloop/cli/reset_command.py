@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from devloop.cli.folder import missing_folder
+from devloop.cli.project_arg import missing_folder
 from devloop.cli.terminal import fail, out
 from devloop.config import load_settings
 from devloop.embedded import NotPrivate, redis_endpoint
@@ -26,7 +26,7 @@ from devloop.suggest import unknown
 EXIT_DECLINED = 1  # the person said no: nothing was reset
 
 
-commands = typer.Typer()  # devloop/cli/app.py adds it to the CLI
+commands = typer.Typer()  # devloop/cli/commands.py adds it to the CLI
 
 
 @commands.command()

@@ -1,6 +1,6 @@
 """The task-queue port: what the fleet needs of a queue, so devloop/ never imports one.
 
-workers/queue.py implements it on Celery; `devloop` gets that implementation from its
+workers/celery_queue.py implements it on Celery; `devloop` gets that implementation from its
 entry point (workers/main.py), never by import.
 """
 

@@ -136,7 +136,7 @@ def test_the_stub_llm_default_port_is_not_the_console_default() -> None:
     """Both run on one machine (a relay model beside a console): neither takes the other's."""
     from typer.main import get_command
 
-    from devloop.cli.app import app
+    from devloop.cli.commands import app
     from devloop.config import Settings
 
     [port] = [p for p in get_command(app).commands["stub-llm"].params  # type: ignore[attr-defined]

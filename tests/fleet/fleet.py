@@ -17,7 +17,7 @@ from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.status import ProjectStatus, project_status
 from devloop.llm.stub import StubServer
 from devloop.store import RedisStore
-from workers.queue import CeleryQueue
+from workers.celery_queue import CeleryQueue
 
 
 @dataclass

@@ -18,7 +18,7 @@ from devloop.store import RedisStore
 from tests.fleet.builder import MOCK_TESTS, UnitPlan, build, script
 from tests.proctree import kill_tree
 from tests.workers.test_cli_run import DEVLOOP
-from workers.queue import CeleryQueue
+from workers.celery_queue import CeleryQueue
 
 PID = "p-fleet"
 PLANS = [

@@ -1,5 +1,5 @@
-"""How a paused run ends (workers/people.py): the exit codes' precedence docs/running.md states,
-decided from the final status alone."""
+"""How a paused run ends (devloop/cli/run/people.py): the exit codes' precedence
+docs/running.md states, decided from the final status alone."""
 
 from __future__ import annotations
 

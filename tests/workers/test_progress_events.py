@@ -13,7 +13,7 @@ from devloop.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet
-from workers.queue import CeleryQueue
+from workers.celery_queue import CeleryQueue
 
 
 class Listener:

@@ -1,4 +1,4 @@
-"""The task-queue port on Celery (workers/queue.py): chains by task name with the attempt's
+"""The task-queue port on Celery (workers/celery_queue.py): chains by task name with the attempt's
 ids, routed to their queues, and a broker that does not answer told as QueueUnreachable."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.queue import QueueUnreachable
 from devloop.redis_server import RedisServer
 from workers.app import make_app
-from workers.dispatch import chain_for
-from workers.queue import CeleryQueue
+from workers.celery_queue import CeleryQueue
+from workers.chains import chain_for
 
 MSG = StepMsg(pid="p-queue", unit_id="u", attempt=2)
 

@@ -20,7 +20,7 @@ from rich.live import Live
 
 from devloop.artifacts import not_imported
 from devloop.cachedir import cache_problem
-from devloop.cli.folder import missing_folder
+from devloop.cli.project_arg import missing_folder
 from devloop.cli.run.children import CrashLoop, RunChildren, start_children
 from devloop.cli.run.live_view import HumanNotices, LiveView, Screen, epilogue
 from devloop.cli.run.people import (

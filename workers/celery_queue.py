@@ -13,7 +13,7 @@ from devloop.fleet.messages import Dispatch
 from devloop.fleet.queue import QueueUnreachable
 from devloop.redis_server import celery_form
 from workers.app import make_app
-from workers.dispatch import send_on
+from workers.chains import send_on
 
 
 class CeleryQueue:
