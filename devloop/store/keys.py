@@ -122,11 +122,99 @@ class Keys:
         """A SCAN pattern matching every lease of the project."""
         return _escape_glob(f"{self.prefix}lease:") + "*"
 
+    def unit_lease_pattern(self, unit: str) -> str:
+        """A SCAN pattern matching every lease of one unit (any attempt, any role)."""
+        return _escape_glob(f"{self.prefix}lease:{check_id(unit, 'unit id')}:") + "*"
+
+    def unit_session_pattern(self, unit: str) -> str:
+        """A SCAN pattern matching every session checkpoint of one unit (any role)."""
+        return _escape_glob(f"{self.prefix}session:") + "*" + _escape_glob(
+            f":{check_id(unit, 'unit id')}")
+
+    # -- live output of test runs (store/output.py) --
+
+    def output(self, unit: str, run: str) -> str:
+        """Stream: one test run's live output, {s: stdout|stderr, d: text}, then {end: 1}."""
+        unit, run = check_id(unit, "unit id"), check_id(run, "run id")
+        return f"{self.prefix}output:{unit}:{run}"
+
+    def output_runs(self, unit: str) -> str:
+        """List: the unit's run ids with live output, newest first (the last few)."""
+        return f"{self.prefix}output:{check_id(unit, 'unit id')}:runs"
+
+    def output_pattern(self, unit: str) -> str:
+        """A SCAN pattern matching every live output key of one unit."""
+        return _escape_glob(f"{self.prefix}output:{check_id(unit, 'unit id')}:") + "*"
+
+    # -- the fleet's records of a unit and project that the live status and a wipe read
+    # (their writers are in fleet/records, control, status, review, respec) --
+
+    def steps(self, unit: str) -> str:
+        """Hash: `{role}:{attempt}` -> StepRecord (JSON) of each step the unit ran."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:steps"
+
+    def finished(self, unit: str) -> str:
+        """Set: the units the unit depends on that passed (its release record)."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:finished"
+
+    def dispatched(self, unit: str) -> str:
+        """String: the unit was released to run (sent exactly once)."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:dispatched"
+
+    def approved(self, unit: str) -> str:
+        """Hash: the files a person approved in review."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:approved"
+
+    def approved_meta(self, unit: str) -> str:
+        """Hash: who approved the review copy, and when."""
+        return f"{self.prefix}unit:{check_id(unit, 'unit id')}:approved-meta"
+
+    @property
+    def environment_error(self) -> str:
+        """String: why no session can run on a worker's host."""
+        return self.prefix + "environment-error"
+
+    @property
+    def control(self) -> str:
+        """Hash: the project's controls (paused, max_usd, epoch, cancel:{unit}, reset:{unit}...)."""
+        return self.prefix + "control"
+
+    @property
+    def spend(self) -> str:
+        """Hash: total, scripted, unit:{unit} -> nano-dollars spent."""
+        return self.prefix + "spend"
+
+    @property
+    def spent(self) -> str:
+        """String: the float-dollar total an earlier DevLoop kept."""
+        return self.prefix + "spent"
+
+    @property
+    def progress(self) -> str:
+        """Hash: unit -> its running session's last StepProgress (JSON)."""
+        return self.prefix + "progress"
+
+    @property
+    def definitions(self) -> str:
+        """Hash: unit -> the definition its last run recorded."""
+        return self.prefix + "definitions"
+
 
 def company_memory(company_id: str) -> str:
     """Hash: `{role}/{pid}--{unit}--{name}.md` -> note promoted from a passed unit of any of
     the company's projects. `@` cannot start a project id, so no project's keys match it."""
     return f"{ROOT}:@company:{check_id(company_id, 'company id')}:memory"
+
+
+def project_record_pattern() -> str:
+    """A SCAN pattern matching every project record of the server (one per project)."""
+    return f"{ROOT}:*:project"
+
+
+def pid_of_record(key: str) -> str | None:
+    """The project id of a project record's key, or None when it is not one."""
+    pid = key.removeprefix(f"{ROOT}:").removesuffix(":project")
+    return pid if pid and ":" not in pid and pid != key else None
 
 
 def _escape_glob(text: str) -> str:

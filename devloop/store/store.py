@@ -11,11 +11,18 @@ from devloop.store.importer import ImportMixin
 from devloop.store.keys import Ledger
 from devloop.store.leases import LeasesMixin
 from devloop.store.ledgerindex import LedgerIndex
+
+# The live side (the events stream, test output, a unit's wipe): store/live.py, output.py,
+# wipe.py.
+from devloop.store.live import LiveMixin
+from devloop.store.output import OutputMixin
 from devloop.store.passed import PassedMixin
 from devloop.store.sessions import SessionsMixin
 from devloop.store.source import SourceMixin
 from devloop.store.state import StateMixin
 from devloop.store.streams import RedisStreamSink, UnitLedgerSink
+from devloop.store.syncreads import SyncReadsMixin
+from devloop.store.wipe import WipeMixin
 
 
 class RedisStore(
@@ -27,6 +34,11 @@ class RedisStore(
     StateMixin,
     SessionsMixin,
     LeasesMixin,
+    # the live side
+    LiveMixin,
+    OutputMixin,
+    WipeMixin,
+    SyncReadsMixin,
 ):
     """Project record, unit files, unit state, ledgers, sessions and leases in Redis."""
 

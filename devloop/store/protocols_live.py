@@ -1,0 +1,51 @@
+"""What the live side needs of a store: the events stream, step output, a unit's wipe.
+
+RedisStore is the real one; MemoryLive (store/memory_live.py) keeps the same in plain
+Python for tests of the decisions made on top (tests/store/test_live_contract.py holds
+both to the same assertions).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from devloop.store.live import EventsRead
+from devloop.store.output import OutputSoFar
+
+
+class EventStore(Protocol):
+    """The project's live events stream: appended to, read after a position, capped."""
+
+    def add_event(self, pid: str, fields: Mapping[str, str | int]) -> str: ...
+
+    def last_event_id(self, pid: str) -> str: ...
+
+    def events_after(self, pid: str, cursor: str) -> EventsRead: ...
+
+
+class OutputStore(Protocol):
+    """Test runs' live output: a stream per run, the last few runs of a unit kept."""
+
+    def start_output(self, pid: str, unit: str, run_id: str, keep: int) -> None: ...
+
+    def add_output(self, pid: str, unit: str, run_id: str, chunks: Mapping[str, str],
+                   end: bool = False) -> None: ...
+
+    def latest_output_run(self, pid: str, unit: str) -> str | None: ...
+
+    def output_runs(self, pid: str, unit: str) -> list[str]: ...
+
+    def read_output(self, pid: str, unit: str, run_id: str | None,
+                    after: str = "0-0") -> OutputSoFar: ...
+
+
+class LiveStore(EventStore, OutputStore, Protocol):
+    """Both: what a console page and the live status follow."""
+
+
+class SessionsDrop(Protocol):
+    """Forgetting a unit's runs so it starts afresh (a rerun, a reset)."""
+
+    def forget_runs(self, pid: str, unit: str, roles: Sequence[str],
+                    users: Sequence[str]) -> None: ...
