@@ -1,5 +1,6 @@
-"""Live test output in the store: chunks as they are read, a cap per run, the last N runs
-kept."""
+"""Live test output: chunks reach the store as they are read, a cap per run, the last N runs
+kept. On MemoryLive: that RedisStore keeps output the same way is
+tests/store/test_live_contract.py's part."""
 
 from __future__ import annotations
 
@@ -8,15 +9,15 @@ import time
 import pytest
 
 from devloop.roles.live_output import LiveOutput
-from devloop.store import RedisStore
+from devloop.store.memory_live import MemoryLive
 from devloop.store.protocols_live import LiveStore
 
 PID = "p-out"
 
 
 @pytest.fixture
-def store(redis_store: RedisStore) -> LiveStore:
-    return redis_store
+def store() -> LiveStore:
+    return MemoryLive()
 
 
 def test_chunks_reach_the_stream_while_the_run_is_still_going(store: LiveStore) -> None:

@@ -1,0 +1,111 @@
+"""The live side's store in plain Python: the events stream and test runs' output.
+
+It keeps what RedisStore keeps, in the shape RedisStore returns it (entry ids `ms-seq`,
+fields as bytes), so the code on top reads either the same way. Not shared between
+processes: one process's tests and tools. tests/store/test_live_contract.py holds it and
+RedisStore to the same assertions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+
+from devloop.ids import check_id
+from devloop.store.keys import EVENTS_MAXLEN
+from devloop.store.live import Entry, EventsRead
+from devloop.store.live import after as later
+from devloop.store.output import OutputSoFar, output_so_far, run_event
+
+
+def _fields(fields: Mapping[str, str | int | bytes]) -> dict[bytes, bytes]:
+    """Fields as Redis gives them back: names and values as bytes."""
+    return {k.encode(): v if isinstance(v, bytes) else str(v).encode()
+            for k, v in fields.items()}
+
+
+class MemoryLive:
+    """The events stream (capped to events_cap, oldest first out) and each unit's last
+    runs' output, per project, behind a lock (LiveOutput writes from its own thread)."""
+
+    def __init__(self, events_cap: int = EVENTS_MAXLEN) -> None:
+        self.events_cap = events_cap
+        self._events: dict[str, list[Entry]] = {}
+        self._runs: dict[tuple[str, str], list[str]] = {}  # (pid, unit) -> newest first
+        self._output: dict[tuple[str, str, str], list[Entry]] = {}
+        self._lock = threading.RLock()
+        self._last = (0, 0)
+
+    def _next_id(self) -> str:
+        """An id after every id given before, as a stream's `ms-seq`."""
+        ms, seq = int(time.time() * 1000), 0
+        if ms <= self._last[0]:
+            ms, seq = self._last[0], self._last[1] + 1
+        self._last = (ms, seq)
+        return f"{ms}-{seq}"
+
+    # -- the events stream --
+
+    def add_event(self, pid: str, fields: Mapping[str, str | int]) -> str:
+        check_id(pid, "project id")
+        with self._lock:
+            entry_id = self._next_id()
+            stream = self._events.setdefault(pid, [])
+            stream.append((entry_id, _fields(fields)))
+            del stream[:max(0, len(stream) - self.events_cap)]
+            return entry_id
+
+    def last_event_id(self, pid: str) -> str:
+        with self._lock:
+            stream = self._events.get(pid)
+            return stream[-1][0] if stream else "0-0"
+
+    def events_after(self, pid: str, cursor: str) -> EventsRead:
+        with self._lock:
+            stream = list(self._events.get(pid, []))
+        trimmed = bool(stream) and later(stream[0][0], cursor)
+        return EventsRead([e for e in stream if later(e[0], cursor)], trimmed)
+
+    # -- test runs' output --
+
+    def start_output(self, pid: str, unit: str, run_id: str, keep: int) -> None:
+        check_id(unit, "unit id")
+        check_id(run_id, "run id")
+        with self._lock:
+            runs = [r for r in self._runs.get((pid, unit), []) if r != run_id]
+            runs.insert(0, run_id)
+            for old in runs[keep:]:
+                self._output.pop((pid, unit, old), None)
+            self._runs[(pid, unit)] = runs[:keep]
+            self._output.pop((pid, unit, run_id), None)
+            self.add_event(pid, run_event("output", unit, run_id))
+
+    def add_output(self, pid: str, unit: str, run_id: str, chunks: Mapping[str, str],
+                   end: bool = False) -> None:
+        check_id(unit, "unit id")
+        check_id(run_id, "run id")
+        with self._lock:
+            stream = self._output.setdefault((pid, unit, run_id), [])
+            for name, data in chunks.items():
+                stream.append((self._next_id(), _fields({"s": name, "d": data})))
+            if end:
+                stream.append((self._next_id(), _fields({"end": "1"})))
+                self.add_event(pid, run_event("output_end", unit, run_id))
+
+    def latest_output_run(self, pid: str, unit: str) -> str | None:
+        with self._lock:
+            runs = self._runs.get((pid, unit))
+            return runs[0] if runs else None
+
+    def output_runs(self, pid: str, unit: str) -> list[str]:
+        with self._lock:
+            return list(self._runs.get((pid, unit), []))
+
+    def read_output(self, pid: str, unit: str, run_id: str | None,
+                    after: str = "0-0") -> OutputSoFar:
+        if run_id is None:
+            return OutputSoFar(None, [])
+        with self._lock:
+            stream = list(self._output.get((pid, unit, run_id), []))
+        return output_so_far(run_id, [e for e in stream if later(e[0], after)], after)
