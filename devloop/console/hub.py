@@ -25,7 +25,6 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlencode
 
 import anyio
-import redis
 from sse_starlette import ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
@@ -36,6 +35,7 @@ from devloop.console.summary import Dot, Stats, Summary
 from devloop.console.views import event_json
 from devloop.store import RedisStore
 from devloop.store.livefeed import LiveFeed
+from devloop.store.protocols_live import StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +242,7 @@ class Hub:
                 if await run_in_threadpool(self.shapes.digest, self.pid) != self.shape.digest:
                     await self._resync()
                     return
-        except redis.RedisError:
+        except StoreUnavailable:
             await anyio.sleep(sse.RETRY_S)  # Redis away (a restart): try again, lose nothing
             return
         block = sse.BLOCK_MS if not self.pending.any else int((self._next_flush - now) * 1000)

@@ -32,7 +32,8 @@ from devloop.fleet.status import (
     unit_row,
 )
 from devloop.loop import awaited_tester_try
-from devloop.store import RedisStore, UnitState
+from devloop.store import UnitState
+from devloop.store.protocols_live import LiveStatusStore
 from devloop.store.state import event_states
 
 SWEEP_S = 60.0  # every unit is read again at least this often, events or not
@@ -66,7 +67,7 @@ class Look:
 class LiveStatus:
     """The project's status in memory, moved on by its events (see the module doc)."""
 
-    def __init__(self, store: RedisStore, pid: str, folder: str | None = None,
+    def __init__(self, store: LiveStatusStore, pid: str, folder: str | None = None,
                  sweep_s: float = SWEEP_S) -> None:
         self.store, self.pid, self.folder, self.sweep_s = store, pid, folder, sweep_s
         self.units: list[str] = []
@@ -90,7 +91,7 @@ class LiveStatus:
     def load(self) -> Look:
         """Read the whole project (the start)."""
         self.cursor = self.store.last_event_id(self.pid)
-        self.units = [u.id for u in self.store.project_record(self.pid).units.units]
+        self.units = self.store.unit_ids(self.pid)
         self.index = {unit: i for i, unit in enumerate(self.units)}
         self.inputs, self.moving, self.stale, self.setting = {}, set(), set(), None
         self.rows = [UnitRow(unit_id=u, status="pending", attempt=0, tokens=0, cost_usd=0.0,

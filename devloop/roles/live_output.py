@@ -13,9 +13,7 @@ import logging
 import threading
 from types import TracebackType
 
-import redis
-
-from devloop.store.protocols_live import OutputStore
+from devloop.store.protocols_live import OutputStore, StoreUnavailable
 
 log = logging.getLogger(__name__)
 FLUSH_S = 0.2
@@ -77,7 +75,7 @@ class LiveOutput:
         """A fresh stream for the run, the unit's run list trimmed, the run announced."""
         try:
             self.store.start_output(self.pid, self.unit, self.run_id, self.keep)
-        except redis.RedisError:
+        except StoreUnavailable:
             log.warning("live output of %s %s cannot be started", self.unit, self.run_id,
                         exc_info=True)
 
@@ -97,6 +95,6 @@ class LiveOutput:
             return
         try:
             self.store.add_output(self.pid, self.unit, self.run_id, batch, end=final)
-        except redis.RedisError:
+        except StoreUnavailable:
             log.warning("live output of %s %s lost a chunk", self.unit, self.run_id,
                         exc_info=True)

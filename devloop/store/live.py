@@ -11,8 +11,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from devloop.store.base import StoreBase, decode_hash
+from devloop.store.base import decode_hash
 from devloop.store.keys import EVENTS_MAXLEN, pid_of_record, project_record_pattern
+from devloop.store.project import ProjectMixin
 
 Entry = tuple[str, dict[bytes, bytes]]  # a stream entry: its id and its fields
 LIVE_BATCH = 1000  # units per pipeline of unit_reads
@@ -73,7 +74,7 @@ def _entries(raw: list[Any]) -> list[Entry]:
     return [(i.decode(), fields) for i, fields in raw]
 
 
-class LiveMixin(StoreBase):
+class LiveMixin(ProjectMixin):
     """`add_event`, `events_after`, `last_event_id`, the timeline's newest entries,
     `unit_reads` and `shared_read` (the live status's round trips), `project_ids`."""
 
@@ -162,6 +163,10 @@ class LiveMixin(StoreBase):
             shared.progress.update((u, v) for u, v in zip(moving, progress, strict=True) if v)
             shared.spent.update((u, int(v or 0)) for u, v in zip(moving, spent, strict=True))
         return shared
+
+    def unit_ids(self, pid: str) -> list[str]:
+        """The project's units, in units.json order (ProjectNotImported when it is not)."""
+        return [u.id for u in self.project_record(pid).units.units]
 
     def project_ids(self) -> list[str]:
         """Every project imported into this Redis."""

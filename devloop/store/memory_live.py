@@ -1,4 +1,5 @@
-"""The live side's store in plain Python: the events stream and test runs' output.
+"""The live side's store in plain Python: the events stream, test runs' output, and what
+the live status reads of each unit (its state, step records, files' version, spend).
 
 It keeps what RedisStore keeps, in the shape RedisStore returns it (entry ids `ms-seq`,
 fields as bytes), so the code on top reads either the same way. Not shared between
@@ -10,13 +11,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from devloop.ids import check_id
 from devloop.store.keys import EVENTS_MAXLEN
-from devloop.store.live import Entry, EventsRead
+from devloop.store.live import Entry, EventsRead, SharedRead, UnitRead
 from devloop.store.live import after as later
 from devloop.store.output import OutputSoFar, output_so_far, run_event
+from devloop.store.records import ProjectNotImported, UnitState
+from devloop.store.state import state_event
 
 
 def _fields(fields: Mapping[str, str | int | bytes]) -> dict[bytes, bytes]:
@@ -34,6 +37,9 @@ class MemoryLive:
         self._events: dict[str, list[Entry]] = {}
         self._runs: dict[tuple[str, str], list[str]] = {}  # (pid, unit) -> newest first
         self._output: dict[tuple[str, str, str], list[Entry]] = {}
+        self._units: dict[str, list[str]] = {}
+        self._states: dict[tuple[str, str], bytes] = {}  # as stored: UnitState JSON
+        self._steps: dict[tuple[str, str], dict[bytes, bytes]] = {}
         self._lock = threading.RLock()
         self._last = (0, 0)
 
@@ -109,3 +115,39 @@ class MemoryLive:
         with self._lock:
             stream = list(self._output.get((pid, unit, run_id), []))
         return output_so_far(run_id, [e for e in stream if later(e[0], after)], after)
+
+    # -- what the live status reads; the writers are the few its tests need --
+
+    def put_units(self, pid: str, units: Sequence[str]) -> None:
+        """The project's units, in units.json order (what an import records)."""
+        self._units[check_id(pid, "project id")] = [check_id(u, "unit id") for u in units]
+
+    def unit_ids(self, pid: str) -> list[str]:
+        if pid not in self._units:
+            raise ProjectNotImported(f'project "{pid}" is not in the store; import it first')
+        return list(self._units[pid])
+
+    def put_state(self, pid: str, unit: str, state: UnitState, announce: bool = True) -> None:
+        """Overwrite the unit's state and tell the events stream, as RedisStore.put_state;
+        announce=False writes it behind the stream's back (as a direct SET would)."""
+        with self._lock:
+            self._states[(pid, check_id(unit, "unit id"))] = state.model_dump_json().encode()
+            if announce:
+                self.add_event(pid, state_event(unit, state))
+
+    def put_step(self, pid: str, unit: str, name: str, record_json: str) -> None:
+        """Keep a step's record (JSON) under its field name unless one is there already."""
+        with self._lock:
+            steps = self._steps.setdefault((pid, check_id(unit, "unit id")), {})
+            steps.setdefault(name.encode(), record_json.encode())
+
+    def unit_reads(self, pid: str, units: Sequence[str]) -> list[UnitRead]:
+        with self._lock:
+            return [UnitRead(self._states.get((pid, u)), dict(self._steps.get((pid, u), {})),
+                             0, 0) for u in units]
+
+    def shared_read(self, pid: str, leases: Sequence[tuple[str, int, str]],
+                    moving: Sequence[str], run_file: str) -> SharedRead:
+        """Nothing shared is kept here: no controls, spend or environment problem, no
+        lease held (no step runs in a test of the live status)."""
+        return SharedRead({}, {b"total": b"0", b"scripted": b"0"}, None, None, None)

@@ -1,4 +1,5 @@
-"""What the live side needs of a store: the events stream, step output, a unit's wipe.
+"""What the live side needs of a store: the events stream, test runs' output, and the
+reads the live status makes of each unit and of the project.
 
 RedisStore is the real one; MemoryLive (store/memory_live.py) keeps the same in plain
 Python for tests of the decisions made on top (tests/store/test_live_contract.py holds
@@ -10,8 +11,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from devloop.store.live import EventsRead
+import redis
+
+from devloop.store.live import EventsRead, SharedRead, UnitRead
 from devloop.store.output import OutputSoFar
+
+# What a store call raises while its server is away (a restart): a pause, not an end.
+StoreUnavailable = redis.RedisError
 
 
 class EventStore(Protocol):
@@ -44,8 +50,13 @@ class LiveStore(EventStore, OutputStore, Protocol):
     """Both: what a console page and the live status follow."""
 
 
-class SessionsDrop(Protocol):
-    """Forgetting a unit's runs so it starts afresh (a rerun, a reset)."""
+class LiveStatusStore(EventStore, Protocol):
+    """What the live status reads (fleet/livestatus.py): the units, the events since its
+    last look, each named unit's inputs and what every row shares."""
 
-    def forget_runs(self, pid: str, unit: str, roles: Sequence[str],
-                    users: Sequence[str]) -> None: ...
+    def unit_ids(self, pid: str) -> list[str]: ...
+
+    def unit_reads(self, pid: str, units: Sequence[str]) -> list[UnitRead]: ...
+
+    def shared_read(self, pid: str, leases: Sequence[tuple[str, int, str]],
+                    moving: Sequence[str], run_file: str) -> SharedRead: ...

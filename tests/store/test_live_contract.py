@@ -1,15 +1,18 @@
 """The live side's store contract: RedisStore and MemoryLive give the same answers about
-the events stream and test runs' output."""
+the events stream, test runs' output and what the live status reads of a unit."""
 
 from __future__ import annotations
 
 import pytest
 
-from devloop.store import RedisStore
-from devloop.store.live import EventsRead
+from devloop.fleet.messages import StepMsg
+from devloop.fleet.records import StepRecord, field, save_step
+from devloop.store import RedisStore, UnitState
+from devloop.store.live import EventsRead, UnitRead
 from devloop.store.live import after as later
 from devloop.store.memory_live import MemoryLive
 from devloop.store.protocols_live import LiveStore
+from devloop.store.state import event_states
 from tests.store.live_stores import KINDS, live_store
 
 PID = "p-live"
@@ -93,3 +96,25 @@ def test_ids_that_break_the_id_rule_never_reach_the_store(store: LiveStore) -> N
         store.start_output(PID, "../u", "run-1-1", keep=2)
     with pytest.raises(ValueError):
         store.add_output(PID, "u", "run 1", {"stdout": "x"})
+
+
+def test_a_units_state_and_step_records_read_back_as_stored_with_an_event(
+        store: LiveStore) -> None:
+    assert isinstance(store, RedisStore | MemoryLive)
+    state = UnitState(status="testing", attempt=2, scripted=True)
+    store.put_state(PID, "u", state)
+    record = StepRecord(role="coder", attempt=2, msg=StepMsg(pid=PID, unit_id="u", attempt=2),
+                        worker="w1", started_at=1.0, ended_at=2.0, tokens=9)
+    if isinstance(store, RedisStore):
+        save_step(store, PID, "u", record)
+    else:
+        store.put_step(PID, "u", field("coder", 2, 1), record.model_dump_json())
+    read, never = store.unit_reads(PID, ["u", "v"])
+    assert read.raw_state is not None and UnitState.model_validate_json(read.raw_state) == state
+    assert {k: StepRecord.model_validate_json(v) for k, v in read.raw_steps.items()} == {
+        b"coder:2:1": record}
+    assert never == UnitRead(None, {}, 0, 0)
+    (_, fields), = store.events_after(PID, "0-0").entries
+    assert event_states(fields) == [("u", "testing", 2)] and fields[b"scripted"] == b"1"
+    shared = store.shared_read(PID, [("u", 2, "coder")], ["u"], "run.json")
+    assert shared.held == set() and shared.progress == {}
