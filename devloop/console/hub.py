@@ -34,8 +34,7 @@ from devloop.console.shape import Shape, Shapes
 from devloop.console.summary import Dot, Stats, Summary
 from devloop.console.views import event_json
 from devloop.store import RedisStore
-from devloop.store.livefeed import LiveFeed
-from devloop.store.protocols_live import StoreUnavailable
+from devloop.store.protocols_live import StoreUnavailable, StreamFeed
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +125,7 @@ def keyed(text: str, key: str | None) -> str:
 class Hub:
     """The follower of one project."""
 
-    def __init__(self, store: RedisStore, feed: LiveFeed, shapes: Shapes, pid: str,
+    def __init__(self, store: RedisStore, feed: StreamFeed, shapes: Shapes, pid: str,
                  render: Render, on_end: Callable[[Hub], None]) -> None:
         self.store, self.feed, self.shapes = store, feed, shapes
         self.pid, self.render, self.on_end = pid, render, on_end
@@ -324,7 +323,7 @@ async def follow(hub: Hub, sub: Subscriber) -> AsyncIterator[ServerSentEvent]:
 class Hubs:
     """The followers of this console, one per project some page shows."""
 
-    def __init__(self, store: RedisStore, feed: LiveFeed, shapes: Shapes,
+    def __init__(self, store: RedisStore, feed: StreamFeed, shapes: Shapes,
                  render: Render) -> None:
         self.store, self.feed, self.shapes, self.render = store, feed, shapes, render
         self._hubs: dict[str, Hub] = {}

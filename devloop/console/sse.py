@@ -29,8 +29,9 @@ from devloop.console.render import colours, redact
 from devloop.console.views import event_json
 from devloop.ids import is_valid_id
 from devloop.store import RedisStore
-from devloop.store.livefeed import BATCH, BLOCK_MS, RETRY_S, LiveFeed
+from devloop.store.livefeed import BATCH, BLOCK_MS, RETRY_S
 from devloop.store.output import output_chunk
+from devloop.store.protocols_live import StreamFeed
 from devloop.store.state import event_states
 from devloop.store.streams import entry_lines
 
@@ -123,7 +124,7 @@ Fragments = Callable[[], list[tuple[str, str]]]  # -> [(element id, html)], run 
 
 
 async def unit_stream(
-    feed: LiveFeed, pid: str, unit: str, pos: Position, fragments: Fragments,
+    feed: StreamFeed, pid: str, unit: str, pos: Position, fragments: Fragments,
 ) -> AsyncIterator[ServerSentEvent]:
     """The unit page's events (its state, its timeline, its running test's output), its
     fragments re-rendered at most every FLUSH_S; a reload when the events it follows were

@@ -13,10 +13,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 
+import anyio
+
 from devloop.ids import check_id
 from devloop.store.keys import EVENTS_MAXLEN
 from devloop.store.live import Entry, EventsRead, SharedRead, UnitRead
 from devloop.store.live import after as later
+from devloop.store.livefeed import BATCH, BLOCK_MS, Reply
 from devloop.store.output import OutputSoFar, output_so_far, run_event
 from devloop.store.records import ProjectNotImported, UnitState
 from devloop.store.state import state_event
@@ -40,6 +43,7 @@ class MemoryLive:
         self._units: dict[str, list[str]] = {}
         self._states: dict[tuple[str, str], bytes] = {}  # as stored: UnitState JSON
         self._steps: dict[tuple[str, str], dict[bytes, bytes]] = {}
+        self._timeline: dict[str, list[Entry]] = {}
         self._lock = threading.RLock()
         self._last = (0, 0)
 
@@ -72,6 +76,25 @@ class MemoryLive:
             stream = list(self._events.get(pid, []))
         trimmed = bool(stream) and later(stream[0][0], cursor)
         return EventsRead([e for e in stream if later(e[0], cursor)], trimmed)
+
+    def append_timeline(self, pid: str, line: str) -> str:
+        """One timeline record (a JSON line), as the ledger's sink appends it; its id."""
+        with self._lock:
+            entry_id = self._next_id()
+            self._timeline.setdefault(check_id(pid, "project id"), []).append(
+                (entry_id, {b"line": line.removesuffix("\n").encode()}))
+            return entry_id
+
+    def stream(self, handle: bytes) -> list[Entry]:
+        """The entries of a stream MemoryFeed handed out a handle of (none: empty)."""
+        kind, _, rest = handle.decode().partition(":")
+        with self._lock:
+            if kind == "events":
+                return list(self._events.get(rest, []))
+            if kind == "timeline":
+                return list(self._timeline.get(rest, []))
+            pid, unit, run = rest.split(":")
+            return list(self._output.get((pid, unit, run), []))
 
     # -- test runs' output --
 
@@ -151,3 +174,45 @@ class MemoryLive:
         """Nothing shared is kept here: no controls, spend or environment problem, no
         lease held (no step runs in a test of the live status)."""
         return SharedRead({}, {b"total": b"0", b"scripted": b"0"}, None, None, None)
+
+
+class MemoryFeed:
+    """LiveFeed's reads (store/livefeed.py) over a MemoryLive: the console's stream logic
+    without a server. A blocked read looks again every poll_s."""
+
+    def __init__(self, live: MemoryLive, poll_s: float = 0.01) -> None:
+        self.live, self.poll_s = live, poll_s
+
+    async def close(self) -> None:
+        return None
+
+    @staticmethod
+    def events(pid: str) -> bytes:
+        return f"events:{pid}".encode()
+
+    @staticmethod
+    def timeline(pid: str) -> bytes:
+        return f"timeline:{pid}".encode()
+
+    async def unit_timeline(self, pid: str, unit: str) -> bytes:
+        return self.timeline(pid)  # never indexed by unit: its reader filters by unit
+
+    @staticmethod
+    def output(pid: str, unit: str, run_id: str) -> bytes:
+        return f"output:{pid}:{check_id(unit, 'unit id')}:{check_id(run_id, 'run id')}".encode()
+
+    async def read(self, streams: Mapping[bytes, str], block_ms: int = BLOCK_MS) -> Reply | None:
+        deadline = time.monotonic() + block_ms / 1000
+        while True:
+            reply = [(handle, [e for e in self.live.stream(handle) if later(e[0], pos)][:BATCH])
+                     for handle, pos in streams.items()]
+            reply = [(handle, entries) for handle, entries in reply if entries]
+            if reply:
+                return reply
+            if time.monotonic() >= deadline:
+                return None
+            await anyio.sleep(self.poll_s)
+
+    async def trimmed_past(self, stream: bytes, last_id: str) -> bool:
+        entries = self.live.stream(stream)
+        return len(entries) >= self.live.events_cap and all(i != last_id for i, _ in entries)

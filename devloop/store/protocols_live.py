@@ -14,6 +14,7 @@ from typing import Protocol
 import redis
 
 from devloop.store.live import EventsRead, SharedRead, UnitRead
+from devloop.store.livefeed import Reply
 from devloop.store.output import OutputSoFar
 
 # What a store call raises while its server is away (a restart): a pause, not an end.
@@ -60,3 +61,22 @@ class LiveStatusStore(EventStore, Protocol):
 
     def shared_read(self, pid: str, leases: Sequence[tuple[str, int, str]],
                     moving: Sequence[str], run_file: str) -> SharedRead: ...
+
+
+class StreamFeed(Protocol):
+    """The console's blocking reads of a project's streams: handles handed out, then read
+    after a position each (store/livefeed.py; MemoryFeed in memory_live.py)."""
+
+    async def close(self) -> None: ...
+
+    def events(self, pid: str) -> bytes: ...
+
+    def timeline(self, pid: str) -> bytes: ...
+
+    async def unit_timeline(self, pid: str, unit: str) -> bytes: ...
+
+    def output(self, pid: str, unit: str, run_id: str) -> bytes: ...
+
+    async def read(self, streams: Mapping[bytes, str], block_ms: int = ...) -> Reply | None: ...
+
+    async def trimmed_past(self, stream: bytes, last_id: str) -> bool: ...
