@@ -34,6 +34,7 @@ from devloop.console.shape import Shape, Shapes
 from devloop.console.summary import Dot, Stats, Summary
 from devloop.console.views import event_json
 from devloop.store import RedisStore
+from devloop.store.livefeed import BATCH, BLOCK_MS, RETRY_S
 from devloop.store.protocols_live import StoreUnavailable, StreamFeed
 
 log = logging.getLogger(__name__)
@@ -242,14 +243,14 @@ class Hub:
                     await self._resync()
                     return
         except StoreUnavailable:
-            await anyio.sleep(sse.RETRY_S)  # Redis away (a restart): try again, lose nothing
+            await anyio.sleep(RETRY_S)  # Redis away (a restart): try again, lose nothing
             return
-        block = sse.BLOCK_MS if not self.pending.any else int((self._next_flush - now) * 1000)
+        block = BLOCK_MS if not self.pending.any else int((self._next_flush - now) * 1000)
         reply = await self.feed.read({self.events_key: self.read.events,
                                       self.timeline_key: self.read.timeline},
-                                     max(1, min(block, sse.BLOCK_MS)))
+                                     max(1, min(block, BLOCK_MS)))
         for key, entries in reply or []:
-            if key == self.events_key and len(entries) >= sse.BATCH and await (
+            if key == self.events_key and len(entries) >= BATCH and await (
                     self.feed.trimmed_past(self.events_key, self.read.events)):
                 log.warning("console: %s fell behind the events stream; reloading", self.pid)
                 await self._resync()

@@ -29,13 +29,12 @@ from devloop.console.render import colours, redact
 from devloop.console.views import event_json
 from devloop.ids import is_valid_id
 from devloop.store import RedisStore
-from devloop.store.livefeed import BATCH, BLOCK_MS, RETRY_S
+from devloop.store.livefeed import BATCH, BLOCK_MS
 from devloop.store.output import output_chunk
 from devloop.store.protocols_live import StreamFeed
 from devloop.store.state import event_states
 from devloop.store.streams import entry_lines
 
-__all__ = ["BATCH", "BLOCK_MS", "RETRY_S"]  # the hub reads them here with the rest
 FLUSH_S = 0.25  # a page's fragments are rendered at most this often
 _ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 

@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
+
+from redis.commands.core import Script
 
 from devloop.store.base import decode_hash
 from devloop.store.keys import EVENTS_MAXLEN, pid_of_record, project_record_pattern
@@ -177,11 +180,12 @@ class LiveMixin(ProjectMixin):
     def project_digest(self, pid: str) -> str | None:
         """The SHA-1 of the project's stored units.json (None: not imported), computed by
         the server so the 1 MB document is not fetched to learn it did not change."""
-        digest = self.__dict__.get("_project_digest")
-        if digest is None:
-            digest = self.__dict__["_project_digest"] = self.client.register_script(_DIGEST)
-        raw = digest(keys=[self.keys(pid).project])
+        raw = self._project_digest(keys=[self.keys(pid).project])
         return raw.decode() if isinstance(raw, bytes) else raw
+
+    @cached_property
+    def _project_digest(self) -> Script:
+        return self.client.register_script(_DIGEST)
 
     def project_fields(self, pid: str) -> dict[str, bytes]:
         """The project record's hash, as stored (record_from reads it)."""
