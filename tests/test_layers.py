@@ -214,3 +214,19 @@ def test_only_the_store_touches_redis_or_names_a_key() -> None:
     stale = {m: n for m, n in STORE_REACH_ALLOWED.items() if found.get(m, 0) < n}
     assert over == {}, f"raw Redis or key names outside the store: {over}"
     assert stale == {}, f"allow-list larger than the code (shrink it): {stale}"
+
+
+def test_the_roles_never_import_the_fleet() -> None:
+    """A role session runs inside a step and is driven by the fleet, never the other way:
+    no module under devloop/roles/ imports devloop.fleet, at any level of the module."""
+    offenders = []
+    for path in (LIBRARY / "roles").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            offenders += [f"{path.relative_to(LIBRARY.parent)}: {n}" for n in names
+                          if n == "devloop.fleet" or n.startswith("devloop.fleet.")]
+    assert offenders == []

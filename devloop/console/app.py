@@ -24,15 +24,15 @@ from devloop.console.hub import KEY_MARK, Hub, Hubs, follow
 from devloop.console.render import render
 from devloop.console.shape import Shapes
 from devloop.console.summary import Stats
-from devloop.console.views import page_units, page_view, project_ids, unit_view
+from devloop.console.views import page_units, page_view, unit_view
 from devloop.fleet.control import set_console_url
 from devloop.fleet.dispatch import unblock_unit
 from devloop.fleet.human import cancel_project, cancel_unit, resume_project, retry_with_spec
 from devloop.fleet.messages import Dispatch
-from devloop.fleet.output import latest_run, read_output
 from devloop.fleet.review import NOTE_CHARS, approve_unit, request_changes_unit
 from devloop.ids import is_valid_id
 from devloop.store import RedisStore
+from devloop.store.livefeed import LiveFeed
 
 FORM_CAP = 64 * 1024
 BY = "a person in the console"
@@ -81,7 +81,7 @@ def command_target(config: ConsoleConfig, pid: str) -> str:
 def make_app(config: ConsoleConfig) -> Guard:
     """The console as an ASGI app, behind its token and origin guard."""
     store = config.store
-    client = sse.async_client(config.redis_url)
+    feed = LiveFeed.from_url(config.redis_url)
     shapes = Shapes(store)
 
     def live_fragments(pid: str, stats: Stats) -> list[tuple[str, str]]:
@@ -94,7 +94,7 @@ def make_app(config: ConsoleConfig) -> Guard:
         return [("stats", render("_stats.html.j2", **context)),
                 ("humans", render("_humans.html.j2", **context))]
 
-    hubs = Hubs(store, client, shapes, live_fragments)
+    hubs = Hubs(store, feed, shapes, live_fragments)
 
     def known(pid: str) -> bool:
         if not is_valid_id(pid):
@@ -113,7 +113,7 @@ def make_app(config: ConsoleConfig) -> Guard:
 
     async def index(request: Request) -> Response:
         pids = config.pids if config.pids is not None else await run_in_threadpool(
-            project_ids, store)
+            store.project_ids)
         if len(pids) == 1:
             return RedirectResponse(link(request)(f"/p/{pids[0]}"), status_code=303)
         return HTMLResponse(render("index.html.j2", pids=pids, nonce=nonce(request),
@@ -181,8 +181,8 @@ def make_app(config: ConsoleConfig) -> Guard:
             return _missing(f"no project {pid!r} here")
 
         def now() -> sse.Position:
-            run = latest_run(store, pid, unit)
-            return sse.position_now(store, pid, run, read_output(store, pid, unit, run).last_id)
+            run = store.latest_output_run(pid, unit)
+            return sse.position_now(store, pid, run, store.read_output(pid, unit, run).last_id)
 
         pos = await _position(request, now)
         keyed = link(request)
@@ -192,7 +192,7 @@ def make_app(config: ConsoleConfig) -> Guard:
             return [(name, render(f"_unit_{name}.html.j2", v=view, link=keyed))
                     for name in ("head", "actions", "details")]
 
-        return _events(sse.unit_stream(client, store, pid, unit, pos, fragments))
+        return _events(sse.unit_stream(feed, pid, unit, pos, fragments))
 
     def action(work: Callable[[str, str, dict[str, str]], str]) -> Callable[..., Any]:
         """A POST handler: run work(pid, unit, form) in a thread, redirect with its code."""
@@ -254,14 +254,14 @@ def make_app(config: ConsoleConfig) -> Guard:
     @asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         if config.public_url:
-            pids = config.pids if config.pids is not None else project_ids(store)
+            pids = config.pids if config.pids is not None else store.project_ids()
             for pid in pids:
                 set_console_url(store, pid, config.public_url)
         try:
             yield
         finally:
             await hubs.close()
-            await client.aclose()  # type: ignore[attr-defined]
+            await feed.close()
 
     unit_path = "/p/{pid}/u/{unit}"
     routes = [

@@ -25,8 +25,6 @@ from dataclasses import dataclass, field, replace
 from urllib.parse import urlencode
 
 import anyio
-import redis
-import redis.asyncio as aioredis
 from sse_starlette import ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
@@ -36,6 +34,8 @@ from devloop.console.shape import Shape, Shapes
 from devloop.console.summary import Dot, Stats, Summary
 from devloop.console.views import event_json
 from devloop.store import RedisStore
+from devloop.store.livefeed import BATCH, BLOCK_MS, RETRY_S
+from devloop.store.protocols_live import StoreUnavailable, StreamFeed
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +126,11 @@ def keyed(text: str, key: str | None) -> str:
 class Hub:
     """The follower of one project."""
 
-    def __init__(self, store: RedisStore, client: aioredis.Redis, shapes: Shapes, pid: str,
+    def __init__(self, store: RedisStore, feed: StreamFeed, shapes: Shapes, pid: str,
                  render: Render, on_end: Callable[[Hub], None]) -> None:
-        self.store, self.client, self.shapes = store, client, shapes
+        self.store, self.feed, self.shapes = store, feed, shapes
         self.pid, self.render, self.on_end = pid, render, on_end
-        keys = store.keys(pid)
-        self.events_key, self.timeline_key = keys.events.encode(), keys.stream("timeline").encode()
+        self.events_key, self.timeline_key = feed.events(pid), feed.timeline(pid)
         self.position = sse.Position()  # where the last flush left every page
         self.read = sse.Position()  # where the follower has read to
         self.summary: Summary | None = None
@@ -243,21 +242,21 @@ class Hub:
                 if await run_in_threadpool(self.shapes.digest, self.pid) != self.shape.digest:
                     await self._resync()
                     return
-        except redis.RedisError:
-            await anyio.sleep(sse.RETRY_S)  # Redis away (a restart): try again, lose nothing
+        except StoreUnavailable:
+            await anyio.sleep(RETRY_S)  # Redis away (a restart): try again, lose nothing
             return
-        block = sse.BLOCK_MS if not self.pending.any else int((self._next_flush - now) * 1000)
-        reply = await sse.read_streams(self.client, {self.events_key: self.read.events,
-                                                     self.timeline_key: self.read.timeline},
-                                       max(1, min(block, sse.BLOCK_MS)))
+        block = BLOCK_MS if not self.pending.any else int((self._next_flush - now) * 1000)
+        reply = await self.feed.read({self.events_key: self.read.events,
+                                      self.timeline_key: self.read.timeline},
+                                     max(1, min(block, BLOCK_MS)))
         for key, entries in reply or []:
-            if key == self.events_key and len(entries) >= sse.BATCH and await sse.trimmed_past(
-                    self.client, self.events_key, self.read.events):
+            if key == self.events_key and len(entries) >= BATCH and await (
+                    self.feed.trimmed_past(self.events_key, self.read.events)):
                 log.warning("console: %s fell behind the events stream; reloading", self.pid)
                 await self._resync()
                 return
             for entry_id, fields in entries:
-                self._take(key, entry_id.decode(), fields)
+                self._take(key, entry_id, fields)
 
     def _take(self, key: bytes, entry_id: str, fields: dict[bytes, bytes]) -> None:
         if key == self.events_key:
@@ -325,16 +324,16 @@ async def follow(hub: Hub, sub: Subscriber) -> AsyncIterator[ServerSentEvent]:
 class Hubs:
     """The followers of this console, one per project some page shows."""
 
-    def __init__(self, store: RedisStore, client: aioredis.Redis, shapes: Shapes,
+    def __init__(self, store: RedisStore, feed: StreamFeed, shapes: Shapes,
                  render: Render) -> None:
-        self.store, self.client, self.shapes, self.render = store, client, shapes, render
+        self.store, self.feed, self.shapes, self.render = store, feed, shapes, render
         self._hubs: dict[str, Hub] = {}
 
     async def get(self, pid: str) -> Hub:
         """The project's follower, started and synced (its error if it could not sync)."""
         hub = self._hubs.get(pid)
         if hub is None:
-            hub = Hub(self.store, self.client, self.shapes, pid, self.render, self._ended)
+            hub = Hub(self.store, self.feed, self.shapes, pid, self.render, self._ended)
             self._hubs[pid] = hub
         await asyncio.shield(hub.ready)
         return hub

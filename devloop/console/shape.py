@@ -1,6 +1,6 @@
 """A project's graph as the console draws and pages it, built once per units.json.
 
-Whether units.json changed is asked of Redis by digest (a Lua SHA-1 of the stored bytes),
+Whether units.json changed is asked of the store by digest (a SHA-1 of the stored bytes),
 so a page or an update never fetches the whole project record to find one unit's
 dependencies.
 """
@@ -15,17 +15,9 @@ from functools import cached_property
 from devloop import dag
 from devloop.report.layout import DagLayout, dag_layout
 from devloop.store import RedisStore
-from devloop.store.base import decode_hash
 
 DRAW_MAX = 300  # units: past this the project page shows the layers, paged, not the drawing
 PAGE_UNITS = 250  # units on one page of the layers
-
-# KEYS: the project hash.  The SHA-1 of units_json, or false when it was never imported.
-_DIGEST = """
-local units = redis.call('HGET', KEYS[1], 'units_json')
-if not units then return false end
-return redis.sha1hex(units)
-"""
 
 
 @dataclass(frozen=True)
@@ -92,14 +84,12 @@ class Shapes:
 
     def __init__(self, store: RedisStore) -> None:
         self.store = store
-        self._digest = store.client.register_script(_DIGEST)
         self._shapes: dict[str, Shape] = {}
         self._lock = threading.Lock()
 
     def digest(self, pid: str) -> str | None:
         """The SHA-1 of the project's stored units.json (None: not imported)."""
-        raw = self._digest(keys=[self.store.keys(pid).project])
-        return raw.decode() if isinstance(raw, bytes) else raw
+        return self.store.project_digest(pid)
 
     def get(self, pid: str) -> Shape:
         """The project's shape as units.json is now (ProjectNotImported when it is not)."""
@@ -108,7 +98,7 @@ class Shapes:
             known = self._shapes.get(pid)
         if known is not None and known.digest == digest:
             return known
-        raw = decode_hash(self.store.client.hgetall(self.store.keys(pid).project))
+        raw = self.store.project_fields(pid)
         record = self.store.record_from(pid, raw)  # ProjectNotImported without units_json
         units = record.units.units
         shape = Shape(pid=pid, digest=hashlib.sha1(raw["units_json"]).hexdigest(),

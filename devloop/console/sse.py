@@ -1,4 +1,4 @@
-"""One event stream per page, fed by XREAD BLOCK on the project's Redis streams.
+"""One event stream per page, fed by blocking reads of the project's streams (store/livefeed.py).
 
 A page's position is where it stands in each stream it follows, written as the SSE id
 (`e=<events id>;t=<timeline id>;r=<run>;o=<output id>`): the page is rendered with the
@@ -22,25 +22,20 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-import anyio
-import redis
-import redis.asyncio as aioredis
 from sse_starlette import ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
 from devloop.console.render import colours, redact
 from devloop.console.views import event_json
-from devloop.fleet.output import output_chunk, output_key
 from devloop.ids import is_valid_id
 from devloop.store import RedisStore
-from devloop.store.keys import EVENTS_MAXLEN
+from devloop.store.livefeed import BATCH, BLOCK_MS
+from devloop.store.output import output_chunk
+from devloop.store.protocols_live import StreamFeed
 from devloop.store.state import event_states
 from devloop.store.streams import entry_lines
 
-BLOCK_MS = 10_000
-BATCH = 200
 FLUSH_S = 0.25  # a page's fragments are rendered at most this often
-RETRY_S = 1.0
 _ID = re.compile(r"^\d{1,20}-\d{1,20}$")
 
 
@@ -72,49 +67,8 @@ class Position:
 def position_now(store: RedisStore, pid: str, run: str | None = None,
                  output: str = "0-0") -> Position:
     """The newest entry of the project's events and timeline (what a page shows now)."""
-    keys = store.keys(pid)
-    with store.client.pipeline(transaction=False) as pipe:
-        pipe.xrevrange(keys.events, count=1)
-        pipe.xrevrange(keys.stream("timeline"), count=1)
-        events, timeline = pipe.execute()
-    return Position(_last(events), _last(timeline), run, output)
-
-
-def _last(entries: list[Any]) -> str:
-    return entries[0][0].decode() if entries else "0-0"
-
-
-def async_client(url: str) -> aioredis.Redis:
-    """An asyncio client for a redis://, rediss://, unix:// or redis+socket:// URL."""
-    scheme, sep, rest = url.partition("://")
-    if sep and scheme in ("redis+socket", "socket"):
-        url = "unix://" + rest
-    # A blocked XREAD waits BLOCK_MS: the socket must wait longer than that.
-    return aioredis.Redis.from_url(url, socket_timeout=BLOCK_MS / 1000 + 15)
-
-
-async def read_streams(client: aioredis.Redis, streams: dict[bytes, str],
-                       block_ms: int = BLOCK_MS) -> Any:
-    """XREAD BLOCK; Redis away (a restart) is a pause of the stream, not its end."""
-    try:
-        return await client.xread(streams, block=block_ms, count=BATCH)
-    except redis.RedisError:
-        await anyio.sleep(RETRY_S)
-        return None
-
-
-async def trimmed_past(client: aioredis.Redis, key: bytes, last_id: str) -> bool:
-    """Whether entries after last_id may have been trimmed before a reader saw them: the
-    stream is at its cap and the entry last_id itself is gone (trimming drops the oldest
-    first, so while it is there, everything after it is too)."""
-    try:
-        async with client.pipeline(transaction=False) as pipe:
-            pipe.xlen(key)
-            pipe.xrange(key, min=last_id, max=last_id)
-            length, still = await pipe.execute()
-    except redis.RedisError:
-        return False
-    return length >= EVENTS_MAXLEN and not still
+    events, timeline = store.newest_ids(pid)
+    return Position(events, timeline, run, output)
 
 
 def _event(name: str, data: dict[str, Any], pos: Position | None) -> ServerSentEvent:
@@ -169,33 +123,30 @@ Fragments = Callable[[], list[tuple[str, str]]]  # -> [(element id, html)], run 
 
 
 async def unit_stream(
-    client: aioredis.Redis, store: RedisStore, pid: str, unit: str, pos: Position,
-    fragments: Fragments,
+    feed: StreamFeed, pid: str, unit: str, pos: Position, fragments: Fragments,
 ) -> AsyncIterator[ServerSentEvent]:
     """The unit page's events (its state, its timeline, its running test's output), its
     fragments re-rendered at most every FLUSH_S; a reload when the events it follows were
     trimmed before it read them."""
-    keys = store.keys(pid)
-    events, mine = keys.events.encode(), unit.encode()
-    indexed = await client.hget(keys.ledger_index, "timeline")
+    events, mine = feed.events(pid), unit.encode()
     # The unit's own timeline stream (the ledger's ids): not every unit's entries.
-    timeline = (keys.unit_ledger("timeline", unit) if indexed else keys.stream("timeline"))
+    timeline = await feed.unit_timeline(pid, unit)
     refresh, due = False, 0.0
     while True:
-        streams = {events: pos.events, timeline.encode(): pos.timeline}
-        output = output_key(store, pid, unit, pos.run).encode() if pos.run else None
+        streams = {events: pos.events, timeline: pos.timeline}
+        output = feed.output(pid, unit, pos.run) if pos.run else None
         if output is not None:
             streams[output] = pos.output
         wait = BLOCK_MS if not refresh else int((due - time.monotonic()) * 1000)
-        reply = await read_streams(client, streams, max(1, min(wait, BLOCK_MS)))
+        reply = await feed.read(streams, max(1, min(wait, BLOCK_MS)))
         for key, entries in reply or []:
-            if key == events and len(entries) >= BATCH and await trimmed_past(
-                    client, events, pos.events):
+            if key == events and len(entries) >= BATCH and await feed.trimmed_past(
+                    events, pos.events):
                 yield reload_event(pos)
                 return
             for entry_id, fields in entries:
                 if key == events:
-                    pos = replace(pos, events=entry_id.decode())
+                    pos = replace(pos, events=entry_id)
                     kind, who = fields.get(b"kind", b""), fields.get(b"unit")
                     if kind in (b"paused", b"resumed"):
                         refresh = True
@@ -215,7 +166,7 @@ async def unit_stream(
                             pos = replace(pos, run=run, output="0-0")
                             yield _event("run", {"run": run}, pos)
                 elif key == output:
-                    pos = replace(pos, output=entry_id.decode())
+                    pos = replace(pos, output=entry_id)
                     chunk = output_chunk(fields)
                     if chunk is not None:
                         # As the page load shows it: what looks like a credential masked.
@@ -223,7 +174,7 @@ async def unit_stream(
                     else:
                         yield _event("run_end", {"run": pos.run}, pos)
                 else:
-                    pos = replace(pos, timeline=entry_id.decode())
+                    pos = replace(pos, timeline=entry_id)
                     item = feed_event(fields)
                     if item is not None and item["unit_id"] == unit:
                         refresh = True

@@ -14,7 +14,6 @@ from devloop.console.shape import Shape, Shapes
 from devloop.console.summary import Dot, Stats, Summary, Tally
 from devloop.fleet.control import Control, read_control
 from devloop.fleet.human import HumanCall, call_for
-from devloop.fleet.output import OutputSoFar, latest_run, read_output
 from devloop.fleet.records import StepRecord, steps_of
 from devloop.fleet.review import ReviewDiff, review_diff
 from devloop.fleet.status import UnitRow, unit_rows
@@ -26,6 +25,7 @@ from devloop.report.layout import DagLayout
 from devloop.report.views import Attempt, attempts
 from devloop.roles import context
 from devloop.store import RedisStore, UnitState
+from devloop.store.output import OutputSoFar
 from devloop.store.streams import entry_lines
 
 FEED = 60  # timeline events on the project page
@@ -121,9 +121,8 @@ def recent_feed(store: RedisStore, pid: str, upto: str = "+") -> list[TimelineEv
     """The newest FEED timeline events up to the entry upto, newest first."""
     if upto == "0-0":
         return []
-    entries = store.client.xrevrange(store.keys(pid).stream("timeline"), max=upto, count=FEED)
     out = []
-    for _id, fields in entries:
+    for _id, fields in store.timeline_before(pid, upto, FEED):
         for line in entry_lines(fields):
             try:
                 out.append(TimelineEvent.model_validate_json(line))
@@ -187,7 +186,7 @@ def unit_view(store: RedisStore, pid: str, unit: str, shape: Shape | None = None
         call=(call_for(unit, state, tester, steps) if state.status in ("blocked", "review")
               else None),
         control=control,
-        output=read_output(store, pid, unit, latest_run(store, pid, unit)),
+        output=store.read_output(pid, unit, store.latest_output_run(pid, unit)),
     )
     view.tests = [(path, _text(data)) for path, data in sorted(files.items())
                   if path.startswith("tests/")]
@@ -211,17 +210,6 @@ def _text(data: bytes) -> str:
     # What a reader would not see (bidi controls, invisible controls) reads <U+202E>.
     text = "\n".join(marked(line) for line in data.decode("utf-8").splitlines())
     return text if len(text) <= TEST_FILE_CHARS else text[:TEST_FILE_CHARS] + "\n[...]\n"
-
-
-def project_ids(store: RedisStore) -> list[str]:
-    """Every project imported into this Redis."""
-    found = []
-    for key in store.client.scan_iter(match="devloop:*:project", count=500):
-        name = key.decode(errors="replace")
-        pid = name[len("devloop:"):-len(":project")]
-        if pid and ":" not in pid:
-            found.append(pid)
-    return sorted(found)
 
 
 def event_json(data: dict[str, Any]) -> str:

@@ -17,9 +17,9 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from devloop.fleet.control import Control, control_from, control_key, spend_key, spent_key
+from devloop.fleet.control import Control, control_from
 from devloop.fleet.money import from_nano
-from devloop.fleet.records import StepRecord, environment_key, steps_key
+from devloop.fleet.records import StepRecord
 from devloop.fleet.status import (
     MOVING,
     RUN_FILE,
@@ -27,17 +27,16 @@ from devloop.fleet.status import (
     Setting,
     StepProgress,
     UnitRow,
-    lease_keys,
-    progress_key,
     scripted_runs,
     status_of,
     unit_row,
 )
-from devloop.store import RedisStore, UnitState
+from devloop.loop import awaited_tester_try
+from devloop.store import UnitState
+from devloop.store.protocols_live import LiveStatusStore
 from devloop.store.state import event_states
 
 SWEEP_S = 60.0  # every unit is read again at least this often, events or not
-BATCH = 1000  # units per pipeline of a full read
 RECENT = 256  # units remembered as the last to change (the live view shows them first)
 
 
@@ -68,10 +67,9 @@ class Look:
 class LiveStatus:
     """The project's status in memory, moved on by its events (see the module doc)."""
 
-    def __init__(self, store: RedisStore, pid: str, folder: str | None = None,
+    def __init__(self, store: LiveStatusStore, pid: str, folder: str | None = None,
                  sweep_s: float = SWEEP_S) -> None:
         self.store, self.pid, self.folder, self.sweep_s = store, pid, folder, sweep_s
-        self.keys = store.keys(pid)
         self.units: list[str] = []
         self.index: dict[str, int] = {}
         self.inputs: dict[str, UnitInputs] = {}
@@ -92,9 +90,8 @@ class LiveStatus:
 
     def load(self) -> Look:
         """Read the whole project (the start)."""
-        last = self.store.client.xrevrange(self.keys.events, count=1)
-        self.cursor = last[0][0].decode() if last else "0-0"
-        self.units = [u.id for u in self.store.project_record(self.pid).units.units]
+        self.cursor = self.store.last_event_id(self.pid)
+        self.units = self.store.unit_ids(self.pid)
         self.index = {unit: i for i, unit in enumerate(self.units)}
         self.inputs, self.moving, self.stale, self.setting = {}, set(), set(), None
         self.rows = [UnitRow(unit_id=u, status="pending", attempt=0, tokens=0, cost_usd=0.0,
@@ -123,57 +120,42 @@ class LiveStatus:
     def _events(self) -> tuple[list[str], bool, str]:
         """The units the events since the last look name, whether some events were
         trimmed before they were read, and the position after them."""
-        with self.store.client.pipeline(transaction=False) as pipe:
-            pipe.xread({self.keys.events: self.cursor})
-            pipe.xrange(self.keys.events, count=1)
-            reply, first = pipe.execute()
-        trimmed = bool(first) and _after(first[0][0].decode(), self.cursor)
+        read = self.store.events_after(self.pid, self.cursor)
         named: list[str] = []
         cursor = self.cursor
-        for _key, entries in reply or []:
-            for entry_id, fields in entries:
-                cursor = entry_id.decode()
-                # A state write names its unit; a cascade names a batch of them.
-                named.extend(unit for unit, _status, _attempt in event_states(fields))
-        return [u for u in dict.fromkeys(named) if u in self.index], trimmed, cursor
+        for entry_id, fields in read.entries:
+            cursor = entry_id
+            # A state write names its unit; a cascade names a batch of them.
+            named.extend(unit for unit, _status, _attempt in event_states(fields))
+        return [u for u in dict.fromkeys(named) if u in self.index], read.trimmed, cursor
 
     def _read_units(self, units: list[str]) -> tuple[list[str], list[StepRecord]]:
         """Read each unit's state, step records, files' version and spend; the units that
         changed, and the step records not seen before (oldest first)."""
         changed: list[str] = []
         new_steps: list[StepRecord] = []
-        spend = spend_key(self.store, self.pid)
-        for start in range(0, len(units), BATCH):
-            batch = units[start:start + BATCH]
-            with self.store.client.pipeline(transaction=False) as pipe:
-                for unit in batch:
-                    pipe.get(self.keys.state(unit))
-                    pipe.hgetall(steps_key(self.store, self.pid, unit))
-                    pipe.hget(self.keys.meta(unit), "version")
-                    pipe.hget(spend, f"unit:{unit}")
-                replies = pipe.execute()
-            for i, unit in enumerate(batch):
-                raw_state, raw_steps, version, spent = replies[4 * i: 4 * i + 4]
-                old = self.inputs.get(unit)
-                if old is None:
-                    old = self.inputs[unit] = UnitInputs(raw_state=b"")  # never equal
-                moved = (raw_state != old.raw_state or raw_steps != old.raw_steps
-                         or int(version or 0) != old.version or int(spent or 0) != old.spent_nano)
-                if not moved:
-                    continue
-                if raw_steps != old.raw_steps:
-                    records = {k: old.records[k] if old.raw_steps.get(k) == v
-                               else StepRecord.model_validate_json(v)
-                               for k, v in raw_steps.items()}
-                    new_steps += [r for k, r in records.items() if k not in old.raw_steps]
-                    old.records, old.raw_steps = records, raw_steps
-                    old.steps = sorted(records.values(), key=lambda r: r.started_at)
-                if raw_state != old.raw_state:
-                    old.state = (UnitState.model_validate_json(raw_state) if raw_state
-                                 else UnitState())
-                    old.raw_state = raw_state
-                old.version, old.spent_nano = int(version or 0), int(spent or 0)
-                changed.append(unit)
+        for unit, read in zip(units, self.store.unit_reads(self.pid, units), strict=True):
+            raw_state, raw_steps = read.raw_state, read.raw_steps
+            old = self.inputs.get(unit)
+            if old is None:
+                old = self.inputs[unit] = UnitInputs(raw_state=b"")  # never equal
+            moved = (raw_state != old.raw_state or raw_steps != old.raw_steps
+                     or read.version != old.version or read.spent_nano != old.spent_nano)
+            if not moved:
+                continue
+            if raw_steps != old.raw_steps:
+                records = {k: old.records[k] if old.raw_steps.get(k) == v
+                           else StepRecord.model_validate_json(v)
+                           for k, v in raw_steps.items()}
+                new_steps += [r for k, r in records.items() if k not in old.raw_steps]
+                old.records, old.raw_steps = records, raw_steps
+                old.steps = sorted(records.values(), key=lambda r: r.started_at)
+            if raw_state != old.raw_state:
+                old.state = (UnitState.model_validate_json(raw_state) if raw_state
+                             else UnitState())
+                old.raw_state = raw_state
+            old.version, old.spent_nano = read.version, read.spent_nano
+            changed.append(unit)
         self.stale.update(changed)  # their rows are built again by the next whole look
         return changed, sorted(new_steps, key=lambda r: r.started_at)
 
@@ -220,30 +202,13 @@ class LiveStatus:
         """In one round trip: the controls, the environment's problem, whether every run
         was scripted, and for each moving unit whether a step holds its lease, its last
         progress record and its spend."""
-        store, pid = self.store, self.pid
-        leases = [(unit, key) for unit in moving
-                  for key in lease_keys(store, pid, unit, self.inputs[unit].state)]
-        with store.client.pipeline(transaction=False) as pipe:
-            pipe.hgetall(control_key(store, pid))
-            pipe.hmget(spend_key(store, pid), ["total", "scripted"])
-            pipe.get(spent_key(store, pid))
-            pipe.get(environment_key(store, pid))
-            pipe.hget(self.keys.agent_state, RUN_FILE)
-            if moving:
-                pipe.mget([key for _, key in leases])
-                pipe.hmget(progress_key(store, pid), moving)
-                pipe.hmget(spend_key(store, pid), [f"unit:{u}" for u in moving])
-            replies = pipe.execute()
-        raw, (total, scripted_nano), earlier, environment, run = replies[:5]
-        held, progress_raw, spent_raw = replies[5:] if moving else ([], [], [])
-        ledger = {b"total": total or b"0", b"scripted": scripted_nano or b"0"}
-        control = control_from(raw, ledger, earlier)
-        live = {unit for (unit, _), owner in zip(leases, held, strict=True) if owner}
-        progress = {unit: StepProgress.model_validate_json(v)
-                    for unit, v in zip(moving, progress_raw, strict=True) if v}
-        spent = {unit: int(v or 0) for unit, v in zip(moving, spent_raw, strict=True)}
-        env = environment.decode("utf-8", errors="replace") if environment else None
-        return control, env, scripted_runs(run), live, progress, spent
+        leases = [lease for unit in moving for lease in _leases(unit, self.inputs[unit].state)]
+        read = self.store.shared_read(self.pid, leases, moving, RUN_FILE)
+        control = control_from(read.control, read.spend, read.earlier)
+        progress = {unit: StepProgress.model_validate_json(v) for unit, v in read.progress.items()}
+        env = (read.environment.decode("utf-8", errors="replace") if read.environment
+               else None)
+        return control, env, scripted_runs(read.run_json), read.held, progress, read.spent
 
 
 def _figures(status: ProjectStatus) -> tuple[object, ...]:
@@ -252,8 +217,8 @@ def _figures(status: ProjectStatus) -> tuple[object, ...]:
             status.max_usd, status.default_max_usd)
 
 
-def _after(entry: str, cursor: str) -> bool:
-    """Whether stream id `entry` comes after `cursor` (ids are `ms-seq`)."""
-    a, _, b = entry.partition("-")
-    c, _, d = cursor.partition("-")
-    return (int(a), int(b or 0)) > (int(c), int(d or 0))
+def _leases(unit: str, state: UnitState) -> list[tuple[str, int, str]]:
+    """The leases (unit, attempt, role) a step of the unit's current attempt holds while it
+    runs (as fleet/status.py's lease_keys names them)."""
+    roles = ["coder", *(f"tester.{n}" for n in range(1, awaited_tester_try(state) + 1))]
+    return [(unit, state.attempt, role) for role in roles]

@@ -17,7 +17,6 @@ from devloop.fleet.control import current_epoch
 from devloop.fleet.dispatch import start_units_again
 from devloop.fleet.marks import export_marks, is_scripted
 from devloop.fleet.messages import Dispatch
-from devloop.fleet.records import dispatched_key, finished_key
 from devloop.ledgers import Timeline
 from devloop.loop import waiting_again
 from devloop.project import Project
@@ -64,14 +63,7 @@ def reruns(
 def _forget(store: RedisStore, pid: str, graph: dag.Graph, unit: str) -> None:
     """Drop the unit's scripted conversations and its release records, so it starts afresh
     and is released again (exactly once) when what it depends on passes again."""
-    users = dag.dependents(graph).get(unit, [])
-    with store.client.pipeline(transaction=False) as pipe:
-        for role in ROLES:
-            pipe.delete(store.keys(pid).session(role, unit))
-        pipe.delete(dispatched_key(store, pid, unit))
-        for user in users:
-            pipe.srem(finished_key(store, pid, user), unit)
-        pipe.execute()
+    store.forget_runs(pid, unit, ROLES, dag.dependents(graph).get(unit, []))
 
 
 @dataclass

@@ -21,7 +21,6 @@ from devloop.fleet.records import StepRecord, append_steps, export_steps, write_
 from devloop.fleet.wipe import agent_state_names
 from devloop.safedir import Dir
 from devloop.store import RedisStore
-from devloop.store.base import decode_hash
 from devloop.store.export import check_target, write_atomic
 from devloop.store.filesets import safe_relpath
 from devloop.store.ledgertail import Marks, follow_ledgers
@@ -40,22 +39,18 @@ class FolderSync:
         self.exported: dict[str, int] = {}  # unit -> the files' version exported
         self.ledgers: Marks = {}
         self.written: dict[str, bytes] = {}  # agent-state/memory file -> bytes written
-        self.cursors = {AGENT_STATE_DIR: 0, MEMORY_DIR: 0}
+        self.cursors = (0, 0)  # where the sweep stands in agent-state and in memory
         self.spend_at, self.spend_usd = 0.0, -1.0
         self.steps: list[StepRecord] = []  # step records to append
 
     def start(self, live: LiveStatus) -> None:
         """Export everything once (the live status loaded)."""
-        keys = self.store.keys(self.pid)
-        with self.store.client.pipeline(transaction=False) as pipe:
-            pipe.hgetall(keys.agent_state)
-            pipe.hgetall(keys.memory)
-            state, memory = pipe.execute()
+        state, memory = self.store.agent_state_and_memory(self.pid)
         # Read before the export writes them: the sweep compares with these, not the disk
         # (one changed since is found different, and then compared with the disk).
         self.written = {f"{base}/{rel}": data
                         for base, files in ((AGENT_STATE_DIR, state), (MEMORY_DIR, memory))
-                        for rel, data in decode_hash(files).items()}
+                        for rel, data in files.items()}
         self.store.export(self.pid, self.folder, as_source=True)
         self.exported = live.versions
         self.ledgers = follow_ledgers(self.store, self.pid, self.folder)
@@ -76,8 +71,7 @@ class FolderSync:
             self.exported.update(moved)
         if look.units:
             names = [name for unit in look.units for name in agent_state_names(unit)]
-            found = self.store.client.hmget(self.store.keys(self.pid).agent_state, names)
-            self._write(AGENT_STATE_DIR, {n: d for n, d in zip(names, found, strict=True) if d})
+            self._write(AGENT_STATE_DIR, self.store.agent_state_files(self.pid, names))
         self.ledgers = follow_ledgers(self.store, self.pid, self.folder, self.ledgers)
         if self.steps:
             append_steps(self.folder, sorted(self.steps, key=lambda r: r.started_at))
@@ -108,15 +102,11 @@ class FolderSync:
     def _sweep(self, units: int) -> None:
         """The next slice of the agent-state files and memory notes, written if changed
         (a unit has some five: a tenth of the units' worth makes a cycle of some 50 looks)."""
-        keys = self.store.keys(self.pid)
         count = max(SWEEP_MIN, units // 10)
-        with self.store.client.pipeline(transaction=False) as pipe:
-            pipe.hscan(keys.agent_state, self.cursors[AGENT_STATE_DIR], count=count)
-            pipe.hscan(keys.memory, self.cursors[MEMORY_DIR], count=count)
-            (state_at, state), (memory_at, memory) = pipe.execute()
-        self.cursors = {AGENT_STATE_DIR: state_at, MEMORY_DIR: memory_at}
-        self._write(AGENT_STATE_DIR, decode_hash(state))
-        self._write(MEMORY_DIR, decode_hash(memory))
+        self.cursors, state, memory = self.store.sweep_agent_state_and_memory(
+            self.pid, self.cursors, count)
+        self._write(AGENT_STATE_DIR, state)
+        self._write(MEMORY_DIR, memory)
 
     def _write(self, base: str, files: dict[str, bytes]) -> None:
         """Write the files under base that differ from what this sync last wrote there."""

@@ -19,13 +19,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from devloop import dag
-from devloop.fleet.control import bump_epoch, control_key, export_spend
+from devloop.fleet.control import bump_epoch, export_spend
 from devloop.fleet.marks import export_marks
-from devloop.fleet.output import runs_key
-from devloop.fleet.records import dispatched_key, export_steps, finished_key, steps_key
-from devloop.fleet.respec import definitions_key
-from devloop.fleet.review import approved_key, approved_meta_key
-from devloop.fleet.status import progress_key
+from devloop.fleet.records import export_steps
 from devloop.ledgers import Timeline
 from devloop.models import MUTATION_FILE
 from devloop.roles.context import handoff_path, reviews_path
@@ -64,10 +60,9 @@ def live_steps(store: RedisStore, pid: str, units: Sequence[str]) -> dict[str, s
     """The units a worker runs a step of now (a lease is held): unit -> which step."""
     busy = {}
     for unit in units:
-        prefix = f"{store.keys(pid).prefix}lease:{unit}:"  # ids hold no glob character
-        found = sorted(k.decode() for k in store.client.scan_iter(match=prefix + "*"))
-        if found:
-            attempt, role = found[0].removeprefix(prefix).split(":", 1)
+        held = store.unit_leases(pid, unit)
+        if held:
+            attempt, role = held[0]
             busy[unit] = f"its {role} step of attempt {attempt} is running"
     return busy
 
@@ -75,31 +70,14 @@ def live_steps(store: RedisStore, pid: str, units: Sequence[str]) -> dict[str, s
 def reset_in_store(store: RedisStore, pid: str, graph: dag.Graph, units: Sequence[str],
                    by: str) -> None:
     """Start each unit over in Redis: pending at attempt 0, nothing of its runs kept."""
-    keys = store.keys(pid)
     users = dag.dependents(graph)
     timeline = Timeline(store.sink(pid, "timeline"))
     states = store.get_states(pid, list(units))
     for unit in units:
         _drop_role_files(store, pid, unit)
-        doomed = [keys.commits(unit), keys.passed(unit), steps_key(store, pid, unit),
-                  dispatched_key(store, pid, unit), approved_key(store, pid, unit),
-                  approved_meta_key(store, pid, unit), runs_key(store, pid, unit)]
-        for pattern in (f"{keys.prefix}session:*:{unit}", f"{keys.prefix}lease:{unit}:*",
-                        f"{keys.prefix}output:{unit}:*"):
-            doomed += [k.decode() for k in store.client.scan_iter(match=pattern)]
-        notes = [f.decode() for f in store.client.hkeys(keys.memory)
-                 if any(f.decode().startswith(pending_prefix(r, unit)) for r in MEMORY_ROLES)]
-        with store.client.pipeline(transaction=True) as pipe:
-            pipe.delete(*doomed)
-            for user in users.get(unit, []):
-                pipe.srem(finished_key(store, pid, user), unit)
-            pipe.hdel(progress_key(store, pid), unit)
-            pipe.hdel(definitions_key(store, pid), unit)  # the next run records it afresh
-            pipe.hdel(control_key(store, pid), f"cancel:{unit}")
-            pipe.hdel(keys.agent_state, *agent_state_names(unit))
-            if notes:
-                pipe.hdel(keys.memory, *notes)
-            pipe.execute()
+        store.wipe_unit_runs(pid, unit, users=users.get(unit, []),
+                             agent_state=agent_state_names(unit),
+                             note_prefixes=[pending_prefix(r, unit) for r in MEMORY_ROLES])
         was = states[unit]
         # What it spent stays counted, as the spend ledger keeps it.
         store.put_state(pid, unit, UnitState(tokens=was.tokens, cost_usd=was.cost_usd))
@@ -118,7 +96,7 @@ def _drop_role_files(store: RedisStore, pid: str, unit: str) -> None:
         gone: dict[str, bytes | None] = {p: None for p in files.files if role_written(p)}
         if not gone:
             return
-        marker = int(store.client.hincrby(control_key(store, pid), f"reset:{unit}", 1))
+        marker = store.next_reset_marker(pid, unit)
         if store.commit_files(pid, unit, role="reset", attempt=marker,
                               base_version=files.version, changes=gone).applied:
             return

@@ -19,13 +19,13 @@ from devloop.agent.spec import Budgets, CheckReport, SessionSpec
 from devloop.agent.tools import ProgressEvent, ToolContext
 from devloop.agent.transcript import identity
 from devloop.config import Settings
-from devloop.fleet.output import LiveOutput
 from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
 from devloop.loop import attempts_left
 from devloop.models import HistoryEntry, UnitSpec
 from devloop.roles import checks, context, environment, excerpt, verify
 from devloop.roles.adequacy import Claims
+from devloop.roles.live_output import LiveOutput
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
 from devloop.runners.base import TIMEOUT_S, TestRunner

@@ -52,6 +52,29 @@ Every key of a project starts with ``devloop:{pid}:``::
     devloop:@company:{cid}:memory           hash    "{role}/{pid}--{unit}--{name}.md" -> note
                                                     promoted from any project of the company
 
+The live side (store/live.py, output.py, wipe.py, syncreads.py, livefeed.py)::
+
+    devloop:{pid}:output:{unit}:{run}       stream  a test run's live output: {s: stdout|stderr,
+                                                    d: text}, then {end: 1} (capped per run)
+    devloop:{pid}:output:{unit}:runs        list    the unit's runs with live output, newest
+                                                    first (the last few)
+
+and the fleet's records it reads or wipes (written by fleet/records, control, status,
+review, respec)::
+
+    devloop:{pid}:unit:{unit}:steps         hash    "{role}:{attempt}" -> StepRecord (JSON)
+    devloop:{pid}:unit:{unit}:finished      set     the units it depends on that passed
+    devloop:{pid}:unit:{unit}:dispatched    string  the unit was released (exactly once)
+    devloop:{pid}:unit:{unit}:approved      hash    the files a person approved in review
+    devloop:{pid}:unit:{unit}:approved-meta hash    who approved, and when
+    devloop:{pid}:control                   hash    paused, max_usd, epoch, cancel:{unit},
+                                                    reset:{unit}...
+    devloop:{pid}:spend                     hash    total, scripted, unit:{unit} (nano-dollars)
+    devloop:{pid}:spent                     string  an earlier DevLoop's float-dollar total
+    devloop:{pid}:environment-error         string  why no session can run on a worker's host
+    devloop:{pid}:progress                  hash    unit -> its running session's last step
+    devloop:{pid}:definitions               hash    unit -> the definition its last run recorded
+
 A unit's files carry a version bumped by every applied commit; a commit names the
 version it started from and its (role, attempt), so a stale or duplicate delivery
 commits nothing. Check-then-write steps run as Lua scripts or under WATCH/MULTI.

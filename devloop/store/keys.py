@@ -187,11 +187,46 @@ class Keys:
         """A SCAN pattern matching every lease of the project."""
         return _escape_glob(f"{self.prefix}lease:") + "*"
 
+    def unit_lease_pattern(self, unit: str) -> str:
+        """A SCAN pattern matching every lease of one unit (any attempt, any role)."""
+        return _escape_glob(f"{self.prefix}lease:{check_id(unit, 'unit id')}:") + "*"
+
+    def unit_session_pattern(self, unit: str) -> str:
+        """A SCAN pattern matching every session checkpoint of one unit (any role)."""
+        return _escape_glob(f"{self.prefix}session:") + "*" + _escape_glob(
+            f":{check_id(unit, 'unit id')}")
+
+    # -- live output of test runs (store/output.py) --
+
+    def output(self, unit: str, run: str) -> str:
+        """Stream: one test run's live output, {s: stdout|stderr, d: text}, then {end: 1}."""
+        unit, run = check_id(unit, "unit id"), check_id(run, "run id")
+        return f"{self.prefix}output:{unit}:{run}"
+
+    def output_runs(self, unit: str) -> str:
+        """List: the unit's run ids with live output, newest first (the last few)."""
+        return f"{self.prefix}output:{check_id(unit, 'unit id')}:runs"
+
+    def output_pattern(self, unit: str) -> str:
+        """A SCAN pattern matching every live output key of one unit."""
+        return _escape_glob(f"{self.prefix}output:{check_id(unit, 'unit id')}:") + "*"
+
 
 def company_memory(company_id: str) -> str:
     """Hash: `{role}/{pid}--{unit}--{name}.md` -> note promoted from a passed unit of any of
     the company's projects. `@` cannot start a project id, so no project's keys match it."""
     return f"{ROOT}:@company:{check_id(company_id, 'company id')}:memory"
+
+
+def project_record_pattern() -> str:
+    """A SCAN pattern matching every project record of the server (one per project)."""
+    return f"{ROOT}:*:project"
+
+
+def pid_of_record(key: str) -> str | None:
+    """The project id of a project record's key, or None when it is not one."""
+    pid = key.removeprefix(f"{ROOT}:").removesuffix(":project")
+    return pid if pid and ":" not in pid and pid != key else None
 
 
 def _escape_glob(text: str) -> str:

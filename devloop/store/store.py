@@ -12,7 +12,9 @@ from devloop.store.importer import ImportMixin
 from devloop.store.keys import Ledger
 from devloop.store.leases import LeasesMixin
 from devloop.store.ledgerindex import LedgerIndex
+from devloop.store.live import LiveMixin
 from devloop.store.notices import NoticesMixin
+from devloop.store.output import OutputMixin
 from devloop.store.passed import PassedMixin
 from devloop.store.reviews import ReviewsMixin
 from devloop.store.sessions import SessionsMixin
@@ -20,6 +22,8 @@ from devloop.store.source import SourceMixin
 from devloop.store.state import StateMixin
 from devloop.store.steps import StepsMixin
 from devloop.store.streams import RedisStreamSink, UnitLedgerSink
+from devloop.store.syncreads import SyncReadsMixin
+from devloop.store.wipe import WipeMixin
 
 
 class RedisStore(
@@ -35,9 +39,13 @@ class RedisStore(
     StepsMixin,
     ReviewsMixin,
     NoticesMixin,
+    LiveMixin,
+    OutputMixin,
+    WipeMixin,
+    SyncReadsMixin,
 ):
     """Project record, unit files, unit state, ledgers, sessions, leases, controls and
-    spend, step records and reviews in Redis."""
+    spend, step records, reviews, the events stream and live output in Redis."""
 
     @classmethod
     def from_url(cls, url: str, *, file_cap_bytes: int = DEFAULT_FILE_CAP) -> RedisStore:

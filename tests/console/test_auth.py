@@ -21,7 +21,6 @@ from playwright.sync_api import Browser
 from devloop.console import Callbacks, ConsoleConfig, make_app
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.messages import Dispatch
-from devloop.fleet.output import output_key
 from devloop.ledgers import Timeline
 from devloop.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
@@ -253,8 +252,7 @@ def test_pages_carry_a_nonce_csp_and_escape_and_redact_what_they_show(served: Se
 
 def test_live_test_output_is_redacted_as_the_page_load_is(served: Served) -> None:
     run = "run-3-1"
-    served.store.client.xadd(output_key(served.store, PID, "a", run),
-                             {"s": "stdout", "d": "key sk-ant-api03-abcdefghijk printed\n"})
+    served.store.add_output(PID, "a", run, {"stdout": "key sk-ant-api03-abcdefghijk printed\n"})
     since = f"e=0-0;t=0-0;r={run};o=0-0"
     session = served.login()
     reply = served.request("GET", session.path(f"/p/{PID}/u/a/events"),

@@ -1,5 +1,6 @@
 """The run's status in memory: moved on by the events stream, checked by a sweep, and as
-a full read would tell it."""
+a full read would tell it. The decisions over what a look read (a sweep, a trimmed stream)
+run on MemoryLive; what the round trips cost and a look Redis cut short, on Redis."""
 
 from __future__ import annotations
 
@@ -10,12 +11,15 @@ from typing import Any
 from devloop.fleet.dispatch import block_downstream, enqueue_project
 from devloop.fleet.livestatus import LiveStatus
 from devloop.fleet.messages import StepMsg
-from devloop.fleet.records import StepRecord, save_step
+from devloop.fleet.records import StepRecord, field, save_step
 from devloop.fleet.status import project_status
 from devloop.store import RedisStore, UnitState
+from devloop.store.keys import EVENTS_MAXLEN
+from devloop.store.memory_live import MemoryLive
 from tests.fleet.builder import UnitPlan, build
 
 UNITS = 120
+MEMORY_PID = "p-live"
 
 
 def project(store: RedisStore, tmp_path: Path, n: int = UNITS) -> tuple[str, list[str]]:
@@ -71,33 +75,45 @@ def test_a_look_reads_only_what_moved_and_reads_as_a_full_read(
     assert not quiet.changed and quiet.steps == [] and quiet.units == []
 
 
-def test_a_change_no_event_announced_shows_within_a_sweep(
-    redis_store: RedisStore, tmp_path: Path
-) -> None:
-    pid, units = project(redis_store, tmp_path, n=30)
-    live = LiveStatus(redis_store, pid, sweep_s=1.0)
+def memory_project(n: int, events_cap: int = EVENTS_MAXLEN) -> tuple[MemoryLive, list[str]]:
+    """A project of n units in a MemoryLive (the live status's reads, in memory)."""
+    store, units = MemoryLive(events_cap), [f"u{i:03d}" for i in range(n)]
+    store.put_units(MEMORY_PID, units)
+    return store, units
+
+
+def memory_step(store: MemoryLive, unit: str, role: str, attempt: int, tokens: int) -> None:
+    """A finished step's record, kept as save_step keeps it."""
+    now = time.time()
+    record = StepRecord(
+        role=role, attempt=attempt, msg=StepMsg(pid=MEMORY_PID, unit_id=unit, attempt=attempt),
+        worker="w1", started_at=now - 2, ended_at=now - 1, tokens=tokens)
+    store.put_step(MEMORY_PID, unit, field(role, attempt, 1), record.model_dump_json())
+
+
+def test_a_change_no_event_announced_shows_within_a_sweep() -> None:
+    store, units = memory_project(30)
+    live = LiveStatus(store, MEMORY_PID, sweep_s=1.0)
     live.load()
     # Written behind the events stream's back (as a direct SET would).
-    redis_store.client.set(redis_store.keys(pid).state(units[20]),
-                           UnitState(status="blocked", attempt=2).model_dump_json())
+    store.put_state(MEMORY_PID, units[20], UnitState(status="blocked", attempt=2),
+                    announce=False)
     deadline = time.monotonic() + 10
     while live.poll().status.units[20].status != "blocked":
         assert time.monotonic() < deadline, "the sweep never read the unit again"
         time.sleep(0.1)
 
 
-def test_a_look_after_the_stream_lost_events_reads_everything_again(
-    redis_store: RedisStore, tmp_path: Path
-) -> None:
-    pid, units = project(redis_store, tmp_path, n=30)
-    step(redis_store, pid, units[2], "coder", 1, tokens=5)
-    live = LiveStatus(redis_store, pid, sweep_s=3600)
+def test_a_look_after_the_stream_lost_events_reads_everything_again() -> None:
+    # The stream keeps one event: more than it keeps come in between two looks.
+    store, units = memory_project(30, events_cap=1)
+    memory_step(store, units[2], "coder", 1, tokens=5)
+    live = LiveStatus(store, MEMORY_PID, sweep_s=3600)
     live.load()
-    step(redis_store, pid, units[11], "coder", 1, tokens=7)
-    redis_store.put_state(pid, units[10], UnitState(status="blocked", attempt=2))
-    redis_store.put_state(pid, units[11], UnitState(status="passed", attempt=1))
-    # More events than the stream keeps came in between: the first ones are gone.
-    redis_store.client.xtrim(redis_store.keys(pid).events, maxlen=1, approximate=False)
+    memory_step(store, units[11], "coder", 1, tokens=7)
+    store.put_state(MEMORY_PID, units[10], UnitState(status="blocked", attempt=2))
+    store.put_state(MEMORY_PID, units[11], UnitState(status="passed", attempt=1))
+    assert store.events_after(MEMORY_PID, live.cursor).trimmed  # the first one is gone
     look = live.poll()
     rows = {r.unit_id: r for r in look.status.units}
     assert rows[units[10]].status == "blocked" and rows[units[11]].status == "passed"
