@@ -54,6 +54,9 @@ Some keep a builtin base too, for the callers that catch them as that.
     +-- Unanswered                    no relay answer was written in time (llm/stub/relay)
     +-- ListenFailed                  the console cannot listen where asked (console/listen.py)
     +-- SessionRefused                a debug session that cannot start (debug_session.py)
+    +-- QueueUnreachable              the task queue's broker does not answer (fleet/queue.py)
+    +-- CrashLoop                     a child of the run keeps dying (cli/run/children.py)
+    +-- GaveUp                        a run stopping short of done (cli/run/project_run.py)
 
 Not an error: supervisor.Interrupted is a KeyboardInterrupt (SIGINT, SIGTERM or SIGHUP
 raised in the main thread so clean-up runs), and stays one so `except Exception` never

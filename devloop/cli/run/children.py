@@ -16,10 +16,11 @@ from rich.console import Console
 from devloop.cli.run.procs import flower_command, flower_credentials, flower_env, worker_command
 from devloop.config import Settings
 from devloop.embedded import RedisEndpoint, RedisKeeper
+from devloop.errors import DevLoopError
 from devloop.supervisor import Child, ChildSpec, Interrupted, Supervisor, interrupt_on
 
 
-class CrashLoop(Exception):
+class CrashLoop(DevLoopError):
     """A child of the run keeps dying; the message names it and ends with its last log lines."""
 
 

@@ -170,7 +170,7 @@ def _problems(options: RunOptions, settings: Settings) -> list[Problem]:
     return [cache] if cache is not None else []
 
 
-class GaveUp(Exception):
+class GaveUp(DevLoopError):
     """The run stops before every unit is done; the message names why (exit 3)."""
 
 
