@@ -15,7 +15,7 @@ RUN python3 -m venv /opt/devloop \
  && /opt/devloop/bin/pip install --no-cache-dir /app
 # Every process runs as `devloop` (uid 10001), not root, and owns the cache it writes
 # (toolchains, session views, the sandbox's /etc): /var/cache/devloop, under root's
-# /var/cache, never in a shared sticky dir such as /var/tmp (devloop/cachedir.py). Not being root, the sandbox runs
+# /var/cache, never in a shared sticky dir such as /var/tmp (devloop/safe/cachedir.py). Not being root, the sandbox runs
 # commands as this same uid inside their own user namespace, which needs the
 # seccomp profile (deploy/seccomp-bwrap.json) and AppArmor setting in docker-compose.yml.
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /home/devloop devloop \

@@ -10,7 +10,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from devloop import dag
+from devloop.core import dag
 from devloop.fleet.records import StepRecord
 
 

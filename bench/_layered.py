@@ -12,11 +12,11 @@ import json
 import random
 from pathlib import Path
 
+from devloop.core.models import CoderDecision, Failure, RunResult, RunSummary, TimelineEvent
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import STEPS_FILE, StepOutcome, StepRecord
 from devloop.ledgers.coderlog import format_decision
 from devloop.ledgers.sink import dumps_line
-from devloop.models import CoderDecision, Failure, RunResult, RunSummary, TimelineEvent
 
 WIDTH = 50
 PID = "p-layered"

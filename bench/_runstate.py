@@ -23,7 +23,7 @@ from devloop.fleet.messages import StepMsg
 from devloop.fleet.money import to_nano
 from devloop.fleet.records import StepOutcome, StepRecord, field, steps_key
 from devloop.fleet.status import RUN_FILE, StepProgress, progress_key
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.scaffold import NewProject, render_project
 from devloop.store import RedisStore, UnitState
 from devloop.store.keys import EVENTS_MAXLEN

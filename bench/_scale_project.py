@@ -21,7 +21,7 @@ from typing import Any
 import redis
 import yaml
 
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 
 COMPANY, PID = "c-scale", "p-scale"
 LAYER = 50  # units a layer; each depends on 1-3 units of the layer before

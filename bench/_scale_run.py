@@ -23,8 +23,8 @@ from typing import Any
 
 import redis
 
-from devloop import dag
-from devloop.embedded import private_state_dir, running_server
+from devloop.core import dag
+from devloop.server.embedded import private_state_dir, running_server
 
 TICK = os.sysconf("SC_CLK_TCK")
 

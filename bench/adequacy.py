@@ -26,17 +26,17 @@ import time
 from pathlib import Path
 from typing import Any
 
-from devloop.cachedir import cache_root
-from devloop.config import load_settings
+from devloop.core.config import load_settings
+from devloop.core.sdd import parse_sections
+from devloop.project.toolchain import node_toolchain, python_toolchain
 from devloop.roles.adequacy import Claims
 from devloop.roles.context import status_codes
 from devloop.roles.hollowrun import hollow_check
 from devloop.roles.mutation import mutation_score
 from devloop.runners import PytestRunner, VitestRunner
 from devloop.runners.base import TestRunner
+from devloop.safe.cachedir import cache_root
 from devloop.sandbox import BwrapSandbox, new_view_dir
-from devloop.sdd import parse_sections
-from devloop.toolchain import node_toolchain, python_toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "adequacy.json"

@@ -1,6 +1,6 @@
 """What the check of the embedded server's AOF costs, against the server's own replay.
 
-Before the embedded server starts, devloop/redis_data.py reads every file it would replay
+Before the embedded server starts, devloop/server/redis_data.py reads every file it would replay
 and refuses a command DevLoop never writes. This benchmark builds AOFs of DevLoop's write
 mix (a step: unit files as HSETs of 1-6 KB, a state SET and a stream XADD in MULTI/EXEC,
 a task pushed and popped, counters, the unacked index) of several sizes, and takes real
@@ -26,8 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from devloop.redis_data import AOF_DIR, MANIFEST, check_data_dir
-from devloop.redis_server import RedisServer, server_build
+from devloop.server.redis_data import AOF_DIR, MANIFEST, check_data_dir
+from devloop.server.redis_server import RedisServer, server_build
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "aof_check.json"

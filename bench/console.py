@@ -47,13 +47,13 @@ from typing import Any
 
 import psutil
 
+from devloop.core.models import BugOpen, BugTransition
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepRecord, save_step
 from devloop.ledgers import Timeline
 from devloop.ledgers.sink import dumps_line, iso_z, utc_now
-from devloop.models import BugOpen, BugTransition
-from devloop.project import load_project
-from devloop.redis_server import RedisServer
+from devloop.project.load import load_project
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from devloop.store.keys import EVENTS_MAXLEN
 
@@ -79,7 +79,7 @@ def layered_units(n: int, seed: int = 27) -> list[dict[str, Any]]:
 
 def write_project(root: Path, n: int) -> Path:
     """The project folder: units.json and one SDD file with every unit's section."""
-    from devloop.contracts import hash_contract
+    from devloop.core.contracts import hash_contract
 
     version = hash_contract(CONTRACT)
     units = [{**u, "contract_hash": version} for u in layered_units(n)]

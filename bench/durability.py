@@ -20,7 +20,7 @@ from pathlib import Path
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepRecord, begin_step, save_step
 from devloop.ledgers import Timeline
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 
 OUT = Path(__file__).resolve().parent / "out" / "durability.json"

@@ -39,8 +39,8 @@ from devloop.cli.run.procs import spawn, stop, worker_command
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.records import export_steps, steps_of
 from devloop.llm.stub import StubServer
-from devloop.redis_server import RedisServer
 from devloop.scaffold import scaffold, trivial_script
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from workers.celery_queue import CeleryQueue  # imports the tasks: not part of the makespan
 

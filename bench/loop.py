@@ -195,15 +195,15 @@ class Counting:
 
 def run_child(after: bool, latency: int) -> dict[str, Any]:
     """Carry every chain of the project to its end with the imported code; per-unit numbers."""
-    from devloop.config import load_settings
-    from devloop.contracts import hash_contract
+    from devloop.core.config import load_settings
+    from devloop.core.contracts import hash_contract
     from devloop.fleet.dispatch import enqueue_project
     from devloop.fleet.failures import StepStopped
     from devloop.fleet.records import steps_of
     from devloop.fleet.steps import StepEnv, decide_step, run_step
     from devloop.llm.anthropic import AnthropicProvider
     from devloop.llm.stub import StubServer
-    from devloop.redis_server import RedisServer
+    from devloop.server.redis_server import RedisServer
     from devloop.store import RedisStore
 
     work = Path(tempfile.mkdtemp(prefix="devloop-bench-loop-"))

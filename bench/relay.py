@@ -28,9 +28,9 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the careful model lives with the tests
 
-from devloop.cachedir import cache_root  # noqa: E402
-from devloop.config import load_settings  # noqa: E402
-from devloop.toolchain import node_toolchain, python_toolchain  # noqa: E402
+from devloop.core.config import load_settings  # noqa: E402
+from devloop.project.toolchain import node_toolchain, python_toolchain  # noqa: E402
+from devloop.safe.cachedir import cache_root  # noqa: E402
 from tests.relay_player import UnitPlan, plans_from_script, play_run  # noqa: E402
 from tests.workers.test_compose import quick_start_spec  # noqa: E402
 from tests.workers.test_relay_run import quick_start_plans  # noqa: E402

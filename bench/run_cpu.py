@@ -37,7 +37,7 @@ from typing import Any
 import yaml
 from _runstate import layered_spec
 
-from devloop import dag
+from devloop.core import dag
 from devloop.fleet.records import STEPS_FILE, StepRecord
 
 ROOT = Path(__file__).resolve().parent.parent

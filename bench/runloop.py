@@ -45,7 +45,7 @@ from devloop.cli.run.live_view import LiveView
 from devloop.fleet.livestatus import LiveStatus
 from devloop.fleet.status import project_status
 from devloop.fleet.sync import FolderSync
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 
 ROOT = Path(__file__).resolve().parent.parent

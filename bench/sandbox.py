@@ -17,7 +17,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.sandbox import BareSandbox, BwrapSandbox, new_view_dir, sandbox_env
 
 OUT = Path(__file__).resolve().parent / "out" / "sandbox.json"

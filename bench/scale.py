@@ -50,9 +50,9 @@ from devloop.cli.run.live_view import live_view
 from devloop.fleet.control import export_spend
 from devloop.fleet.records import export_steps
 from devloop.fleet.status import project_status
-from devloop.project import load_project
-from devloop.redis_server import RedisServer
+from devloop.project.load import load_project
 from devloop.report.render import build_report
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 
 ROOT = Path(__file__).resolve().parent.parent

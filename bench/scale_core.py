@@ -128,7 +128,7 @@ class _Trips:
 
 def child(op: str, work: Path, url: str) -> dict[str, Any]:
     """Measure one operation in this (fresh) process."""
-    from devloop.redis_server import connect
+    from devloop.server.redis_server import connect
     from devloop.store import RedisStore
 
     project_dir = work / "project"
@@ -140,7 +140,7 @@ def child(op: str, work: Path, url: str) -> dict[str, Any]:
         out["cpu_s"] = cpu
         out["rss_mb"] = _peak_rss_mb()
         return out
-    from devloop.project import load_project, summarize
+    from devloop.project.load import load_project, summarize
 
     if op == "validate":
         from devloop.store.snapshot import source_problems
@@ -161,7 +161,7 @@ def child(op: str, work: Path, url: str) -> dict[str, Any]:
         return out
     project = load_project(project_dir)
     if op == "unit":
-        from devloop.models import UnitsFile
+        from devloop.core.models import UnitsFile
 
         text, ids = project.units.model_dump_json(), [u.id for u in project.units.units]
         fresh: list[UnitsFile] = []
@@ -285,7 +285,7 @@ def main() -> None:
     if args.child:
         print(json.dumps(child(args.child, args.work, args.url)))
         return
-    from devloop.redis_server import RedisServer
+    from devloop.server.redis_server import RedisServer
 
     sizes = [int(s) for s in args.sizes.split(",")]
     ops = [o for o in OPS if o in args.only.split(",")]

@@ -36,12 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devloop.cachedir import cache_root
-from devloop.config import load_settings
-from devloop.redis_server import redis_executable
+from devloop.core.config import load_settings
+from devloop.safe.cachedir import cache_root
 from devloop.sandbox import BwrapSandbox, new_view_dir
 from devloop.sandbox.slots import run_slot
 from devloop.sandbox.weight import GROUP
+from devloop.server.redis_server import redis_executable
 
 OUT = Path(__file__).resolve().parent / "out" / "starve.json"
 CPU_V1 = Path("/sys/fs/cgroup/cpu")

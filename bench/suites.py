@@ -36,13 +36,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devloop.cachedir import cache_root
-from devloop.config import load_settings
+from devloop.core.config import load_settings
+from devloop.project.toolchain import node_toolchain, python_toolchain
 from devloop.runners import PytestRunner, VitestRunner, mutants_py, tamper
 from devloop.runners.base import TestRunner, code_sources
 from devloop.runners.pytest import node_id
+from devloop.safe.cachedir import cache_root
 from devloop.sandbox import BwrapSandbox, new_view_dir
-from devloop.toolchain import node_toolchain, python_toolchain
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "suites.json"

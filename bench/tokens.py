@@ -19,18 +19,18 @@ from devloop.agent.loop import AgentSession
 from devloop.agent.spec import SessionSpec
 from devloop.agent.stuck import StuckThresholds
 from devloop.agent.tools import ToolContext
-from devloop.config import load_settings
+from devloop.core.config import load_settings
 from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.project import load_project
-from devloop.prompts import render
-from devloop.redis_server import RedisServer
+from devloop.project.load import load_project
+from devloop.project.prompts import render
+from devloop.project.workspace import Workspace
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
 from devloop.sandbox import make_sandbox
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
-from devloop.workspace import Workspace
 
 ROOT = Path(__file__).resolve().parent.parent
 TURNS = 30

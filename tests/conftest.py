@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from devloop.cachedir import cache_root
-from devloop.config import Settings, load_settings
-from devloop.toolchain import node_toolchain, python_toolchain
+from devloop.core.config import Settings, load_settings
+from devloop.project.toolchain import node_toolchain, python_toolchain
+from devloop.safe.cachedir import cache_root
 
 pytest_plugins = ["tests.redis_fixture", "tests.leftovers", "tests.spread"]
 

@@ -22,8 +22,8 @@ from pathlib import Path
 
 import pytest
 
-from devloop.cachedir import cache_root
-from devloop.config import load_settings
+from devloop.core.config import load_settings
+from devloop.safe.cachedir import cache_root
 from tests.proctree import Proc, carrying, kill_tree
 
 MARKER = "DEVLOOP_TEST_RUN"

@@ -11,7 +11,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from devloop.redis_server import RedisServer, connect
+from devloop.server.redis_server import RedisServer, connect
 from devloop.store import RedisStore
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 
 

@@ -168,7 +168,7 @@ def test_vitest_names_match_by_file_and_title_under_their_describe() -> None:
 
 
 def test_an_unmeasured_run_asks_for_nothing() -> None:
-    from devloop.models import Adequacy
+    from devloop.core.models import Adequacy
 
     assert adequacy.problems(None) == []
     assert adequacy.problems(Adequacy(measured=False, reason="the hollow run crashed")) == []

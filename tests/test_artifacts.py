@@ -1,10 +1,10 @@
-"""The rule for what a unit may hold: source, not artifacts (devloop/artifacts.py)."""
+"""The rule for what a unit may hold: source, not artifacts (devloop/core/artifacts.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from devloop.artifacts import (
+from devloop.core.artifacts import (
     binary_summary,
     content_refusal,
     marked,

@@ -17,15 +17,15 @@ from pathlib import Path
 
 import pytest
 
-from devloop.cachedir import (
+from devloop.project.toolchain import python_toolchain
+from devloop.runners.channel import FILES, HERE, plugin_dir
+from devloop.safe.cachedir import (
     ROOT_DEFAULT,
     CacheUntrusted,
     default_cache_dir,
     ensure_public_dir,
     trusted_cache,
 )
-from devloop.runners.channel import FILES, HERE, plugin_dir
-from devloop.toolchain import python_toolchain
 from tests.proctree import run_bounded
 from tests.workers.runproc import DEVLOOP, clean_env
 
@@ -60,8 +60,8 @@ def as_them(*argv: str) -> None:
 
 
 def toolchain_lock_name() -> str:
-    """The python toolchain's lock file name (as devloop.toolchain makes it)."""
-    from devloop.toolchain import TOOLCHAINS, _digest
+    """The python toolchain's lock file name (as devloop.project.toolchain makes it)."""
+    from devloop.project.toolchain import TOOLCHAINS, _digest
 
     return f".python-{_digest(TOOLCHAINS / 'python' / 'requirements.txt')}.lock"
 

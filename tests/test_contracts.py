@@ -2,7 +2,7 @@
 
 import pytest
 
-from devloop.contracts import (
+from devloop.core.contracts import (
     SDD_MISMATCH,
     SELF_INCONSISTENT,
     ContractMissingExports,
@@ -10,7 +10,7 @@ from devloop.contracts import (
     contract_bridge,
     hash_contract,
 )
-from devloop.models import UnitsFile
+from devloop.core.models import UnitsFile
 
 
 def test_hash_contract_known_vector() -> None:

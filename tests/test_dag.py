@@ -2,7 +2,7 @@
 
 import pytest
 
-from devloop import dag
+from devloop.core import dag
 from tests.growth import LINEAR, per_item_growth
 
 

@@ -20,11 +20,11 @@ from typing import Any
 import pytest
 import yaml
 
-from devloop.config import Settings
-from devloop.errors import SandboxUnavailable
-from devloop.redis_server import redis_executable
+from devloop.core.config import Settings
+from devloop.core.errors import SandboxUnavailable
 from devloop.sandbox import BwrapSandbox, new_view_dir
 from devloop.sandbox.syscalls import filter_bpf
+from devloop.server.redis_server import redis_executable
 from tests.as_user import run_as, worker_cache, worker_uid
 from tests.conftest import REPO
 from tests.docker_seccomp import stock

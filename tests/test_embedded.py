@@ -16,11 +16,11 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from devloop.config import Settings
-from devloop.embedded import MARKER, TOKEN, redis_endpoint
-from devloop.private import NotPrivate
-from devloop.project import load_project
-from devloop.redis_server import MAX_SOCKET_PATH, RedisServer, connect
+from devloop.core.config import Settings
+from devloop.project.load import load_project
+from devloop.safe.private import NotPrivate
+from devloop.server.embedded import MARKER, TOKEN, redis_endpoint
+from devloop.server.redis_server import MAX_SOCKET_PATH, RedisServer, connect
 from devloop.store import RedisStore
 from tests.proctree import run_bounded
 

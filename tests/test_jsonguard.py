@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devloop.jsonguard import check_command
+from devloop.sandbox.jsonguard import check_command
 
 REFUSED = [
     """curl -d '{"title": "x"}' http://127.0.0.1:3000/todos""",

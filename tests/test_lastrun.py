@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from devloop.lastrun import Given, RunChoices, carry_on, recall, remember
+from devloop.project.lastrun import Given, RunChoices, carry_on, recall, remember
 
 
 def test_options_not_given_are_the_last_runs_and_are_said_when_they_are_not_defaults(

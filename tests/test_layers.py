@@ -44,7 +44,7 @@ def test_workers_holds_only_what_imports_celery() -> None:
     assert plain == []
 
 
-PURE_CORE = ("devloop.loop", "devloop.dag", "devloop.contracts", "devloop.sdd")
+PURE_CORE = ("devloop.core.loop", "devloop.core.dag", "devloop.core.contracts", "devloop.core.sdd")
 
 
 @pytest.mark.parametrize("module", PURE_CORE)
@@ -175,10 +175,10 @@ def _store_reach_lines(path: Path) -> set[int]:
 # own modules start, name and probe it; the run and a step classify Redis's errors.
 STORE_REACH_ALLOWED: dict[str, int] = {
     "devloop/cli/run/project_run.py": 3,
-    "devloop/embedded.py": 4,
+    "devloop/server/embedded.py": 4,
     "devloop/fleet/steps.py": 2,
-    "devloop/redis_server.py": 3,
-    "devloop/redis_urls.py": 3,
+    "devloop/server/redis_server.py": 3,
+    "devloop/server/redis_urls.py": 3,
 }
 
 

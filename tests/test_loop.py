@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from devloop import dag
-from devloop.loop import (
+from devloop.core import dag
+from devloop.core.loop import (
     after_step_error,
     attempts_left,
     attempts_spent,
@@ -17,7 +17,7 @@ from devloop.loop import (
     wait_for_model,
     waiting_again,
 )
-from devloop.models import StepOutcome
+from devloop.core.models import StepOutcome
 from devloop.store.records import UnitState
 
 DONE = StepOutcome()  # a coder step that finished

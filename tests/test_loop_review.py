@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from devloop.loop import approve, decide, request_changes, review_required, unblock
-from devloop.models import StepOutcome
+from devloop.core.loop import approve, decide, request_changes, review_required, unblock
+from devloop.core.models import StepOutcome
 from devloop.store.records import UnitState
 
 DONE = StepOutcome()  # a coder step that finished

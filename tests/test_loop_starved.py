@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from devloop.loop import (
+from devloop.core.loop import (
     STARVED_BACKOFF_CAP_S,
     STARVED_RERUNS,
     awaited_tester_try,
     decide,
 )
-from devloop.models import StepOutcome
+from devloop.core.models import StepOutcome
 from devloop.store.records import UnitState
 
 DONE = StepOutcome()  # a coder step that finished

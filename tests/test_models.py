@@ -7,7 +7,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from devloop.models import (
+from devloop.core.models import (
     CoderInput,
     CoderOutput,
     Contract,

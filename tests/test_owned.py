@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from devloop.owned import Found, OwnedFile, OwnedFiles
-from devloop.writeset import owned_files
+from devloop.core.writeset import owned_files
+from devloop.safe.owned import Found, OwnedFile, OwnedFiles
 
 
 def test_each_role_owns_its_tools_records() -> None:

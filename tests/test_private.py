@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.private import (
+from devloop.safe.private import (
     NotPrivate,
     make_private_dir,
     open_private_log,

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import settings_table
-from devloop.redis_server import redis_executable
+from devloop.core.config import settings_table
 from devloop.roles.tooltable import tool_table
+from devloop.server.redis_server import redis_executable
 from tests.proctree import wait_for_port
 from tests.redis_fixture import assert_password_required
 

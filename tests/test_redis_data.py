@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from devloop.private import NotPrivate
-from devloop.redis_data import (
+from devloop.safe.private import NotPrivate
+from devloop.server.redis_data import (
     ALLOWED,
     AOF_DIR,
     AOF_NAME,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.runlock import FolderBusy, folder_lock, live_run
+from devloop.project.runlock import FolderBusy, folder_lock, live_run
 
 
 def test_the_probe_names_the_live_runs_pid_and_nothing_once_it_ended(tmp_path: Path) -> None:

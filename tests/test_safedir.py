@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from devloop.safedir import Dir, Refused, kernel_resolves
-from devloop.safetree import Limits, TooMany, remove_tree, walk
+from devloop.safe.safedir import Dir, Refused, kernel_resolves
+from devloop.safe.safetree import Limits, TooMany, remove_tree, walk
 
 # A call that blocks on a fifo never returns; this is far longer than any call needs.
 BLOCK_S = 30
@@ -238,8 +238,8 @@ def test_remove_tree_copes_with_dirs_their_owner_made_unusable(public_dir: Path)
     shutil.copytree(source, staged / "devloop", ignore=shutil.ignore_patterns("__pycache__"))
     (staged / "devloop/__init__.py").write_text("")
     script = (
-        "from devloop.safedir import Dir\n"
-        "from devloop.safetree import remove_tree\n"
+        "from devloop.safe.safedir import Dir\n"
+        "from devloop.safe.safetree import remove_tree\n"
         f"remove_tree(Dir.open({str(tree)!r}), 't')\n"
     )
     done = subprocess.run(

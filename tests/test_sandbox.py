@@ -16,9 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
-from devloop.errors import SandboxUnavailable
-from devloop.redis_server import RedisServer
+from devloop.core.config import Settings
+from devloop.core.errors import SandboxUnavailable
 from devloop.sandbox import (
     REFUSED_EXIT,
     BareSandbox,
@@ -30,6 +29,7 @@ from devloop.sandbox import (
     new_view_dir,
 )
 from devloop.sandbox.bwrap import probe
+from devloop.server.redis_server import RedisServer
 
 SECRET_CODE = "const SECRET = 'unit-b-private-code';\n"
 WRITABLE = ["units/a/code", "units/a/contract.json", "units/a/coder.log"]

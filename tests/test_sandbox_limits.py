@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.sandbox import BwrapSandbox, Limits, new_view_dir
 from devloop.sandbox.base import MiB, sandbox_env
 from devloop.sandbox.cgroups import v1_parent, where_caps_hold

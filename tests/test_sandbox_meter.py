@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.sandbox import BwrapSandbox, Observation, new_view_dir
 from devloop.sandbox.weight import GROUP, V1_CPU
 

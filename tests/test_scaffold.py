@@ -15,9 +15,9 @@ import pytest
 from typer.testing import CliRunner
 
 from devloop.cli.commands import app
-from devloop.contracts import hash_contract
+from devloop.core.contracts import hash_contract
 from devloop.llm.stub import Script, Turn
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.scaffold import (
     NewProject,
     NewUnit,

@@ -2,7 +2,7 @@
 
 import json
 
-from devloop.sdd import parse_sections, section_document
+from devloop.core.sdd import parse_sections, section_document
 
 HTML = """<!doctype html>
 <html><body>

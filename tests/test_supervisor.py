@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.supervisor import ChildSpec, Event, Supervisor
+from devloop.server.supervisor import ChildSpec, Event, Supervisor
 from tests.proctree import alive, kill_tree
 
 SLACK_S = 30  # for waits a loaded machine may stretch
@@ -99,7 +99,7 @@ def test_stop_is_warm_first_then_hard(tmp_path: Path) -> None:
 PARENT = r"""
 import os, sys, time
 from pathlib import Path
-from devloop.supervisor import ChildSpec, Supervisor
+from devloop.server.supervisor import ChildSpec, Supervisor
 sup = Supervisor()
 for name in ("a", "b"):
     child = sup.add(ChildSpec(name, ["sleep", "1000"], dict(os.environ), Path(sys.argv[1]) / name))

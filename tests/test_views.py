@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
-from devloop.views import DEAD_AFTER_S, make_view, remove_view, sweep, views_root
+from devloop.core.config import Settings
+from devloop.sandbox.viewdir import DEAD_AFTER_S, make_view, remove_view, sweep, views_root
 
 # A child that makes a view, prints its path and waits to be killed.
 MAKER = (
     "import sys, time\n"
-    "from devloop.config import load_settings\n"
-    "from devloop.views import make_view\n"
+    "from devloop.core.config import load_settings\n"
+    "from devloop.sandbox.viewdir import make_view\n"
     "print(make_view(load_settings(), 'child-'), flush=True)\n"
     "time.sleep(600)\n"
 )
@@ -147,7 +147,7 @@ INTRUDER = (
 def test_no_other_local_user_or_nobody_process_can_list_read_or_write_a_live_view(
     settings: Settings, who: str, uid: int, gid: int
 ) -> None:
-    from devloop.safedir import Dir
+    from devloop.safe.safedir import Dir
     from devloop.sandbox.base import prepare_writable
 
     view = make_view(settings, "private-")
@@ -170,7 +170,7 @@ def test_no_other_local_user_or_nobody_process_can_list_read_or_write_a_live_vie
 
 
 def test_a_views_dir_of_another_user_is_refused(settings: Settings, tmp_path: Path) -> None:
-    from devloop.private import NotPrivate
+    from devloop.safe.private import NotPrivate
 
     theirs = tmp_path / "views"
     theirs.mkdir()

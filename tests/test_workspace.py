@@ -11,12 +11,12 @@ from pathlib import Path
 import pytest
 import redis
 
-from devloop.config import Settings
-from devloop.project import load_project
+from devloop.core.config import Settings
+from devloop.project.load import load_project
+from devloop.project.workspace import Workspace
 from devloop.roles.checks import violation_problems
 from devloop.sandbox import make_sandbox
 from devloop.store import RedisStore
-from devloop.workspace import Workspace
 from tests.plant import MONEY, plant_git, plant_pyc
 
 

@@ -8,9 +8,9 @@ from celery import Celery
 from celery.signals import worker_process_init
 from kombu import Exchange, Queue
 
-from devloop.config import Settings, load_settings
-from devloop.redis_server import celery_form
-from devloop.supervisor import follow_parent
+from devloop.core.config import Settings, load_settings
+from devloop.server.redis_server import celery_form
+from devloop.server.supervisor import follow_parent
 
 log = logging.getLogger(__name__)
 QUEUES = ("coder", "tester", "control")

@@ -8,10 +8,10 @@ from collections.abc import Iterable
 from celery import Celery
 from kombu.exceptions import OperationalError
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.queue import QueueUnreachable
-from devloop.redis_server import celery_form
+from devloop.server.redis_server import celery_form
 from workers.app import make_app
 from workers.chains import send_on
 

@@ -16,7 +16,7 @@ from celery.events import EventDispatcher
 from celery.exceptions import Ignore
 
 from devloop.agent.tools import ProgressEvent
-from devloop.config import Settings, load_settings
+from devloop.core.config import Settings, load_settings
 from devloop.fleet.dispatch import reconcile
 from devloop.fleet.failures import StepStopped, StepWaiting
 from devloop.fleet.messages import StepMsg, StepRole

@@ -7,7 +7,7 @@ import re
 from pydantic import BaseModel, Field
 
 from devloop.agent.tools import Tool, ToolContext, ToolResult
-from devloop.writeset import writable_roots
+from devloop.core.writeset import writable_roots
 
 # Package installs: when one of these runs out of time, the registry or the network was
 # slow, not the model wrong (coder spec: "npm install timeout -> retry; infra_flake").

@@ -9,9 +9,9 @@ import stat
 from pydantic import BaseModel, Field
 
 from devloop.agent.tools import Tool, ToolContext, ToolResult
-from devloop.artifacts import content_refusal, name_refusal
-from devloop.safedir import Refused
-from devloop.safetree import printable
+from devloop.core.artifacts import content_refusal, name_refusal
+from devloop.safe.safedir import Refused
+from devloop.safe.safetree import printable
 
 LISTING_CAP = 500
 

@@ -11,7 +11,7 @@ from devloop.agent.spec import Budgets, Checkpointer, Reassess, SessionSpec
 from devloop.agent.tools import Tool, ToolContext
 from devloop.agent.untrusted import wrap_untrusted
 from devloop.llm.base import LLMProvider
-from devloop.prompts import render
+from devloop.project.prompts import render
 
 
 def make_reassess(

@@ -18,11 +18,11 @@ from typing import Any, ClassVar
 from pydantic import BaseModel, ValidationError
 
 from devloop.agent.stuck import TestTally
+from devloop.core.writeset import allowed
 from devloop.llm.base import ToolSpec
-from devloop.owned import OwnedFile, OwnedFiles
-from devloop.safedir import Dir
+from devloop.safe.owned import OwnedFile, OwnedFiles
+from devloop.safe.safedir import Dir
 from devloop.sandbox import Sandbox
-from devloop.writeset import allowed
 
 
 @dataclass(frozen=True)

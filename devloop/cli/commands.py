@@ -16,14 +16,14 @@ from devloop.cli import (
 )
 from devloop.cli.terminal import err, out
 from devloop.fleet.queue import TaskQueue
-from devloop.private import NotPrivate
+from devloop.safe.private import NotPrivate
 
 
 def _version(shown: bool) -> None:
     if shown:
         from importlib.metadata import PackageNotFoundError, version
 
-        from devloop.redis_server import embedded_server
+        from devloop.server.redis_server import embedded_server
 
         try:
             ours = version("devloop")

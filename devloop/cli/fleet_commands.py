@@ -13,8 +13,6 @@ from typing import Annotated
 
 import typer
 
-from devloop.artifacts import not_imported
-from devloop.cachedir import cache_problem
 from devloop.cli.project_arg import store_for
 from devloop.cli.run.children import serve_worker
 from devloop.cli.run.flags import (
@@ -38,9 +36,10 @@ from devloop.cli.run.procs import (
 from devloop.cli.run.project_run import options_for, run_project
 from devloop.cli.taskqueue import queue_of
 from devloop.cli.terminal import err, fail, out
-from devloop.config import load_settings
-from devloop.embedded import RedisEndpoint, redis_endpoint
-from devloop.errors import Problem, ProjectInvalid
+from devloop.core.artifacts import not_imported
+from devloop.core.config import load_settings
+from devloop.core.errors import Problem, ProjectInvalid
+from devloop.core.suggest import unknown
 from devloop.fleet.control import export_spend, set_default_cap, set_max_usd
 from devloop.fleet.dispatch import enqueue_project, reconcile, unblock_unit
 from devloop.fleet.marks import forget_llm
@@ -48,12 +47,13 @@ from devloop.fleet.queue import QueueUnreachable, TaskQueue
 from devloop.fleet.records import export_steps
 from devloop.fleet.respec import apply_changes
 from devloop.fleet.status import project_status
-from devloop.lastrun import Given
-from devloop.project import load_project
-from devloop.redis_server import connect
-from devloop.runlock import live_run
+from devloop.project.lastrun import Given
+from devloop.project.load import load_project
+from devloop.project.runlock import live_run
+from devloop.safe.cachedir import cache_problem
+from devloop.server.embedded import RedisEndpoint, redis_endpoint
+from devloop.server.redis_server import connect
 from devloop.store import RedisStore
-from devloop.suggest import unknown
 
 commands = typer.Typer()  # devloop/cli/commands.py adds them to the CLI
 PING_S = 1.0  # how long `status` and `unblock` wait for workers to answer

@@ -14,18 +14,18 @@ import typer
 from rich.table import Table
 
 from devloop.agent.tools import ProgressEvent
-from devloop.artifacts import not_imported
-from devloop.cachedir import CacheUntrusted, cache_root
 from devloop.cli.project_arg import load_folder, missing_folder
 from devloop.cli.terminal import EXIT_INVALID, err, fail, out
-from devloop.config import load_settings
-from devloop.contracts import ContractMissingExports, hash_contract
-from devloop.errors import Problem, ProjectInvalid
-from devloop.jsonfile import read_json
-from devloop.models import Stack
-from devloop.project import summarize
-from devloop.safedir import Refused
-from devloop.toolchain import ToolchainError, node_toolchain, python_toolchain
+from devloop.core.artifacts import not_imported
+from devloop.core.config import load_settings
+from devloop.core.contracts import ContractMissingExports, hash_contract
+from devloop.core.errors import Problem, ProjectInvalid
+from devloop.core.models import Stack
+from devloop.project.jsonfile import read_json
+from devloop.project.load import summarize
+from devloop.project.toolchain import ToolchainError, node_toolchain, python_toolchain
+from devloop.safe.cachedir import CacheUntrusted, cache_root
+from devloop.safe.safedir import Refused
 
 commands = typer.Typer()  # the top-level ones; devloop/cli/commands.py adds them and the groups
 contract_app = typer.Typer(no_args_is_help=True, help="Contract tools.")
@@ -137,8 +137,8 @@ def sandbox_exec_command(
 ) -> None:
     """Run CMD in a role's sandboxed view, commit what it may write and write that back into
     the project folder; CMD's exit code, or 3 on a rejected write."""
-    from devloop.errors import SandboxUnavailable
-    from devloop.sandbox_exec import sandbox_exec
+    from devloop.core.errors import SandboxUnavailable
+    from devloop.sandbox.exec_command import sandbox_exec
 
     words = list(command or [])
     project = project_argument(project_dir, project_option, words)
@@ -180,7 +180,7 @@ def sandbox_exec_command(
 def sandbox_limits() -> None:
     """Where each limit on a sandboxed command holds on this host (a cgroup, or only an
     rlimit per process), and the system calls its seccomp filter denies."""
-    from devloop.errors import SandboxUnavailable
+    from devloop.core.errors import SandboxUnavailable
     from devloop.sandbox.base import default_limits
     from devloop.sandbox.cgroups import describe, where_caps_hold
     from devloop.sandbox.syscalls import filter_bpf, summary
@@ -219,7 +219,7 @@ def session_run(
     attempt: Annotated[int | None, typer.Option(help="Attempt number (default: inferred).")] = None,
 ) -> None:
     """Run one session on a unit, print its turns as they happen and its output at the end."""
-    from devloop.debug_session import SessionRefused, run_debug_session
+    from devloop.roles.debug_session import SessionRefused, run_debug_session
 
     extra: list[str] = []
     project = project_argument(project_dir, project_option, extra)
@@ -297,7 +297,7 @@ def stub_llm(
     """Serve the Messages-API stub: point ANTHROPIC_BASE_URL at the printed URL."""
     from devloop.llm.stub import ScriptInvalid, StubServer, serve_forever
     from devloop.llm.stub.relay import RelayDesk
-    from devloop.private import NotPrivate
+    from devloop.safe.private import NotPrivate
 
     if (script is None) == (relay is None):
         fail([Problem("stub-llm", "--script/--relay", "give exactly one",
@@ -365,7 +365,7 @@ def mutants(
 ) -> None:
     """Measure each python unit's mutation score: the share of small changes of its code
     that its tests notice (written to agent-state/mutation.json; the report shows it)."""
-    from devloop.errors import SandboxUnavailable
+    from devloop.core.errors import SandboxUnavailable
     from devloop.roles.mutation import measure_folder
     from devloop.runners import PytestRunner
     from devloop.sandbox import BwrapSandbox
@@ -412,7 +412,7 @@ def assemble(
 ) -> None:
     """Write the passed units as one program per stack (a python package tree, a node app
     whose be units share one Express server) and smoke-check it in the sandbox."""
-    from devloop.errors import SandboxUnavailable
+    from devloop.core.errors import SandboxUnavailable
     from devloop.sandbox import BwrapSandbox
     from devloop.upstream.assemble import assemble as build
     from devloop.upstream.assemble import smoke_check

@@ -12,10 +12,10 @@ from devloop.cli.project_arg import store_for
 from devloop.cli.run.flags import ConsoleOpt, ConsolePortOpt, LlmOpt, ScriptOpt, WorkersOpt
 from devloop.cli.taskqueue import queue_of
 from devloop.cli.terminal import fail, out
-from devloop.config import load_settings
-from devloop.embedded import redis_endpoint
-from devloop.errors import Problem
-from devloop.redis_server import connect
+from devloop.core.config import load_settings
+from devloop.core.errors import Problem
+from devloop.server.embedded import redis_endpoint
+from devloop.server.redis_server import connect
 from devloop.store import RedisStore
 
 commands = typer.Typer()  # devloop/cli/commands.py adds them to the CLI
@@ -142,7 +142,7 @@ def resume(
     pid, folder = store_for(project)
     if folder is not None:
         from devloop.cli.run.project_run import options_for, run_project
-        from devloop.lastrun import Given
+        from devloop.project.lastrun import Given
 
         given = Given(llm=llm, script=script, workers=workers, console=console,
                       console_port=console_port)

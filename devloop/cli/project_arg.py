@@ -5,11 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from devloop.cli.terminal import fail
-from devloop.config import load_settings
-from devloop.errors import Problem, ProjectInvalid
-from devloop.ids import id_fault
-from devloop.jsonfile import read_json
-from devloop.project import Project, load_project
+from devloop.core.config import load_settings
+from devloop.core.errors import Problem, ProjectInvalid
+from devloop.core.ids import id_fault
+from devloop.project.jsonfile import read_json
+from devloop.project.load import Project, load_project
 
 
 def missing_folder(project_dir: Path) -> Problem | None:

@@ -12,11 +12,11 @@ from typing import Annotated
 import typer
 
 from devloop.cli.terminal import fail, out
-from devloop.errors import Problem
+from devloop.core.errors import Problem
 from devloop.llm.stub.relay import RelayAnswerInvalid, RelayDir, render, view, write_answer
 from devloop.llm.stub.relay.answer import GUIDE, read_turn
 from devloop.llm.stub.turn import Block, Turn
-from devloop.private import dir_problem
+from devloop.safe.private import dir_problem
 
 relay_app = typer.Typer(
     no_args_is_help=True,

@@ -11,17 +11,17 @@ import typer
 
 from devloop.cli.project_arg import missing_folder
 from devloop.cli.terminal import fail, out
-from devloop.config import load_settings
-from devloop.embedded import NotPrivate, redis_endpoint
-from devloop.errors import Problem, ProjectInvalid
+from devloop.core.config import load_settings
+from devloop.core.errors import Problem, ProjectInvalid
+from devloop.core.suggest import unknown
 from devloop.fleet.marks import scripted_now
 from devloop.fleet.reset import agreed, plan_reset, question, told
 from devloop.fleet.wipe import live_steps, reset_in_folder, reset_in_store
-from devloop.project import Project, load_project
-from devloop.redis_server import connect
-from devloop.runlock import FolderBusy, folder_lock
+from devloop.project.load import Project, load_project
+from devloop.project.runlock import FolderBusy, folder_lock
+from devloop.server.embedded import NotPrivate, redis_endpoint
+from devloop.server.redis_server import connect
 from devloop.store import RedisStore
-from devloop.suggest import unknown
 
 EXIT_DECLINED = 1  # the person said no: nothing was reset
 

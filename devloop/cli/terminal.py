@@ -7,7 +7,7 @@ from typing import NoReturn
 import typer
 from rich.console import Console
 
-from devloop.errors import Problem
+from devloop.core.errors import Problem
 
 out = Console(soft_wrap=True)  # a printed command must never be broken over two lines
 err = Console(stderr=True, highlight=False, soft_wrap=True)

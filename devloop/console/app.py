@@ -25,12 +25,12 @@ from devloop.console.render import render
 from devloop.console.shape import Shapes
 from devloop.console.summary import Stats
 from devloop.console.views import page_units, page_view, unit_view
+from devloop.core.ids import is_valid_id
 from devloop.fleet.control import set_console_url
 from devloop.fleet.dispatch import unblock_unit
 from devloop.fleet.human import cancel_project, cancel_unit, resume_project, retry_with_spec
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.review import NOTE_CHARS, approve_unit, request_changes_unit
-from devloop.ids import is_valid_id
 from devloop.store import RedisStore
 from devloop.store.livefeed import LiveFeed
 

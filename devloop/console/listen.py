@@ -16,7 +16,7 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from devloop.errors import DevLoopError, Problem
+from devloop.core.errors import DevLoopError, Problem
 
 BACKLOG = 128
 ATTEMPTS = 8  # tries for one free port on every address of a name (another program may race)

@@ -10,8 +10,8 @@ from typing import Any
 
 import jinja2
 
-from devloop.artifacts import pieces
 from devloop.console.auth import KEY_PARAM, STORED_KEY
+from devloop.core.artifacts import pieces
 from devloop.fleet.money import raised_cap
 from devloop.report.render import (
     GREY,

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from devloop import dag
+from devloop.core import dag
 from devloop.report.layout import DagLayout, dag_layout
 from devloop.store import RedisStore
 

@@ -27,7 +27,7 @@ from starlette.concurrency import run_in_threadpool
 
 from devloop.console.render import colours, redact
 from devloop.console.views import event_json
-from devloop.ids import is_valid_id
+from devloop.core.ids import is_valid_id
 from devloop.store import RedisStore
 from devloop.store.livefeed import BATCH, BLOCK_MS
 from devloop.store.output import output_chunk

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from devloop.artifacts import binary_summary, is_text, marked
 from devloop.console.shape import Shape, Shapes
 from devloop.console.summary import Dot, Stats, Summary, Tally
+from devloop.core.artifacts import binary_summary, is_text, marked
+from devloop.core.models import Bug, TimelineEvent, UnitSpec
 from devloop.fleet.control import Control, read_control
 from devloop.fleet.human import HumanCall, call_for
 from devloop.fleet.records import StepRecord, steps_of
@@ -19,7 +20,6 @@ from devloop.fleet.review import ReviewDiff, review_diff
 from devloop.fleet.status import UnitRow, unit_rows
 from devloop.ledgers import BugLedger, Timeline
 from devloop.ledgers.timeline import LOOP_AGENT
-from devloop.models import Bug, TimelineEvent, UnitSpec
 from devloop.report.data import LOOP_KINDS, UnitReport
 from devloop.report.layout import DagLayout
 from devloop.report.views import Attempt, attempts

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from devloop.fleet.marks import scripted_now
 from devloop.llm.base import LLMProvider, LLMRequest, LLMResponse
-from devloop.safedir import Dir
+from devloop.safe.safedir import Dir
 from devloop.store.control import Control, control_from, control_key, spend_key, spent_key
 from devloop.store.protocols import ControlStore
 

@@ -7,7 +7,18 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from devloop import dag
+from devloop.core import dag
+from devloop.core.loop import (
+    TESTER_RETRIES,
+    Decision,
+    awaited_tester_try,
+    coder_mode,
+    decide,
+    recovered,
+    review_required,
+    started_again,
+    unblock,
+)
 from devloop.fleet.control import current_epoch, mark_unit_cancelled
 from devloop.fleet.marks import export_marks, scripted_now
 from devloop.fleet.messages import Dispatch, StepMsg
@@ -19,18 +30,7 @@ from devloop.fleet.records import (
 )
 from devloop.fleet.retest import passed_again
 from devloop.ledgers import BugLedger, Timeline
-from devloop.loop import (
-    TESTER_RETRIES,
-    Decision,
-    awaited_tester_try,
-    coder_mode,
-    decide,
-    recovered,
-    review_required,
-    started_again,
-    unblock,
-)
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.runners.tamper import is_code_fault
 from devloop.store import ImportReport, RedisStore, UnitState, promote_memory
 

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import time
 
-from devloop.config import Settings
-from devloop.errors import DevLoopError, SandboxUnavailable
+from devloop.core.config import Settings
+from devloop.core.errors import DevLoopError, SandboxUnavailable
+from devloop.core.loop import Decision, after_step_error, wait_for_model
 from devloop.fleet.dispatch import TERMINAL, block_downstream
 from devloop.fleet.messages import StepMsg
 from devloop.ledgers import Timeline
-from devloop.loop import Decision, after_step_error, wait_for_model
 from devloop.store import RedisStore, UnitState
 
 ERROR_CHARS = 300

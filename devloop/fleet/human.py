@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from devloop.core.loop import awaited_tester_try
+from devloop.core.models import UnitSpec
 from devloop.fleet.control import (
     bump_epoch,
     clear_pause,
@@ -34,8 +36,6 @@ from devloop.fleet.records import StepRecord, steps_of
 from devloop.fleet.review import ReviewRefused, request_changes_unit
 from devloop.fleet.why import blocked_words
 from devloop.ledgers import Timeline
-from devloop.loop import awaited_tester_try
-from devloop.models import UnitSpec
 from devloop.store import RedisStore, UnitState
 
 HUMAN = ("blocked", "review")

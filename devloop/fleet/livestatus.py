@@ -17,6 +17,7 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from devloop.core.loop import awaited_tester_try
 from devloop.fleet.control import Control, control_from
 from devloop.fleet.money import from_nano
 from devloop.fleet.records import StepRecord
@@ -31,7 +32,6 @@ from devloop.fleet.status import (
     status_of,
     unit_row,
 )
-from devloop.loop import awaited_tester_try
 from devloop.store import UnitState
 from devloop.store.protocols_live import LiveStatusStore
 from devloop.store.state import event_states

@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from devloop.ids import ProjectId, UnitId
+from devloop.core.ids import ProjectId, UnitId
 
 StepRole = Literal["coder", "tester"]
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Protocol
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
 from devloop.fleet.messages import Dispatch
 
 

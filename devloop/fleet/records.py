@@ -13,10 +13,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from devloop.core.models import StepOutcome
 from devloop.fleet.messages import StepMsg
 from devloop.ledgers.sink import DirSink
-from devloop.models import StepOutcome
-from devloop.safedir import Dir
+from devloop.safe.safedir import Dir
 from devloop.store import Fence, RedisStore, UnitState
 from devloop.store.protocols import StepRecordStore
 from devloop.store.steps import dispatched_key, environment_key, finished_key, steps_key

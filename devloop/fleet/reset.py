@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from devloop import dag
+from devloop.core import dag
 from devloop.fleet.marks import is_scripted
 from devloop.store import UnitState
 

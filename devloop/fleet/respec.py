@@ -18,12 +18,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel
 
-from devloop import dag
+from devloop.core import dag
+from devloop.core.loop import unblock
 from devloop.fleet.dispatch import start_fixing, unblock_unit
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.ledgers import Timeline
-from devloop.loop import unblock
-from devloop.project import Project
+from devloop.project.load import Project
 from devloop.store import RedisStore
 from devloop.store.steps import definitions_key
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 
-from devloop import dag
+from devloop.core import dag
+from devloop.core.loop import retest
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.records import StepOutcome, StepRecord, save_step
 from devloop.ledgers import Timeline
-from devloop.loop import retest
 from devloop.store import RedisStore
 
 RETESTED = "upstream_changed"  # the reason on the coder step a re-test skips

@@ -13,15 +13,15 @@ import json
 import time
 from dataclasses import dataclass, field
 
-from devloop.artifacts import bidi_controls, binary_summary, codepoint, is_text, marked
-from devloop.errors import DevLoopError
+from devloop.core.artifacts import bidi_controls, binary_summary, codepoint, is_text, marked
+from devloop.core.errors import DevLoopError
+from devloop.core.loop import approve, request_changes
 from devloop.fleet.control import current_epoch
 from devloop.fleet.dispatch import release_dependents, start_fixing
 from devloop.fleet.marks import export_marks
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.retest import passed_again
 from devloop.ledgers import Timeline
-from devloop.loop import approve, request_changes
 from devloop.roles.context import reviews_path
 from devloop.store import RedisStore, UnitState, promote_memory
 from devloop.store.filesets import files_digest

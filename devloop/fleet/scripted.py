@@ -12,14 +12,14 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from devloop import dag
+from devloop.core import dag
+from devloop.core.loop import waiting_again
 from devloop.fleet.control import current_epoch
 from devloop.fleet.dispatch import start_units_again
 from devloop.fleet.marks import export_marks, is_scripted
 from devloop.fleet.messages import Dispatch
 from devloop.ledgers import Timeline
-from devloop.loop import waiting_again
-from devloop.project import Project
+from devloop.project.load import Project
 from devloop.store import RedisStore, UnitState
 
 WHY = "passed under scripted turns (--llm stub)"

@@ -13,7 +13,7 @@ import hashlib
 import hmac
 import time
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
 
 HEADER = "X-DevLoop-Signature"
 TOLERANCE_S = 300  # how far a call's timestamp may be from the receiver's clock

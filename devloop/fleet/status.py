@@ -12,13 +12,13 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
 
+from devloop.core.loop import awaited_tester_try
+from devloop.core.models import CodeCoverage
 from devloop.fleet.control import Control, read_control
 from devloop.fleet.marks import is_scripted, note_llm
 from devloop.fleet.money import resume_cap
 from devloop.fleet.records import StepRecord, environment_error, steps_of
 from devloop.fleet.why import next_steps, reason, rerun_green
-from devloop.loop import awaited_tester_try
-from devloop.models import CodeCoverage
 from devloop.store import RedisStore, UnitState
 from devloop.store.leases import lease_names
 from devloop.store.protocols import StepRecordStore

@@ -18,8 +18,10 @@ import redis
 
 from devloop.agent.loop import INVALID, REFUSED
 from devloop.agent.tools import ProgressEvent
-from devloop.config import Settings
-from devloop.errors import DevLoopError
+from devloop.core.config import Settings
+from devloop.core.errors import DevLoopError
+from devloop.core.loop import recovered
+from devloop.core.models import Failure, RunResult
 from devloop.fleet.control import MeteredProvider, StopFlag, stop_reason
 from devloop.fleet.dispatch import TERMINAL, decide_after
 from devloop.fleet.failures import (
@@ -44,8 +46,6 @@ from devloop.fleet.records import (
     save_step,
 )
 from devloop.llm.base import LLMProvider
-from devloop.loop import recovered
-from devloop.models import Failure, RunResult
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester

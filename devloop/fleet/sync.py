@@ -19,7 +19,7 @@ from devloop.fleet.marks import export_marks
 from devloop.fleet.money import from_nano
 from devloop.fleet.records import StepRecord, append_steps, export_steps, write_steps
 from devloop.fleet.wipe import agent_state_names
-from devloop.safedir import Dir
+from devloop.safe.safedir import Dir
 from devloop.store import RedisStore
 from devloop.store.export import check_target, write_atomic
 from devloop.store.filesets import safe_relpath

@@ -22,7 +22,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from devloop.errors import Problem
+from devloop.core.errors import Problem
 from devloop.fleet import signing
 from devloop.fleet.control import read_control
 from devloop.fleet.dispatch import CANCELLED

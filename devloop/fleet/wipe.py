@@ -18,18 +18,18 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from devloop import dag
+from devloop.core import dag
+from devloop.core.models import MUTATION_FILE
 from devloop.fleet.control import bump_epoch, export_spend
 from devloop.fleet.marks import export_marks
 from devloop.fleet.records import export_steps
 from devloop.ledgers import Timeline
-from devloop.models import MUTATION_FILE
 from devloop.roles.context import handoff_path, reviews_path
 from devloop.roles.services import ROLE_STATE_TAILS, role_state_name
 from devloop.roles.tester import checked_path
 from devloop.roles.verify import baseline_path
-from devloop.safedir import Dir
-from devloop.safetree import remove_tree
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import remove_tree
 from devloop.store import RedisStore, UnitState
 from devloop.store.project import pending_prefix
 from devloop.store.snapshot import AGENT_STATE_DIR, MEMORY_DIR

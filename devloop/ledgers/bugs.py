@@ -27,9 +27,9 @@ from collections.abc import Collection, Iterable
 
 from pydantic import ValidationError
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
+from devloop.core.models import Bug, BugOpen, BugStatus, BugTransition
 from devloop.ledgers.sink import AppendSink, Clock, dumps_line, iso_z, read_json_lines, utc_now
-from devloop.models import Bug, BugOpen, BugStatus, BugTransition
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
+from devloop.core.models import CoderDecision
 from devloop.ledgers.sink import AppendSink, Clock, FileSink, iso_z, utc_now
-from devloop.models import CoderDecision
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from devloop.safedir import Dir, Refused, describe
+from devloop.safe.safedir import Dir, Refused, describe
 
 log = logging.getLogger(__name__)
 

@@ -6,8 +6,8 @@ import logging
 
 from pydantic import ValidationError
 
+from devloop.core.models import TimelineEvent
 from devloop.ledgers.sink import AppendSink, Clock, dumps_line, iso_z, read_json_lines, utc_now
-from devloop.models import TimelineEvent
 
 log = logging.getLogger(__name__)
 

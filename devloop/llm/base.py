@@ -23,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
 
 StopReason = Literal[
     "end_turn",

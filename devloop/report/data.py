@@ -14,17 +14,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from devloop import dag
-from devloop.errors import Problem, ProjectInvalid
-from devloop.fleet.control import SPEND_FILE
-from devloop.fleet.records import STEPS_FILE, StepRecord
-from devloop.fleet.why import blocked_by_code, story
-from devloop.ids import check_id
-from devloop.jsonfile import parse_json, validate_model
-from devloop.ledgers import BugLedger, DirSink, parse_coder_log
-from devloop.ledgers.sink import read_json_lines
-from devloop.ledgers.timeline import LOOP_AGENT
-from devloop.models import (
+from devloop.core import dag
+from devloop.core.errors import Problem, ProjectInvalid
+from devloop.core.ids import check_id
+from devloop.core.models import (
     MUTATION_FILE,
     Bug,
     CoderDecision,
@@ -32,8 +25,15 @@ from devloop.models import (
     TimelineEvent,
     UnitsFile,
 )
+from devloop.fleet.control import SPEND_FILE
+from devloop.fleet.records import STEPS_FILE, StepRecord
+from devloop.fleet.why import blocked_by_code, story
+from devloop.ledgers import BugLedger, DirSink, parse_coder_log
+from devloop.ledgers.sink import read_json_lines
+from devloop.ledgers.timeline import LOOP_AGENT
+from devloop.project.jsonfile import parse_json, validate_model
 from devloop.report.status import derive_statuses
-from devloop.safedir import Dir, Refused
+from devloop.safe.safedir import Dir, Refused
 
 log = logging.getLogger(__name__)
 

@@ -13,14 +13,14 @@ from typing import Any
 
 import jinja2
 
-from devloop import dag
+from devloop.core import dag
 from devloop.fleet.money import usd
 from devloop.report.data import ReportData, gather
 from devloop.report.gantt import BAR_H, LABEL_W, PLOT_W, gantt_layout
 from devloop.report.layout import dag_layout
 from devloop.report.views import attempts, cost_table, wall_time
 from devloop.runners.coverage import describe as describe_coverage
-from devloop.safedir import Dir
+from devloop.safe.safedir import Dir
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 

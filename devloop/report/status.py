@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from devloop import dag
+from devloop.core import dag
 
 STATUSES = ("passed", "blocked", "blocked_upstream", "failed", "in_progress", "pending")
 MOVING = frozenset({"loop_release", "loop_retry_coder", "loop_retry_tester", "loop_resume"})

@@ -6,9 +6,9 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from devloop.core.models import CoderDecision, RunResult, TimelineEvent
 from devloop.fleet.records import StepRecord
 from devloop.fleet.why import rerun_green
-from devloop.models import CoderDecision, RunResult, TimelineEvent
 from devloop.report.data import ReportData, SpendLedger, UnitReport, run_order
 
 _RUN_ATTEMPT = re.compile(r"^run-(\d+)-\d+$")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from devloop.models import Adequacy, CriterionProof
+from devloop.core.models import Adequacy, CriterionProof
 from devloop.roles.coverage import TestBlock, checks_code, covers, values
 
 HOLLOW = (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import re
 
+from devloop.core.models import BugMove, Failure, RunResult
 from devloop.ledgers import BugLedger
-from devloop.models import BugMove, Failure, RunResult
 from devloop.runners.base import decisive_lines
 
 

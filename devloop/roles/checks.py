@@ -8,9 +8,10 @@ from pathlib import Path, PurePosixPath
 
 from devloop.agent.spec import CheckReport
 from devloop.agent.tools import ToolContext
-from devloop.contracts import contract_bridge
-from devloop.errors import CheckInterrupted
-from devloop.models import Adequacy, RunResult
+from devloop.core.contracts import contract_bridge
+from devloop.core.errors import CheckInterrupted
+from devloop.core.models import Adequacy, RunResult
+from devloop.project.workspace import Workspace
 from devloop.roles import adequacy, derive, excerpt, verify
 from devloop.roles import coverage as cov
 from devloop.roles.coder_tools import read_contract
@@ -19,10 +20,9 @@ from devloop.runners import tamper
 from devloop.runners.base import code_sources
 from devloop.runners.coverage import unexecuted_problems
 from devloop.runners.hints import is_useful_hint
-from devloop.safedir import Dir
-from devloop.safetree import Limits, TooMany, walk
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import Limits, TooMany, walk
 from devloop.sandbox import Observation
-from devloop.workspace import Workspace
 
 JS = (".js", ".cjs", ".mjs")
 # A vite build that writes nothing: the fe stack's "dry run" syntax check.

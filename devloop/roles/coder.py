@@ -6,10 +6,10 @@ import threading
 from collections.abc import Callable
 
 from devloop.agent.tools import ProgressEvent
-from devloop.config import Settings
-from devloop.contracts import contract_bridge, hash_contract
+from devloop.core.config import Settings
+from devloop.core.contracts import contract_bridge, hash_contract
+from devloop.core.models import CoderOutput, DecisionSummary, HistoryEntry, RunResult
 from devloop.llm.base import LLMProvider
-from devloop.models import CoderOutput, DecisionSummary, HistoryEntry, RunResult
 from devloop.roles import context, derive, verify
 from devloop.roles.coder_tools import log_facts, read_contract
 from devloop.roles.runtime import (

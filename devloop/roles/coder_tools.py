@@ -10,7 +10,9 @@ from pydantic import BaseModel, Field
 
 from devloop.agent.fs_tools import _check_writable
 from devloop.agent.tools import Tool, ToolContext, ToolResult
-from devloop.contracts import ContractMissingExports, contract_bridge, hash_contract
+from devloop.core.contracts import ContractMissingExports, contract_bridge, hash_contract
+from devloop.core.models import CoderDecision
+from devloop.core.vagueness import is_specific
 from devloop.ledgers import (
     DecisionInvalid,
     DirSink,
@@ -18,11 +20,9 @@ from devloop.ledgers import (
     validate_decision,
 )
 from devloop.ledgers.sink import iso_z, utc_now
-from devloop.models import CoderDecision
-from devloop.owned import OwnedFile
 from devloop.roles import derive, verify
 from devloop.roles.state_tools import services
-from devloop.vagueness import is_specific
+from devloop.safe.owned import OwnedFile
 
 
 class HashContractInput(BaseModel):

@@ -12,8 +12,8 @@ import json
 import re
 from typing import Any
 
+from devloop.core.models import CoderDecision, HistoryEntry, RunResult
 from devloop.ledgers import parse_coder_log
-from devloop.models import CoderDecision, HistoryEntry, RunResult
 from devloop.roles import memory
 from devloop.store import Fence, RedisStore
 

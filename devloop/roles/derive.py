@@ -22,11 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 from devloop.agent.tools import ProgressEvent, ToolContext
-from devloop.contracts import contract_bridge
+from devloop.core.contracts import contract_bridge
+from devloop.core.models import CoderDecision, RunResult, TimelineEvent
 from devloop.ledgers import parse_coder_log
-from devloop.models import CoderDecision, RunResult, TimelineEvent
 from devloop.roles.services import RoleServices
-from devloop.safetree import Limits, TooMany, walk
+from devloop.safe.safetree import Limits, TooMany, walk
 
 SUMMARY_CAP = 500  # timeline_append's limit on a summary, kept for the runtime's too
 CODE_KINDS = ("unit_coded", "code_patched")

@@ -14,7 +14,7 @@ import subprocess
 from functools import cache
 from pathlib import Path
 
-from devloop.resources import data_dir
+from devloop.project.resources import data_dir
 
 TOOLCHAINS = data_dir("toolchains")
 _PYVENV_VERSION = re.compile(r"^version(?:_info)?\s*=\s*(\d+\.\d+\.\d+)", re.M)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import ast
 import re
 
-from devloop.safedir import Dir
-from devloop.safetree import Limits, TooMany, walk
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import Limits, TooMany, walk
 
 MAX_FILES = 30
 MAX_LINE = 300

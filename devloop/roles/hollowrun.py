@@ -10,15 +10,15 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from devloop.config import Settings
-from devloop.models import Adequacy
+from devloop.core.config import Settings
+from devloop.core.models import Adequacy
 from devloop.roles import adequacy, checks
 from devloop.roles import coverage as cov
 from devloop.roles.adequacy import Claims
 from devloop.runners.base import TIMEOUT_S, RunOutcome, TestRunner
 from devloop.runners.hollow import copy_unit
-from devloop.safetree import TooMany
-from devloop.views import make_view, remove_view
+from devloop.safe.safetree import TooMany
+from devloop.sandbox.viewdir import make_view, remove_view
 
 
 def hollow_check(

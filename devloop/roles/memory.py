@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from devloop.ids import is_valid_id
+from devloop.core.ids import is_valid_id
 from devloop.roles.coverage import words
 
 TOP = 5

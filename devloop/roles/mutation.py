@@ -14,13 +14,13 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devloop.config import Settings
-from devloop.models import MUTATION_FILE
+from devloop.core.config import Settings
+from devloop.core.models import MUTATION_FILE
 from devloop.runners import mutants_py
 from devloop.runners.base import TIMEOUT_S, TestRunner
 from devloop.runners.hollow import code_sources, copy_unit
-from devloop.safedir import Dir
-from devloop.views import make_view, remove_view
+from devloop.safe.safedir import Dir
+from devloop.sandbox.viewdir import make_view, remove_view
 
 
 @dataclass

@@ -18,11 +18,13 @@ from devloop.agent.result import SessionResult
 from devloop.agent.spec import Budgets, CheckReport, SessionSpec
 from devloop.agent.tools import ProgressEvent, ToolContext
 from devloop.agent.transcript import identity
-from devloop.config import Settings
+from devloop.core.config import Settings
+from devloop.core.loop import attempts_left
+from devloop.core.models import HistoryEntry, UnitSpec
 from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
-from devloop.loop import attempts_left
-from devloop.models import HistoryEntry, UnitSpec
+from devloop.project.stacks import StackMounts, stack_sandbox
+from devloop.project.workspace import CommitOutcome, Workspace
 from devloop.roles import checks, context, environment, excerpt, verify
 from devloop.roles.adequacy import Claims
 from devloop.roles.live_output import LiveOutput
@@ -31,11 +33,9 @@ from devloop.roles.services import RoleServices
 from devloop.runners.base import TIMEOUT_S, TestRunner
 from devloop.runners.pytest import PytestRunner
 from devloop.runners.vitest import VitestRunner
-from devloop.stacks import StackMounts, stack_sandbox
 from devloop.store import Fence, ProjectRecord, RedisStore, UnitSource
 from devloop.upstream.mount import mount_upstream
 from devloop.upstream.names import import_examples
-from devloop.workspace import CommitOutcome, Workspace
 
 Role = Literal["coder", "tester"]
 # Sessions that ended for good commit their work; a recoverable one keeps it in its
@@ -430,7 +430,7 @@ def run_session(
 
 
 def _render(name: str, variables: dict[str, object]) -> str:
-    from devloop.prompts import render
+    from devloop.project.prompts import render
 
     return render(name, **variables)
 

@@ -8,12 +8,12 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from devloop.config import Settings
+from devloop.core.config import Settings
+from devloop.core.models import RunResult, UnitsFile
 from devloop.ledgers import BugLedger, Timeline
-from devloop.models import RunResult, UnitsFile
-from devloop.owned import OwnedFiles
 from devloop.roles.adequacy import Claims
 from devloop.runners.base import TestRunner
+from devloop.safe.owned import OwnedFiles
 from devloop.sandbox.process import OutputSink
 from devloop.upstream.mount import Upstream
 

@@ -7,7 +7,7 @@ import json
 from pydantic import BaseModel
 
 from devloop.agent.tools import Tool, ToolContext, ToolResult
-from devloop.errors import CheckInterrupted
+from devloop.core.errors import CheckInterrupted
 from devloop.roles.checks import syntax_command, syntax_problems
 from devloop.roles.state_tools import services
 

@@ -11,9 +11,9 @@ from pathlib import Path
 from devloop.agent.result import SessionResult
 from devloop.agent.tools import ProgressEvent
 from devloop.agent.untrusted import wrap_untrusted
-from devloop.config import Settings
+from devloop.core.config import Settings
+from devloop.core.models import BugMove, RunResult, RunSummary, TesterOutput
 from devloop.llm.base import LLMProvider
-from devloop.models import BugMove, RunResult, RunSummary, TesterOutput
 from devloop.roles import adequacy, checks, context, coverage, derive
 from devloop.roles.runtime import (
     COMMITTING,

@@ -8,8 +8,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from devloop.agent.tools import ProgressEvent, Tool, ToolContext, ToolResult
+from devloop.core.models import RunResult
 from devloop.ledgers import BugNotOwned, BugTransitionError
-from devloop.models import RunResult
 from devloop.roles.checks import code_names
 from devloop.roles.state_tools import services
 from devloop.roles.testrun import run_and_record, write_result

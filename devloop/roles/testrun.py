@@ -6,8 +6,8 @@ import json
 from contextlib import nullcontext
 from pathlib import Path
 
-from devloop.config import load_settings
-from devloop.models import RunResult
+from devloop.core.config import load_settings
+from devloop.core.models import RunResult
 from devloop.roles.bugbridge import bridge_run
 from devloop.roles.hollowrun import hollow_check
 from devloop.roles.services import RoleServices

@@ -21,10 +21,10 @@ from typing import Any
 
 from devloop.agent.stuck import TestTally
 from devloop.agent.tools import ToolContext
-from devloop.models import RunResult
+from devloop.core.models import RunResult
 from devloop.roles.services import RoleServices
 from devloop.runners.base import TIMEOUT_S
-from devloop.safetree import Limits, TooMany, remove_tree, walk
+from devloop.safe.safetree import Limits, TooMany, remove_tree, walk
 
 PREFIX = "verify"
 

@@ -21,9 +21,8 @@ from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pydantic import BaseModel, ConfigDict
 
-from devloop.cachedir import cache_root
-from devloop.config import load_settings
-from devloop.models import (
+from devloop.core.config import load_settings
+from devloop.core.models import (
     SEED_COUNT,
     CodeCoverage,
     Failure,
@@ -37,8 +36,9 @@ from devloop.models import (
 from devloop.runners import tamper, timing
 from devloop.runners.channel import Records
 from devloop.runners.verdict import DISAGREE
-from devloop.safedir import Dir
-from devloop.safetree import TooMany, walk
+from devloop.safe.cachedir import cache_root
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import TooMany, walk
 from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
 from devloop.sandbox.process import OutputSink
@@ -189,7 +189,7 @@ class Parsed:
     passed: set[str] = field(default_factory=set)
     failed: set[str] = field(default_factory=set)
     not_run: NotRun | None = None  # test files the run left out, and why
-    # Each test's outcome (devloop.models.TestOutcome), by the same names: result.json's
+    # Each test's outcome (devloop.core.models.TestOutcome), by the same names: result.json's
     # `outcomes` and `statuses`.
     outcomes: dict[str, str] = field(default_factory=dict)
 

@@ -24,10 +24,10 @@ from collections.abc import Callable
 from pathlib import PurePosixPath
 from typing import Any
 
-from devloop.models import CodeCoverage, FileCoverage
+from devloop.core.models import CodeCoverage, FileCoverage
 from devloop.roles.excerpt import js_exports
 from devloop.runners.base import RunSpec
-from devloop.safedir import Dir
+from devloop.safe.safedir import Dir
 
 PY_JSON = "coverage.json"
 # The data file lives on the sandbox's private /tmp: only the json report is kept.

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from devloop.core.vagueness import is_specific
 from devloop.runners.base import PY_FRAME, Frame, code_frame, frame_in_tests
-from devloop.vagueness import is_specific
 
 # An exception class, known by its last dotted name (pytest prints `edge.EdgeError`,
 # `boltons.urlutils.URLParseError` for classes outside builtins): `…Error`, `…Exception`,

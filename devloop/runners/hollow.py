@@ -15,8 +15,8 @@ from pathlib import Path
 
 from devloop.runners.channel import HOLLOW_SCRIPT
 from devloop.runners.hollow_py import HollowError, hollow_python
-from devloop.safedir import Dir
-from devloop.safetree import walk
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import walk
 from devloop.sandbox import Sandbox
 
 NODE_SOURCES = (".js", ".cjs", ".mjs", ".ts", ".mts", ".cts", ".jsx", ".tsx", ".vue")

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
 
 GUARD = "__devloop_hollow__"
 NOTHING = "__devloop_nothing__"

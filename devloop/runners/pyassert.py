@@ -14,8 +14,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from devloop.safedir import Dir
-from devloop.safetree import Limits, TooMany, walk
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import Limits, TooMany, walk
 
 # An assertion line of pytest's message, after any message of the test's own.
 _ASSERT_LINE = re.compile(r"^(?:AssertionError: )?assert (.+)$", re.M)

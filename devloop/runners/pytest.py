@@ -30,7 +30,7 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from devloop.models import Failure, RunSummary
+from devloop.core.models import Failure, RunSummary
 from devloop.runners import coverage as cov
 from devloop.runners.base import (
     SLOT_WAIT_S,

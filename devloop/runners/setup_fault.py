@@ -16,8 +16,8 @@ import re
 from functools import cache
 from pathlib import Path
 
-from devloop.resources import data_dir
-from devloop.safedir import Dir
+from devloop.project.resources import data_dir
+from devloop.safe.safedir import Dir
 
 REQUIREMENTS = data_dir("toolchains") / "python" / "requirements.txt"
 _MISSING_FIXTURE = re.compile(r"fixture '(\w+)' not found")

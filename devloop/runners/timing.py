@@ -27,7 +27,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from devloop.models import Failure, RunResult
+from devloop.core.models import Failure, RunResult
 from devloop.runners.channel import Mark, Records
 from devloop.runners.tamper import LOOP_IN_CODE
 from devloop.sandbox import Observation

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from devloop.models import SEED_COUNT
+from devloop.core.models import SEED_COUNT
 
 DISAGREE = "report and exit status disagree"
-# A test's outcome (devloop.models.TestOutcome); SEED_COUNT folds it into the seed's three.
+# A test's outcome (devloop.core.models.TestOutcome); SEED_COUNT folds it into the seed's three.
 Outcome = str
 
 

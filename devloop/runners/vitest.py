@@ -27,7 +27,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
-from devloop.models import Failure, NotRun, RunSummary
+from devloop.core.models import Failure, NotRun, RunSummary
 from devloop.runners import coverage as cov
 from devloop.runners.base import (
     SLOT_WAIT_S,
@@ -67,8 +67,8 @@ from devloop.runners.vitest_detail import (
     type_test_files,
     whole_value,
 )
-from devloop.safedir import Dir
-from devloop.safetree import TooMany, walk
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import TooMany, walk
 from devloop.sandbox import Observation, Sandbox
 from devloop.sandbox.process import OutputSink
 from devloop.sandbox.slots import run_slot

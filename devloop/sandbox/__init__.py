@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.sandbox.bare import BareSandbox
 from devloop.sandbox.base import (
     REFUSED_EXIT,

@@ -8,9 +8,8 @@ import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from devloop.config import Settings
-from devloop.jsonguard import check_command
-from devloop.safedir import Dir
+from devloop.core.config import Settings
+from devloop.safe.safedir import Dir
 from devloop.sandbox.base import (
     Limits,
     Observation,
@@ -22,6 +21,7 @@ from devloop.sandbox.base import (
     sandbox_path,
     view_relative,
 )
+from devloop.sandbox.jsonguard import check_command
 from devloop.sandbox.process import OutputSink, limit_setter, run_process
 from devloop.sandbox.weight import sandbox_group
 

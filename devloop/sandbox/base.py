@@ -12,12 +12,12 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict
 
-from devloop.cachedir import ensure_public_dir as ensure_public_dir
-from devloop.config import Settings
-from devloop.safedir import Dir
-from devloop.safetree import Limits as WalkLimits
-from devloop.safetree import TooMany, walk
-from devloop.views import make_view
+from devloop.core.config import Settings
+from devloop.safe.cachedir import ensure_public_dir as ensure_public_dir
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import Limits as WalkLimits
+from devloop.safe.safetree import TooMany, walk
+from devloop.sandbox.viewdir import make_view
 
 # Where the view is mounted inside the sandbox; `cwd` and `writable` are relative to it.
 SANDBOX_ROOT = PurePosixPath("/project")
@@ -264,5 +264,5 @@ def reachable_by(path: Path, uid: int, gid: int) -> Path | None:
 
 
 def new_view_dir(settings: Settings, prefix: str = "view-") -> Path:
-    """A fresh, locked scratch dir for a view (see devloop.views.make_view)."""
+    """A fresh, locked scratch dir for a view (see devloop.sandbox.viewdir.make_view)."""
     return make_view(settings, prefix)

@@ -11,11 +11,10 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path, PurePosixPath
 
-from devloop.cachedir import cache_root
-from devloop.config import Settings
-from devloop.errors import SandboxUnavailable
-from devloop.jsonguard import check_command
-from devloop.safedir import Dir
+from devloop.core.config import Settings
+from devloop.core.errors import SandboxUnavailable
+from devloop.safe.cachedir import cache_root
+from devloop.safe.safedir import Dir
 from devloop.sandbox.base import (
     SANDBOX_ROOT,
     Limits,
@@ -32,6 +31,7 @@ from devloop.sandbox.base import (
 )
 from devloop.sandbox.cgroups import say_once
 from devloop.sandbox.etc import HOSTNAME, sandbox_etc
+from devloop.sandbox.jsonguard import check_command
 from devloop.sandbox.process import OutputSink, limit_setter, run_process
 from devloop.sandbox.syscalls import filter_bpf, filter_fd
 from devloop.sandbox.weight import sandbox_group

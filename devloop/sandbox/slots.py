@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from devloop.private import NotPrivate, make_private_dir
+from devloop.safe.private import NotPrivate, make_private_dir
 
 log = logging.getLogger(__name__)
 

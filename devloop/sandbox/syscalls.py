@@ -19,7 +19,7 @@ import functools
 import os
 from types import ModuleType
 
-from devloop.errors import SandboxUnavailable
+from devloop.core.errors import SandboxUnavailable
 
 # Denied outright (EPERM). Names this libseccomp does not know are skipped (a newer call on
 # an older library); the ones the sandbox test probes are known to every libseccomp 2.5.

@@ -15,14 +15,14 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from devloop import dag
-from devloop.errors import DevLoopError, Problem
-from devloop.ids import is_valid_id, valid_form
+from devloop.core import dag
+from devloop.core.errors import DevLoopError, Problem
+from devloop.core.ids import is_valid_id, valid_form
+from devloop.core.models import Stack, UnitKind
+from devloop.core.suggest import closest, closest_id
 from devloop.llm.stub.yamlmarks import ScriptInvalid, read_yaml
-from devloop.models import Stack, UnitKind
+from devloop.project.yamlindent import Misindent, described, misindented
 from devloop.scaffold.spec import FIXES, NewProject, NewUnit
-from devloop.suggest import closest, closest_id
-from devloop.yamlindent import Misindent, described, misindented
 
 Lines = Mapping[tuple[str, ...], int]
 ALLOWED: dict[str, tuple[str, ...]] = {
@@ -209,7 +209,7 @@ def _from_pydantic(err: ErrorDetails, source: str, lines: Lines) -> tuple[int, P
         choices = ", ".join(ALLOWED[name])
         message = f"{_shown(value)} is not one of {choices}"
         fix = f"use one of {choices}" + (f" ({KIND_MEANINGS})" if name == "kind" else "")
-    elif kind == "invalid_id":  # the id rule of devloop.ids, the same as units.json's
+    elif kind == "invalid_id":  # the id rule of devloop.core.ids, the same as units.json's
         message, fix = err["msg"], str(err.get("ctx", {}).get("fix"))
     elif kind == "too_short":
         message = "empty: at least one entry is needed"

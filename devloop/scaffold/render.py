@@ -6,7 +6,7 @@ import html
 import json
 from typing import Any
 
-from devloop.contracts import hash_contract
+from devloop.core.contracts import hash_contract
 from devloop.scaffold.spec import NewProject, NewUnit
 
 SDD_DIR = "sdd/mvcp"

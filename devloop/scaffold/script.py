@@ -23,9 +23,9 @@ from typing import Any
 
 import yaml
 
-from devloop.contracts import hash_contract
-from devloop.models import UnitEntry
-from devloop.project import Project, load_project
+from devloop.core.contracts import hash_contract
+from devloop.core.models import UnitEntry
+from devloop.project.load import Project, load_project
 from devloop.scaffold.trivial_common import TrivialUnit
 from devloop.scaffold.trivial_node import node_unit
 from devloop.scaffold.trivial_python import python_unit

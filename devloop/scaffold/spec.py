@@ -25,8 +25,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from devloop.ids import CompanyId, ProjectId, UnitId
-from devloop.models import Review, Stack, UnitKind
+from devloop.core.ids import CompanyId, ProjectId, UnitId
+from devloop.core.models import Review, Stack, UnitKind
 
 
 class _Strict(BaseModel):

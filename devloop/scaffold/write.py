@@ -13,9 +13,9 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devloop.errors import Problem
-from devloop.project import load_project
-from devloop.safedir import Dir, Refused, describe
+from devloop.core.errors import Problem
+from devloop.project.load import load_project
+from devloop.safe.safedir import Dir, Refused, describe
 from devloop.scaffold.check import SpecInvalid, parse_spec
 from devloop.scaffold.render import render_project
 from devloop.scaffold.script import SCRIPT_FILE, dump_script, trivial_script

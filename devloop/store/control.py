@@ -11,8 +11,8 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from devloop.core.ids import check_id
 from devloop.fleet.money import from_nano, to_nano
-from devloop.ids import check_id
 from devloop.store.base import StoreBase
 from devloop.store.keys import EVENTS_MAXLEN
 

@@ -8,11 +8,11 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
-from devloop.artifacts import name_refusal
-from devloop.ids import check_id
-from devloop.models import UnitsFile
-from devloop.safedir import Dir, Refused, describe
-from devloop.safetree import Limits, TooMany, walk
+from devloop.core.artifacts import name_refusal
+from devloop.core.ids import check_id
+from devloop.core.models import UnitsFile
+from devloop.safe.safedir import Dir, Refused, describe
+from devloop.safe.safetree import Limits, TooMany, walk
 from devloop.store import ondisk
 from devloop.store.base import StoreBase, decode_hash
 from devloop.store.filesets import UnsafePath, files_digest, safe_relpath

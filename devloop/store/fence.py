@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
 
 LOST = "DEVLOOP_LEASE_LOST"
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devloop.errors import FileTooLarge
+from devloop.core.errors import FileTooLarge
 from devloop.store.base import StoreBase, decode_hash
 from devloop.store.fence import Fence, fenced
 from devloop.store.filesets import safe_relpath, too_large

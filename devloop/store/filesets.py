@@ -6,7 +6,7 @@ import hashlib
 from collections.abc import Mapping
 from pathlib import PurePosixPath
 
-from devloop.errors import DevLoopError, FileTooLarge
+from devloop.core.errors import DevLoopError, FileTooLarge
 
 CAP_SETTING = "DEVLOOP_FILE_CAP_BYTES"
 

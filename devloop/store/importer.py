@@ -10,7 +10,7 @@ from typing import Any, cast
 import redis
 from redis.client import Pipeline
 
-from devloop.project import Project
+from devloop.project.load import Project
 from devloop.store import ondisk, scripts
 from devloop.store.base import StoreBase, decode_hash
 from devloop.store.filesets import files_digest

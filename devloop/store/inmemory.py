@@ -15,8 +15,8 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from devloop.core.ids import check_id
 from devloop.fleet.money import from_nano, to_nano
-from devloop.ids import check_id
 from devloop.store.control import Control, control_from, total_usd
 from devloop.store.fence import Fence, LeaseLost
 from devloop.store.keys import EVENTS_MAXLEN, Keys

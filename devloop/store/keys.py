@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from devloop.ids import check_id
+from devloop.core.ids import check_id
 
 ROOT = "devloop"
 Ledger = Literal["bugs", "timeline"]

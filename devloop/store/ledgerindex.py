@@ -21,7 +21,7 @@ from typing import Any
 
 import redis
 
-from devloop.ids import is_valid_id
+from devloop.core.ids import is_valid_id
 from devloop.store import scripts
 from devloop.store.fence import Fence, fenced
 from devloop.store.keys import Keys, Ledger

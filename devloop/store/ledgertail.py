@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from devloop.ledgers.sink import DirSink
-from devloop.safedir import Dir
+from devloop.safe.safedir import Dir
 from devloop.store.base import StoreBase
 from devloop.store.export import check_target, write_atomic
 from devloop.store.keys import LEDGERS

@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 
 import anyio
 
-from devloop.ids import check_id
+from devloop.core.ids import check_id
 from devloop.store.keys import EVENTS_MAXLEN
 from devloop.store.live import Entry, EventsRead, SharedRead, UnitRead
 from devloop.store.live import after as later

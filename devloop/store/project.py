@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from functools import cached_property
 from typing import Any, TypeVar
 
-from devloop import dag
-from devloop.ids import check_id
-from devloop.models import Stack, UnitsFile, UnitSpec
+from devloop.core import dag
+from devloop.core.ids import check_id
+from devloop.core.models import Stack, UnitsFile, UnitSpec
 from devloop.store.base import StoreBase, decode_hash, text
 from devloop.store.fence import Fence, fenced_call
 from devloop.store.filesets import safe_relpath

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from devloop.errors import DevLoopError
-from devloop.models import UnitState, UnitStatus  # the loop's pure model, kept here as JSON
+from devloop.core.errors import DevLoopError
+from devloop.core.models import UnitState, UnitStatus  # the loop's pure model, kept here as JSON
 
 __all__ = ["CommitResult", "ImportReport", "ProjectNotImported", "UnitFiles", "UnitState",
            "UnitStatus"]

@@ -12,10 +12,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from devloop.artifacts import content_fault, name_refusal, refused_dir
-from devloop.errors import FileTooLarge, Problem, ProjectInvalid
-from devloop.project import Project
-from devloop.sdd import section_document
+from devloop.core.artifacts import content_fault, name_refusal, refused_dir
+from devloop.core.errors import FileTooLarge, Problem, ProjectInvalid
+from devloop.core.sdd import section_document
+from devloop.project.load import Project
 from devloop.store.filesets import too_large
 from devloop.store.keys import LEDGERS, Ledger
 from devloop.store.ondisk import TEMP_NAME
@@ -64,7 +64,7 @@ def read_snapshot(project: Project, cap: int) -> Snapshot:
     """Read everything an import stores; FileTooLarge before reading a unit past the cap,
     ProjectInvalid when code/ or tests/ hold a file that is not source text.
 
-    Artifacts (devloop/artifacts.py: a `.git`, a `__pycache__`, a `.so`) are left out and
+    Artifacts (devloop/core/artifacts.py: a `.git`, a `__pycache__`, a `.so`) are left out and
     listed in `dropped`: they are never the project's source, and a unit never holds one.
     A file whose name says source but whose content is not text refuses the import: it
     is the user's to fix, and leaving it out would change the program unseen.
@@ -151,7 +151,7 @@ def walk_files(base: Path, artifacts: list[tuple[str, str]] | None = None) -> di
     """Regular files under base by posix path relative to it; symlinks are not followed,
     and a killed writer's temporary files are not files of the project.
 
-    Given `artifacts`, what devloop.artifacts refuses by name is left out and listed there
+    Given `artifacts`, what devloop.core.artifacts refuses by name is left out and listed there
     as (path, why): a refused dir once (`code/.git/`), never entered.
     """
     found: dict[str, Path] = {}

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from devloop.models import UnitSpec
+from devloop.core.models import UnitSpec
 from devloop.store.base import decode_hash, text
 from devloop.store.project import ProjectMixin, ProjectRecord
 from devloop.store.records import UnitFiles

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devloop.redis_server import connect
+from devloop.server.redis_server import connect
 from devloop.store.base import DEFAULT_FILE_CAP
 from devloop.store.control import ControlMixin
 from devloop.store.export import ExportMixin

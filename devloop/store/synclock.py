@@ -16,9 +16,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from devloop.embedded import STATE_DIR, private_state_dir
-from devloop.errors import DevLoopError
-from devloop.private import NotPrivate
+from devloop.core.errors import DevLoopError
+from devloop.safe.private import NotPrivate
+from devloop.server.embedded import STATE_DIR, private_state_dir
 
 LOCK = "sync.lock"
 WAIT_S = 300.0

@@ -22,16 +22,16 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
-from devloop import dag
-from devloop.config import Settings
-from devloop.project import Project
-from devloop.safedir import Dir, Refused, describe
+from devloop.core import dag
+from devloop.core.config import Settings
+from devloop.project.load import Project
+from devloop.safe.safedir import Dir, Refused, describe
 from devloop.sandbox import Observation, Sandbox
+from devloop.sandbox.viewdir import make_view, remove_view
 from devloop.upstream.folder import folder_status, unit_files
 from devloop.upstream.layout import UnitCode, node_main, node_tree, python_tree
 from devloop.upstream.mount import unit_code
 from devloop.upstream.names import NODE_SCOPE, node_package, python_module
-from devloop.views import make_view, remove_view
 
 RUNTIME_PACKAGES = ("express", "better-sqlite3", "vue")  # what the units' code may require
 _BARE = re.compile(r"""(?:require\s*\(\s*|\bfrom\s+|\bimport\s+)['"]([^'"./][^'"]*)['"]""")

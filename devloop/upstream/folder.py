@@ -11,13 +11,13 @@ import json
 import re
 from pathlib import Path
 
-from devloop import dag
-from devloop.config import Settings
-from devloop.project import Project
+from devloop.core import dag
+from devloop.core.config import Settings
+from devloop.project.load import Project
 from devloop.runners.base import code_digest
-from devloop.safedir import Dir
-from devloop.safetree import Limits as WalkLimits
-from devloop.safetree import TooMany, walk
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import Limits as WalkLimits
+from devloop.safe.safetree import TooMany, walk
 from devloop.upstream.mount import Upstream, lay_out, scope_for
 
 _RUN = re.compile(r"run-(\d+)-(\d+)")

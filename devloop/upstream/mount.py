@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from devloop import dag
-from devloop.artifacts import name_refusal
-from devloop.config import Settings
-from devloop.models import UnitsFile
-from devloop.safedir import Dir
+from devloop.core import dag
+from devloop.core.artifacts import name_refusal
+from devloop.core.config import Settings
+from devloop.core.models import UnitsFile
+from devloop.safe.safedir import Dir
+from devloop.sandbox.viewdir import make_view, remove_view
 from devloop.store import RedisStore
 from devloop.upstream.imports import Scope, import_problems
 from devloop.upstream.layout import UnitCode, tree_for
-from devloop.views import make_view, remove_view
 
 ROOT = PurePosixPath("/upstream")  # where the tree is bound in a run's sandbox
 PYTHON_PATH = str(ROOT / "python")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.store import RedisStore
 from tests.agent.harness import Harness, MakeHarness, build
 

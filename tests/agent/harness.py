@@ -15,16 +15,16 @@ from devloop.agent.reassess import make_reassess
 from devloop.agent.spec import Budgets, SelfCheck, SessionSpec
 from devloop.agent.stuck import StuckThresholds
 from devloop.agent.tools import ProgressEvent, ToolContext
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.project import load_project
+from devloop.project.load import load_project
+from devloop.project.workspace import Workspace
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
 from devloop.sandbox import make_sandbox
 from devloop.store import RedisStore
-from devloop.workspace import Workspace
 
 PID, UNIT = "p-todo", "todo-be"
 KEY = f"coder.{PID}.{UNIT}"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from devloop.config import load_settings
+from devloop.core.config import load_settings
 from devloop.store import RedisStore
 from tests.agent.harness import rig
 

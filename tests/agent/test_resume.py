@@ -7,7 +7,7 @@ import subprocess
 import sys
 import time
 
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from tests.agent.harness import KEY, PID, UNIT, MakeHarness
 from tests.agent.test_loop import script, text, tool
 from tests.leftovers import views_of_killed_processes

@@ -20,9 +20,9 @@ from pathlib import Path
 
 import yaml
 
-from devloop.embedded import running_server
+from devloop.core.models import BugOpen, RunResult
 from devloop.ledgers import BugLedger, FileSink, Timeline, parse_coder_log
-from devloop.models import BugOpen, RunResult
+from devloop.server.embedded import running_server
 from devloop.store import RedisStore
 from devloop.store.filesets import files_digest
 from devloop.store.snapshot import walk_files

@@ -20,7 +20,7 @@ import uvicorn
 
 from devloop.console import Callbacks, ConsoleConfig, make_app
 from devloop.console.hub import Hubs
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build
 

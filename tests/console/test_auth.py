@@ -22,7 +22,7 @@ from devloop.console import Callbacks, ConsoleConfig, make_app
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.messages import Dispatch
 from devloop.ledgers import Timeline
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from tests.console.conftest import free_port
 from tests.fleet.builder import UnitPlan, build

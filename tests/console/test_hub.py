@@ -18,7 +18,7 @@ from devloop.console.shape import Shapes
 from devloop.console.sse import Position
 from devloop.console.summary import Summary
 from devloop.fleet.dispatch import block_downstream
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from devloop.store.keys import EVENTS_MAXLEN
 from tests.console.served import Reader, layered, serve, wait_for

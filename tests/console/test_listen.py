@@ -17,7 +17,7 @@ import pytest
 
 from devloop.console.listen import ListenFailed, listen
 from devloop.fleet.dispatch import enqueue_project
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.console.squatter import Squatter, get, opener
 from tests.fleet.builder import UnitPlan, build
@@ -137,7 +137,7 @@ def test_the_stub_llm_default_port_is_not_the_console_default() -> None:
     from typer.main import get_command
 
     from devloop.cli.commands import app
-    from devloop.config import Settings
+    from devloop.core.config import Settings
 
     [port] = [p for p in get_command(app).commands["stub-llm"].params  # type: ignore[attr-defined]
               if p.name == "port"]

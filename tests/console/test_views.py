@@ -11,13 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from devloop import dag
 from devloop.console.shape import Shapes
 from devloop.console.views import unit_view
+from devloop.core import dag
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepRecord, save_step
 from devloop.ledgers import BugLedger, Timeline
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from tests.console.served import layered
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devloop.contracts import hash_contract
+from devloop.core.contracts import hash_contract
 
 CONTRACT = {"exports": {"module": {"code/unit.py": {"value()": "-> 42"}}}, "consumes": []}
 TESTS = "from unit import value\n\n\ndef test_value_returns_42():\n    assert value() == 42\n"

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.failures import StepStopped, StepWaiting
 from devloop.fleet.messages import Dispatch, StepMsg

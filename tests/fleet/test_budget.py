@@ -20,10 +20,10 @@ from devloop.fleet.control import read_control
 from devloop.fleet.money import spent_words, to_nano, usd
 from devloop.fleet.records import steps_of
 from devloop.llm.stub import StubServer
-from devloop.redis_server import RedisServer
 from devloop.report.data import gather
 from devloop.report.render import build_report
 from devloop.report.views import cost_table
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.workers.runproc import SLACK_S, RunProcess, clean_env

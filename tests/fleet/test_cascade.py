@@ -9,8 +9,8 @@ import pytest
 
 from devloop.console.sse import state_events
 from devloop.fleet.dispatch import block_downstream, reconcile, unblock_unit
-from devloop.project import load_project
-from devloop.redis_server import RedisServer
+from devloop.project.load import load_project
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from devloop.store.state import CASCADE_BATCH, event_states
 from tests.fleet.builder import UnitPlan, build

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devloop.config import DEFAULT_PROJECT_MAX_USD
+from devloop.core.config import DEFAULT_PROJECT_MAX_USD
 from devloop.fleet.control import read_control
 from devloop.llm.stub import StubServer
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.workers.runproc import SLACK_S, RunProcess, clean_env

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.fleet.dispatch import resume_blocked
 from devloop.fleet.records import steps_of
 from devloop.ledgers import BugLedger, Timeline, parse_coder_log

@@ -7,7 +7,7 @@ from pathlib import Path
 from devloop.fleet.records import steps_of
 from devloop.ledgers import BugLedger, parse_coder_log
 from devloop.llm.stub import StubServer
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.fleet.records import steps_of
 from devloop.fleet.status import project_status
 from devloop.store import RedisStore

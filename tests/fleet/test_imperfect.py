@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devloop.redis_server import RedisServer
 from devloop.scaffold import scaffold
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.fleet import fleet
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.ledgers import Timeline
 from devloop.store import RedisStore
 from tests.agent.test_infra_flake import FLAKY

@@ -12,7 +12,7 @@ from devloop.fleet.records import StepRecord, save_step, steps_of
 from devloop.fleet.reset import KEPT, ResetPlan, agreed, plan_reset, question, told
 from devloop.fleet.wipe import agent_state_names, reset_in_folder, reset_in_store, role_written
 from devloop.ledgers import Timeline
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, build
 from tests.growth import LINEAR, per_item_growth

@@ -13,7 +13,7 @@ import yaml
 
 from devloop.fleet.records import steps_of
 from devloop.ledgers import BugLedger, Timeline, parse_coder_log
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import MOCK_TESTS, UnitPlan, build, script
 from tests.proctree import kill_tree

@@ -9,6 +9,7 @@ from pathlib import Path
 from devloop.console.render import render as render_page
 from devloop.console.sse import state_event
 from devloop.console.views import project_view, unit_view
+from devloop.core.loop import coder_mode
 from devloop.fleet.dispatch import enqueue_project, reconcile, release_dependents
 from devloop.fleet.marks import MARKS_FILE, export_marks, note_llm, scripted_now
 from devloop.fleet.messages import StepMsg
@@ -16,8 +17,7 @@ from devloop.fleet.records import StepRecord, save_step
 from devloop.fleet.scripted import Rerun, reruns, run_scripted_again
 from devloop.fleet.status import mark_run, project_status
 from devloop.ledgers import Timeline
-from devloop.loop import coder_mode
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.report.data import gather
 from devloop.report.render import render
 from devloop.store import RedisStore, UnitState

@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.fleet.records import steps_of
 from devloop.fleet.steps import run_step
-from devloop.project import load_project
+from devloop.project.load import load_project
+from devloop.project.workspace import Workspace
 from devloop.runners import PytestRunner
 from devloop.sandbox import BwrapSandbox
 from devloop.store import RedisStore
-from devloop.workspace import Workspace
 from tests.fleet.builder import UnitPlan, build, coder_turns
 from tests.fleet.chain import chains
 from tests.plant import (

@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from devloop.core.models import RunResult
 from devloop.fleet.status import load_note
 from devloop.ledgers import BugLedger, Timeline
-from devloop.models import RunResult
-from devloop.redis_server import RedisServer
 from devloop.sandbox.slots import cpu_count
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, _turn, build, script
 from tests.fleet.fleet import fleet

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from devloop.core.models import Bug, BugOpen, BugStatus, BugTransition
 from devloop.ledgers.bugs import BugLedger, BugNotOwned, BugTransitionError
 from devloop.ledgers.sink import FileSink
-from devloop.models import Bug, BugOpen, BugStatus, BugTransition
 
 STATUSES: tuple[BugStatus, ...] = ("open", "fixing", "fixed")
 # The whole table, written out independently of the code under test.

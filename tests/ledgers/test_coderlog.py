@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from devloop.core.models import CoderDecision
 from devloop.ledgers.coderlog import (
     DecisionInvalid,
     append_decision,
@@ -19,7 +20,6 @@ from devloop.ledgers.coderlog import (
     read_decisions,
 )
 from devloop.ledgers.sink import FileSink
-from devloop.models import CoderDecision
 
 # The reflection template of coder-agent-spec.txt, verbatim (there it is indented by two).
 SEED_BLOCK = """\

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from devloop.ledgers.sink import AppendSink, DirSink, FileSink, dumps_line, read_json_lines
-from devloop.safedir import Dir, Refused
+from devloop.safe.safedir import Dir, Refused
 
 WORKERS = 8
 LINES_PER_WORKER = 200

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
 from devloop.llm.base import (
     DEFAULT_PRICES,
     LLMBadRequest,

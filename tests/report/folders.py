@@ -7,10 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from devloop.core.models import Failure, RunResult, RunSummary
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import STEPS_FILE, StepRecord
 from devloop.ledgers import BugLedger, FileSink, Timeline, append_decision
-from devloop.models import Failure, RunResult, RunSummary
 
 T0 = 1_800_000_000.0
 

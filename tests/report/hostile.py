@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devloop.models import Failure
+from devloop.core.models import Failure
 from tests.report.folders import Folder
 
 # Markup in a unit id is refused by the id rule before any report (tests/test_ids.py).

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.errors import ProjectInvalid
+from devloop.core.errors import ProjectInvalid
 from devloop.fleet.control import SPEND_FILE
 from devloop.fleet.money import to_nano
 from devloop.fleet.records import STEPS_FILE

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devloop import dag
+from devloop.core import dag
 from devloop.report.layout import NODE_W, dag_layout
 
 DIAMOND_AND_SKIP = {"a": [], "b": ["a"], "c": ["b"], "d": ["a"], "e": ["c", "d"], "f": []}

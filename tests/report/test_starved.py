@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devloop.models import RunResult, RunSummary
+from devloop.core.models import RunResult, RunSummary
 from devloop.report import build_report
 from tests.report.folders import Folder
 

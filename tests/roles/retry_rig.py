@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
+from devloop.core.models import CoderDecision, CoderOutput, Failure, RunResult, RunSummary
 from devloop.ledgers import format_decision
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.models import CoderDecision, CoderOutput, Failure, RunResult, RunSummary
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest, RoleRun
 from devloop.store import RedisStore

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from devloop.core.models import Failure, RunResult
 from devloop.ledgers.bugs import BugLedger
 from devloop.ledgers.sink import FileSink
-from devloop.models import Failure, RunResult
 from devloop.roles.bugbridge import bridge_run, guess_severity
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.roles import memory
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest

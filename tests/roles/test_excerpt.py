@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from devloop.roles.excerpt import MAX_LINE, code_exports, js_exports
-from devloop.safedir import Dir
+from devloop.safe.safedir import Dir
 
 SERVER = """\
 const express = require('express');

@@ -7,7 +7,7 @@ import os
 import time
 from pathlib import Path
 
-from devloop.config import load_settings
+from devloop.core.config import load_settings
 from tests.roles.test_self_checks import Drive, call, drive, scripted_coder, todolist
 
 __all__ = ["drive"]  # the fixture, shared with the self-check tests

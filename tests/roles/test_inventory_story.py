@@ -13,13 +13,13 @@ from typing import Any
 
 import pytest
 
-from devloop import dag
-from devloop.config import Settings
+from devloop.core import dag
+from devloop.core.config import Settings
+from devloop.core.models import TesterOutput
 from devloop.ledgers import BugLedger, Timeline, parse_coder_log
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.models import TesterOutput
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester

@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
+from devloop.core.models import RunResult
 from devloop.ledgers import BugLedger, Timeline, append_decision, parse_coder_log
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.models import RunResult
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.roles.coder import run_coder
 from devloop.roles.coder_tools import NOT_GIVEN
 from devloop.roles.runtime import RoleRequest

@@ -15,8 +15,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from devloop.core.models import CoderOutput
 from devloop.ledgers import BugLedger, Timeline, parse_coder_log
-from devloop.models import CoderOutput
 from devloop.roles.coder_tools import NOT_GIVEN
 from devloop.store import RedisStore
 from tests.roles.retry_rig import FIXED, PID, T1, T2, UNIT, Retry, retry, write

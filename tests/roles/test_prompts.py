@@ -20,13 +20,13 @@ from jinja2 import meta
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.reassess import make_reassess
 from devloop.agent.spec import SessionSpec
-from devloop.config import Settings
+from devloop.core.config import Settings
+from devloop.core.models import CoderDecision, Failure, HistoryEntry, RunResult, RunSummary
 from devloop.ledgers import format_decision
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.models import CoderDecision, Failure, HistoryEntry, RunResult, RunSummary
-from devloop.project import load_project
-from devloop.prompts import PROMPTS_DIR, render
+from devloop.project.load import load_project
+from devloop.project.prompts import PROMPTS_DIR, render
 from devloop.roles import context
 from devloop.roles.coder import capture_baseline
 from devloop.roles.environment import TOOLCHAINS

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester

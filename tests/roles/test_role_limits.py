@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devloop.config import Settings
-from devloop.project import load_project
+from devloop.core.config import Settings
+from devloop.project.load import load_project
 from devloop.roles.runtime import RoleRequest, prepare
 from devloop.store import RedisStore
 

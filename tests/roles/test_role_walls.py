@@ -15,11 +15,11 @@ import pytest
 
 from devloop.agent.flavors import toolset
 from devloop.agent.tools import ToolContext
-from devloop.config import Settings
+from devloop.core.config import Settings
+from devloop.core.models import RunResult, RunSummary
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepRecord, export_steps, save_step
 from devloop.ledgers import BugLedger, FileSink, Timeline
-from devloop.models import RunResult, RunSummary
 from devloop.report.data import gather
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices

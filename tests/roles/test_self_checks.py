@@ -18,13 +18,13 @@ import pytest
 
 from devloop.agent.loop import REMINDER
 from devloop.agent.tools import ToolContext
-from devloop.config import Settings
-from devloop.contracts import hash_contract
+from devloop.core.config import Settings
+from devloop.core.contracts import hash_contract
+from devloop.core.models import CoderOutput, TesterOutput
 from devloop.ledgers import BugLedger, FileSink, Timeline
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.models import CoderOutput, TesterOutput
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.roles import checks
 from devloop.roles.coder import run_coder
 from devloop.roles.coder_tools import NOT_GIVEN

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from devloop.errors import CheckInterrupted
+from devloop.core.errors import CheckInterrupted
 from devloop.roles.checks import syntax_problems
 from devloop.sandbox import Observation
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.ledgers import BugLedger, parse_coder_log
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester

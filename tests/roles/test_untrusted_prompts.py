@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.fleet.dispatch import decide_after
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepOutcome, StepRecord, save_step
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.roles.coder import run_coder
 from devloop.roles.runtime import RoleRequest
 from devloop.store import RedisStore, UnitState

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.sandbox import BwrapSandbox, new_view_dir
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

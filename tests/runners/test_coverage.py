@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from devloop.config import Settings
-from devloop.models import CodeCoverage, FileCoverage, RunResult
+from devloop.core.config import Settings
+from devloop.core.models import CodeCoverage, FileCoverage, RunResult
 from devloop.runners import PytestRunner, VitestRunner
 from devloop.runners.coverage import (
     describe,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.models import RunResult
+from devloop.core.models import RunResult
 from devloop.roles.tester_tools import RunTestsInput, RunTestsTool
 from devloop.runners import PytestRunner, VitestRunner
 from devloop.runners.tamper import LOOP_IN_CODE

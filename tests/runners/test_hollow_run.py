@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
-from devloop.models import Adequacy
+from devloop.core.config import Settings
+from devloop.core.models import Adequacy
 from devloop.roles import adequacy, checks
 from devloop.roles.adequacy import Claims
 from devloop.roles.hollowrun import hollow_check

@@ -12,8 +12,8 @@ import pytest
 from devloop.runners import PytestRunner
 from devloop.runners.base import cache_dir_of
 from devloop.runners.channel import HERE, PYTEST_PLUGIN, plugin_dir
-from devloop.safedir import Dir
-from devloop.safetree import remove_tree
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import remove_tree
 from devloop.sandbox import BwrapSandbox
 
 MakeView = Callable[[str], Path]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.models import RunResult
+from devloop.core.models import RunResult
 from devloop.runners import PytestRunner, RunOutcome, is_useful_hint
 from devloop.runners.pytest import extract_expected_got
 from devloop.runners.tamper import is_code_fault

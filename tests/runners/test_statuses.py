@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
-from devloop.models import Failure, RunResult
+from devloop.core.config import Settings
+from devloop.core.models import Failure, RunResult
 from devloop.runners import PytestRunner, VitestRunner
 from devloop.runners.pyassert import CUT_NOTE, VALUE_CAP, py_literal
 from devloop.sandbox import BwrapSandbox, new_view_dir

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.models import RunResult
+from devloop.core.models import RunResult
 from devloop.runners import PytestRunner, VitestRunner
 from devloop.runners.tamper import REFUSED, TAMPERED
 from devloop.sandbox import BwrapSandbox

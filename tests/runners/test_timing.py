@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from devloop.config import Settings
-from devloop.models import Failure, RunResult
+from devloop.core.config import Settings
+from devloop.core.models import Failure, RunResult
 from devloop.runners import PytestRunner, VitestRunner
 from devloop.runners.timing import is_timeout, load_note, starved_timeouts
 from devloop.sandbox import BwrapSandbox, Limits, Observation

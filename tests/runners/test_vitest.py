@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.models import RunResult
+from devloop.core.models import RunResult
 from devloop.runners import RunOutcome, VitestRunner, is_useful_hint
 from devloop.runners.base import RunSpec
 from devloop.runners.tamper import RAISED_IN_CODE

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from devloop.ledgers import BugLedger, Timeline
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.store import Fence, LeaseLost, RedisStore
 
 PID = "p-todo"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.store import RedisStore
 from devloop.store.ledgertail import follow_ledgers
 

@@ -15,7 +15,7 @@ import pytest
 
 from devloop.console import sse
 from devloop.ledgers import Timeline
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from devloop.store.keys import EVENTS_MAXLEN
 from devloop.store.livefeed import LiveFeed

@@ -13,8 +13,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from devloop.redis_data import ForeignData
-from devloop.redis_server import (
+from devloop.server.redis_data import ForeignData
+from devloop.server.redis_server import (
     MAX_SOCKET_PATH,
     RedisServer,
     RedisServerError,

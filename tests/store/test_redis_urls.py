@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from devloop.redis_urls import celery_form, redact, with_password
+from devloop.server.redis_urls import celery_form, redact, with_password
 
 
 @pytest.mark.parametrize(("url", "shown"), [

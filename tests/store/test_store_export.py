@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from devloop.project import load_project
-from devloop.redis_server import RedisServer
-from devloop.safedir import Dir
+from devloop.project.load import load_project
+from devloop.safe.safedir import Dir
+from devloop.server.redis_server import RedisServer
 from devloop.store import ProjectNotImported, RedisStore, UnsafePath
 from devloop.store.export import write_atomic
 
@@ -257,7 +257,7 @@ def test_a_killed_writers_temp_file_is_never_imported_and_the_next_export_tidies
 KILLED_EXPORTER = """
 import os, sys
 from pathlib import Path
-from devloop.redis_server import connect
+from devloop.server.redis_server import connect
 from devloop.store import RedisStore
 store = RedisStore(connect(sys.argv[1]))
 os.write(1, b"go\\n")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import redis
 
-from devloop.errors import FileTooLarge
+from devloop.core.errors import FileTooLarge
 from devloop.store import CommitResult, RedisStore, UnsafePath
 
 PID, UNIT = "p1", "u1"

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from devloop.errors import FileTooLarge, ProjectInvalid
-from devloop.project import load_project
+from devloop.core.errors import FileTooLarge, ProjectInvalid
+from devloop.project.load import load_project
 from devloop.store import RedisStore
 from tests.plant import plant_git
 

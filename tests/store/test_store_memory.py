@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from devloop.ids import InvalidId
-from devloop.project import load_project
+from devloop.core.ids import InvalidId
+from devloop.project.load import load_project
 from devloop.store import RedisStore, promote_memory
 
 PID = "p-todo"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.store import ProjectNotImported, RedisStore
 
 

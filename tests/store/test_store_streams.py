@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from devloop.ledgers.sink import AppendSink
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, RedisStreamSink
 
 

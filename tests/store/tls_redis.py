@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from devloop.redis_server import redis_executable
+from devloop.server.redis_server import redis_executable
 from tests.proctree import wait_for_port
 
 DEBIAN_SERVER = "/usr/bin/redis-check-rdb"  # from redis-tools: the same binary as redis-server

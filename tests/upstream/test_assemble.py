@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from devloop.safedir import Refused
+from devloop.safe.safedir import Refused
 from devloop.upstream.assemble import write_tree
 from tests.conftest import REPO
 from tests.workers.test_cli_run import devloop

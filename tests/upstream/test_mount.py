@@ -11,9 +11,9 @@ import pytest
 
 from devloop.agent.bash_tool import BashTool
 from devloop.agent.fs_tools import ReadInput, ReadTool
-from devloop.config import Settings
-from devloop.contracts import hash_contract
-from devloop.project import load_project
+from devloop.core.config import Settings
+from devloop.core.contracts import hash_contract
+from devloop.project.load import load_project
 from devloop.roles.runtime import Prepared, RoleRequest, prepare
 from devloop.scaffold import scaffold
 from devloop.store import RedisStore, UnitState

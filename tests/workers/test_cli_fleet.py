@@ -15,11 +15,11 @@ import pytest
 import redis
 import yaml
 
-from devloop.config import DEFAULT_PROJECT_MAX_USD
+from devloop.core.config import DEFAULT_PROJECT_MAX_USD
 from devloop.fleet.control import read_control
 from devloop.llm.stub import StubServer
-from devloop.project import load_project
-from devloop.redis_server import RedisServer
+from devloop.project.load import load_project
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.proctree import kill_tree, run_bounded

@@ -14,7 +14,7 @@ from pathlib import Path
 import yaml
 
 from devloop.llm.stub import StubServer
-from devloop.redis_server import server_build
+from devloop.server.redis_server import server_build
 from tests.fleet.builder import UnitPlan, build, script
 from tests.plant import plant_pyc
 from tests.proctree import kill_tree, run_bounded

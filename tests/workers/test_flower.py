@@ -21,7 +21,7 @@ import redis
 import yaml
 
 from devloop.cli.run.procs import flower_command, flower_credentials, flower_env, spawn, stop
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet

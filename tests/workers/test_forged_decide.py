@@ -9,7 +9,7 @@ from pathlib import Path
 from devloop.cli.run.procs import spawn, worker_command
 from devloop.fleet.records import steps_key
 from devloop.ledgers import Timeline
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet

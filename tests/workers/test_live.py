@@ -13,7 +13,7 @@ from devloop.cli.run.live_view import WHY_LINES, HumanNotices, LiveView, Screen,
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.records import environment_key
 from devloop.fleet.status import ProjectStatus, UnitRow, project_status
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet

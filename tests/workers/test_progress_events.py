@@ -9,7 +9,7 @@ from typing import Any
 
 from celery import Celery
 
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet

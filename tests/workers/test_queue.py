@@ -11,7 +11,7 @@ import pytest
 
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.queue import QueueUnreachable
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from workers.app import make_app
 from workers.celery_queue import CeleryQueue
 from workers.chains import chain_for

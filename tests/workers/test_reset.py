@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devloop.config import load_settings
-from devloop.embedded import redis_endpoint
-from devloop.project import load_project
-from devloop.redis_server import connect
+from devloop.core.config import load_settings
+from devloop.project.load import load_project
+from devloop.server.embedded import redis_endpoint
+from devloop.server.redis_server import connect
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.proctree import kill_tree, run_bounded

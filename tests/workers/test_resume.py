@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devloop.config import Settings
-from devloop.embedded import redis_endpoint
-from devloop.redis_data import AOF_DIR, check_data_dir
-from devloop.redis_server import connect
+from devloop.core.config import Settings
+from devloop.server.embedded import redis_endpoint
+from devloop.server.redis_data import AOF_DIR, check_data_dir
+from devloop.server.redis_server import connect
 from tests.fleet.builder import UnitPlan, build, script
 from tests.leftovers import views_of_killed_processes
 from tests.workers.runproc import RunProcess

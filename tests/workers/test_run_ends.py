@@ -16,10 +16,10 @@ import pytest
 import yaml
 from markupsafe import escape
 
-from devloop.contracts import hash_contract
+from devloop.core.contracts import hash_contract
 from devloop.ledgers import parse_coder_log
-from devloop.redis_server import RedisServer
 from devloop.roles.coder_tools import NOT_GIVEN
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import CONTRACT, UnitPlan, build, script
 from tests.fleet.fleet import fleet

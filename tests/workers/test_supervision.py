@@ -15,10 +15,10 @@ import yaml
 
 from devloop.cli.run.children import CrashLoop, RunChildren
 from devloop.cli.run.procs import worker_command
-from devloop.embedded import RedisKeeper
 from devloop.ledgers import parse_coder_log
-from devloop.redis_server import RedisServer
-from devloop.supervisor import ChildSpec, Supervisor
+from devloop.server.embedded import RedisKeeper
+from devloop.server.redis_server import RedisServer
+from devloop.server.supervisor import ChildSpec, Supervisor
 from tests.fleet.builder import UnitPlan, build, script
 from tests.leftovers import views_of_killed_processes
 from tests.proctree import alive, descendants, kill_tree

@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-from devloop.redis_server import RedisServer
+from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.fleet.fleet import fleet

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from devloop.embedded import running_server
 from devloop.ledgers import FileSink, Timeline, parse_coder_log
+from devloop.server.embedded import running_server
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script
 from tests.leftovers import views_of_killed_processes

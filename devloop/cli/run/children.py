@@ -14,10 +14,10 @@ from pathlib import Path
 from rich.console import Console
 
 from devloop.cli.run.procs import flower_command, flower_credentials, flower_env, worker_command
-from devloop.config import Settings
-from devloop.embedded import RedisEndpoint, RedisKeeper
-from devloop.errors import DevLoopError
-from devloop.supervisor import Child, ChildSpec, Interrupted, Supervisor, interrupt_on
+from devloop.core.config import Settings
+from devloop.core.errors import DevLoopError
+from devloop.server.embedded import RedisEndpoint, RedisKeeper
+from devloop.server.supervisor import Child, ChildSpec, Interrupted, Supervisor, interrupt_on
 
 
 class CrashLoop(DevLoopError):

@@ -10,14 +10,14 @@ from pathlib import Path
 from rich.console import Console
 
 from devloop.cli.run.project_run import RunOptions, run_project
-from devloop.config import Settings
+from devloop.core.config import Settings
 from devloop.fleet.money import usd
 from devloop.fleet.queue import TaskQueue
+from devloop.project.resources import data_dir
 from devloop.report import gather, write_report
 from devloop.report.data import ReportData
 from devloop.report.views import cost_table
-from devloop.resources import data_dir
-from devloop.safedir import Dir, Refused
+from devloop.safe.safedir import Dir, Refused
 
 EXAMPLES = data_dir("examples")
 

@@ -1,5 +1,5 @@
 """The options `devloop run`, `resume` and `unblock --run` share, declared once; each one
-not given is None, so the folder's last run's value holds (devloop/lastrun.py)."""
+not given is None, so the folder's last run's value holds (devloop/project/lastrun.py)."""
 
 from __future__ import annotations
 

@@ -11,20 +11,20 @@ from pathlib import Path
 from rich.console import Console
 
 from devloop.cli.run.children import RunChildren
-from devloop.config import Settings
 from devloop.console.auth import new_token
 from devloop.console.listen import Listener
 from devloop.console.server import base_url, link
-from devloop.embedded import RedisEndpoint
-from devloop.errors import Problem
+from devloop.core.config import Settings
+from devloop.core.errors import Problem
 from devloop.fleet.control import clear_pause, set_default_cap
 from devloop.fleet.dispatch import CANCELLED, resume_blocked
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.money import raised_cap, resume_cap, spent_words
 from devloop.fleet.status import ProjectStatus
 from devloop.fleet.webhook import Notifier, webhook_problem
+from devloop.server.embedded import RedisEndpoint
+from devloop.server.supervisor import ChildSpec
 from devloop.store import RedisStore
-from devloop.supervisor import ChildSpec
 
 # `devloop run` ends paused (its project's budget spent) or cancelled (`devloop cancel`,
 # the console's button): run `devloop resume` to carry on from the checkpoints.

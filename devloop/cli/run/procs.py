@@ -11,7 +11,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from devloop.private import open_private_log
+from devloop.safe.private import open_private_log
 
 QUEUE_LIST = "coder,tester,control"
 FLOWER_USER = "devloop"

@@ -18,8 +18,6 @@ from redis.retry import Retry
 from rich.console import Console
 from rich.live import Live
 
-from devloop.artifacts import not_imported
-from devloop.cachedir import cache_problem
 from devloop.cli.project_arg import missing_folder
 from devloop.cli.run.children import CrashLoop, RunChildren, start_children
 from devloop.cli.run.live_view import HumanNotices, LiveView, Screen, epilogue
@@ -32,10 +30,11 @@ from devloop.cli.run.people import (
     webhook_settings_problem,
 )
 from devloop.cli.run.procs import flower_auth_problem
-from devloop.config import Settings, load_settings
 from devloop.console.listen import Listener, ListenFailed, listening
-from devloop.embedded import NotPrivate, private_state_dir, redis_endpoint
-from devloop.errors import DevLoopError, Problem, ProjectInvalid
+from devloop.core.artifacts import not_imported
+from devloop.core.config import Settings, load_settings
+from devloop.core.errors import DevLoopError, Problem, ProjectInvalid
+from devloop.core.suggest import unknown
 from devloop.fleet.control import steps_running
 from devloop.fleet.dispatch import enqueue_project, reconcile, resume_blocked
 from devloop.fleet.failures import one_line
@@ -48,17 +47,18 @@ from devloop.fleet.scripted import Rebuilt, run_scripted_again
 from devloop.fleet.status import ProjectStatus, mark_run, project_status, scripted
 from devloop.fleet.sync import FolderSync
 from devloop.fleet.webhook import unit_page
-from devloop.lastrun import Given, RunChoices, carry_on, recall, remember, script_path
 from devloop.llm.base import load_prices, price_of, unpriced_fault
-from devloop.private import write_private
-from devloop.project import Project, load_project
-from devloop.redis_server import RedisServerError, connect, server_build
-from devloop.redis_urls import redact
-from devloop.runlock import FolderBusy, folder_lock
+from devloop.project.lastrun import Given, RunChoices, carry_on, recall, remember, script_path
+from devloop.project.load import Project, load_project
+from devloop.project.runlock import FolderBusy, folder_lock
+from devloop.safe.cachedir import cache_problem
+from devloop.safe.private import write_private
+from devloop.server.embedded import NotPrivate, private_state_dir, redis_endpoint
+from devloop.server.redis_server import RedisServerError, connect, server_build
+from devloop.server.redis_urls import redact
+from devloop.server.supervisor import Received, interrupt_on
 from devloop.store import RedisStore
 from devloop.store.snapshot import source_problems
-from devloop.suggest import unknown
-from devloop.supervisor import Received, interrupt_on
 
 EXIT_OK, EXIT_BLOCKED, EXIT_INVALID, EXIT_FAILED = 0, 1, 2, 3
 EXIT_INTERRUPTED = 130  # Ctrl-C (143 for SIGTERM, 129 for SIGHUP: 128 + the signal)

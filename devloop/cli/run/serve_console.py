@@ -9,15 +9,15 @@ from pathlib import Path
 from rich.console import Console
 
 from devloop.cli.run.people import webhook_settings
-from devloop.config import Settings
 from devloop.console import Callbacks, ConsoleConfig
 from devloop.console.auth import new_token
 from devloop.console.listen import adopt, listen
 from devloop.console.server import base_url, hosts_for, link, serve
-from devloop.embedded import redis_endpoint
+from devloop.core.config import Settings
 from devloop.fleet.queue import TaskQueue
 from devloop.fleet.webhook import Notifier
-from devloop.redis_server import connect
+from devloop.server.embedded import redis_endpoint
+from devloop.server.redis_server import connect
 from devloop.store import RedisStore
 
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from devloop.errors import Problem
+from devloop.core.errors import Problem
 from devloop.llm.stub.template import (
     UNIT,
     Loc,

@@ -13,7 +13,7 @@ import hashlib
 import threading
 from dataclasses import dataclass
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
 from devloop.llm.stub.tokens import PrefixBlock
 
 MAX_BREAKPOINTS = 4

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
 
 Loc = tuple[str, ...]
 

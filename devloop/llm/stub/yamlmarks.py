@@ -13,8 +13,8 @@ import yaml
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from devloop.errors import DevLoopError, Problem
-from devloop.yamlindent import described, misindented
+from devloop.core.errors import DevLoopError, Problem
+from devloop.project.yamlindent import described, misindented
 
 Path = tuple[str, ...]
 DOCS = "docs/stub-script.md"

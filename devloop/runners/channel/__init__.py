@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devloop.cachedir import ensure_public_dir, locked, trusted_cache
-from devloop.safedir import Dir
-from devloop.safetree import remove_tree
+from devloop.safe.cachedir import ensure_public_dir, locked, trusted_cache
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import remove_tree
 from devloop.sandbox.process import OutputSink
 
 HERE = Path(__file__).resolve().parent

@@ -20,7 +20,7 @@ from devloop.agent.loop import REMINDER
 from devloop.agent.tools import Tool
 from devloop.llm.stub import StubServer
 from devloop.llm.stub.imperfect import SLIP_KINDS
-from devloop.project import load_project
+from devloop.project.load import load_project
 from devloop.roles.registry import all_tools
 from devloop.scaffold.script import trivial_script
 from devloop.scaffold.write import scaffold

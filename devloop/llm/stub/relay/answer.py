@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from devloop.errors import DevLoopError, Problem
+from devloop.core.errors import DevLoopError, Problem
 from devloop.llm.base import STOP_REASONS
 from devloop.llm.stub.cache import CacheUsage
 from devloop.llm.stub.relay.files import RelayDir, write_atomically

@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from devloop.errors import DevLoopError
+from devloop.core.errors import DevLoopError
 from devloop.llm.stub.relay.answer import answer_problems
 from devloop.llm.stub.relay.files import RelayDir, RelayEntry, write_atomically
 from devloop.llm.stub.tokens import canonical
-from devloop.private import make_private_dir
+from devloop.safe.private import make_private_dir
 
 DEFAULT_TIMEOUT_S = 300.0  # under the anthropic client's own 600 s read timeout
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from devloop.private import write_private
+from devloop.safe.private import write_private
 
 INDEX = "index.ndjson"
 
@@ -29,7 +29,7 @@ class RelayEntry:
 
 def write_atomically(path: Path, text: str) -> None:
     """Write text so a reader sees the whole file or none of it, 0600, never through a link
-    planted in its place (devloop.private.write_private)."""
+    planted in its place (devloop.safe.private.write_private)."""
     write_private(path, text.encode("utf-8"))
 
 

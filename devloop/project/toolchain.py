@@ -1,0 +1,121 @@
+"""Install the stacks' toolchains once per machine into a world-readable cache dir.
+
+Sandboxes run as an unprivileged uid that cannot read /root, so toolchains live under
+the cache dir (devloop.safe.cachedir: never under /root, and used only when no one but its
+owner controls it) and are bound read-only into each view. The lock, the completion
+marker and a half-built dir are reached without following a link.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Callable
+from pathlib import Path
+
+from devloop.core.errors import DevLoopError
+from devloop.project.resources import data_dir
+from devloop.safe.cachedir import ensure_public_dir, locked, trusted_cache
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import remove_tree
+
+TOOLCHAINS = data_dir("toolchains")
+# Debian's interpreter is world-readable; pyenv's lives under /root (mode 0700).
+BASE_PYTHON = Path("/usr/bin/python3")
+COMPLETE = ".devloop-complete"
+
+
+class ToolchainError(DevLoopError):
+    """A toolchain could not be installed; the message carries the tool's own output."""
+
+
+def _digest(*files: Path) -> str:
+    """A short hash of the pinned files, so a changed pin installs into a new dir."""
+    h = hashlib.sha256()
+    for f in files:
+        h.update(f.read_bytes())
+    return h.hexdigest()[:12]
+
+
+def _open_readable(path: Path) -> None:
+    """Make a tree readable (and dirs traversable) by every uid."""
+    subprocess.run(["chmod", "-R", "a+rX", str(path)], check=True)
+
+
+def _run(cmd: list[str], cwd: Path | None = None) -> None:
+    """Run an install step; raise ToolchainError with its output when it fails."""
+    proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        tail = (proc.stdout + proc.stderr).strip().splitlines()[-15:]
+        head = f"{' '.join(cmd)} failed (exit {proc.returncode}):"
+        raise ToolchainError("\n".join([head, *tail]))
+
+
+def _install_once(cache_dir: Path, name: str, build: Callable[[Path], None]) -> Path:
+    """Build <cache>/toolchains/name in place under an exclusive lock, unless a previous
+    build completed.
+
+    Built in place (not renamed into place) because a venv's scripts embed their path;
+    the completion marker is written last, so a half-built dir is rebuilt next time.
+    """
+    parent = ensure_public_dir(trusted_cache(cache_dir) / "toolchains")
+    dest = parent / name
+    with locked(parent, f".{name}.lock"), Dir.open(parent) as root:
+        if _complete(root, name):
+            return dest
+        remove_tree(root, name)  # a half-built dir, or whatever else is in its place
+        root.mkdirs(name, 0o755)
+        build(dest)
+        _open_readable(dest)
+        root.write_atomic(f"{name}/{COMPLETE}", "ok\n", 0o644)
+    return dest
+
+
+def _complete(root: Dir, name: str) -> bool:
+    """Whether root/name is a build of this user's that finished (no link on the way)."""
+    st = root.lstat(name)
+    if st is None or not stat.S_ISDIR(st.st_mode) or st.st_uid != os.geteuid():
+        return False
+    return root.is_file(f"{name}/{COMPLETE}")
+
+
+def node_toolchain(cache_dir: Path) -> Path:
+    """The installed node toolchain dir (holding node_modules), installing it if needed."""
+    pkg, lock = TOOLCHAINS / "node" / "package.json", TOOLCHAINS / "node" / "package-lock.json"
+
+    def build(staging: Path) -> None:
+        shutil.copy(pkg, staging / "package.json")
+        shutil.copy(lock, staging / "package-lock.json")
+        npm_cache = ensure_public_dir(trusted_cache(cache_dir) / "npm-cache", 0o700)
+        _run(
+            ["npm", "ci", "--no-audit", "--no-fund", "--prefer-offline", "--cache", str(npm_cache)],
+            cwd=staging,
+        )
+        # Vite writes these at start-up; sandboxes bind a tmpfs over each, so they must exist.
+        (staging / "node_modules" / ".vite-temp").mkdir(exist_ok=True)
+        (staging / "node_modules" / ".vite").mkdir(exist_ok=True)
+
+    return _install_once(cache_dir, f"node-{_digest(pkg, lock)}", build)
+
+
+def python_toolchain(cache_dir: Path) -> Path:
+    """The python stack's test venv dir (bin/python, bin/pytest), installing it if needed."""
+    reqs = TOOLCHAINS / "python" / "requirements.txt"
+
+    def build(staging: Path) -> None:
+        if not BASE_PYTHON.exists():
+            raise ToolchainError(
+                f"{BASE_PYTHON} not found: install Debian's python3 and python3-venv"
+            )
+        _run([str(BASE_PYTHON), "-m", "venv", str(staging)])
+        _run([str(staging / "bin" / "pip"), "install", "-q", "-r", str(reqs)])
+
+    return _install_once(cache_dir, f"python-{_digest(reqs)}", build)
+
+
+def node_modules(cache_dir: Path) -> Path:
+    """The node_modules dir to bind read-only at the view's `node_modules`."""
+    return node_toolchain(cache_dir) / "node_modules"

@@ -1,0 +1,1 @@
+"""The processes DevLoop runs itself: its own Redis server and its children."""

@@ -1,0 +1,198 @@
+"""The Redis a command uses: DEVLOOP_REDIS_URL, or an embedded server under the project.
+
+The embedded server lives in `PROJECT/.devloop/` (mode 0700). A later command reuses a
+running one only when it is provably the server an earlier command of this user started
+for this project: its unix socket belongs to this user, sits in `.devloop/` (or, for a
+deep path, in a private dir of DevLoop's under /tmp) that no one else may enter, and it
+answers to the password in `.devloop/redis.token`, a 0600 file of this user's. Anything
+else `.devloop/redis.url` names (a TCP address, another user's socket, a link, a dir
+others may write to) is ignored, never connected to, and a fresh server is started.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import stat
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from devloop.core.config import Settings
+from devloop.core.errors import Problem
+from devloop.safe.private import (
+    NotPrivate,
+    make_private_dir,
+    read_private,
+    remove_planted,
+    socket_problem,
+    write_private,
+)
+from devloop.server.redis_server import (
+    RedisServer,
+    RedisServerError,
+    celery_form,
+    connect,
+    redact,
+    socket_belongs_to,
+    with_password,
+)
+
+STATE_DIR = ".devloop"
+MARKER = "redis.url"  # where the socket is (it may be under /tmp), without the password
+TOKEN = "redis.token"  # the server's password, 0600
+
+
+@dataclass(frozen=True)
+class RedisEndpoint:
+    """Where Redis is: a redis-py URL and the form Celery wants (redis+socket:// for sockets).
+
+    Both carry the password; `address` is the form to show.
+    """
+
+    url: str = field(repr=False)
+    celery_url: str = field(repr=False)
+    embedded: bool
+    # The server this command started (and may restart); None when reused or configured.
+    server: RedisServer | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def address(self) -> str:
+        """The URL without its password."""
+        return redact(self.url)
+
+
+def private_state_dir(project_dir: Path) -> Path:
+    """PROJECT/.devloop: created 0700, or this user's existing dir tightened to 0700.
+
+    Refused (NotPrivate) when it is a link or another user's, or when the project dir lets
+    any user swap it (world-writable without the sticky bit).
+    """
+    project = Path(project_dir).resolve()
+    st = os.stat(project)
+    if st.st_mode & stat.S_IWOTH and not st.st_mode & stat.S_ISVTX:
+        raise NotPrivate(str(Problem(
+            str(project), "mode", f"any user may write here, so {STATE_DIR}/ could be "
+            "swapped under DevLoop", "chmod o-w it, or set DEVLOOP_REDIS_URL")))
+    state = make_private_dir(project / STATE_DIR)
+    if not os.path.lexists(state / ".gitignore"):
+        # The AOF holds the whole project state: keep it out of the project's repository.
+        write_private(state / ".gitignore", b"*\n")
+    return state
+
+
+def _live(url: str) -> bool:
+    try:
+        client = connect(url, socket_timeout=1, socket_connect_timeout=1,
+                         retry=Retry(NoBackoff(), 0))
+        with client:
+            return bool(client.ping())
+    except (redis.RedisError, OSError):
+        return False
+
+
+def running_server(state: Path) -> RedisEndpoint | None:
+    """The server an earlier command started for this project, if it provably is that one."""
+    marker = read_private(state / MARKER)
+    token = read_private(state / TOKEN, limit=256)
+    if marker is None or token is None:
+        return None
+    scheme, _, rest = marker.decode(errors="replace").strip().partition("://")
+    socket_path = Path(rest)
+    if (
+        scheme != "unix"
+        or not socket_path.is_absolute()
+        or not socket_belongs_to(socket_path, state)
+        or socket_problem(socket_path) is not None
+    ):
+        return None  # not a socket of ours: never connected to, so it learns nothing
+    url = with_password(f"unix://{socket_path}", token.decode(errors="replace").strip())
+    if not _live(url):
+        return None
+    return RedisEndpoint(url, celery_form(url), embedded=True)
+
+
+@contextmanager
+def redis_endpoint(project_dir: Path, settings: Settings) -> Iterator[RedisEndpoint]:
+    """Yield the configured Redis, or start one under PROJECT_DIR/.devloop (AOF on) and stop it.
+
+    A server left running there by another DevLoop command of this user is reused, not
+    restarted, when it is provably that server (see the module docstring). A new one is not
+    started on data DevLoop never writes (ForeignData, an input error: a planted AOF).
+    """
+    if settings.redis_url:
+        url = settings.redis_url
+        yield RedisEndpoint(url, celery_form(url), embedded=False)
+        return
+    state = private_state_dir(project_dir)
+    reused = running_server(state)
+    if reused is not None:
+        yield reused
+        return
+    # A folder someone else wrote may hold links where the server writes its files.
+    remove_planted(state)
+    server = RedisServer(state, appendonly=True, password=secrets.token_hex(24))
+    try:
+        write_private(state / TOKEN, server.password.encode())
+        # The socket may live in /tmp when the project path is deep, so record where it is.
+        write_private(state / MARKER, (server.bare_url + "\n").encode())
+        yield RedisEndpoint(server.url, server.celery_url, embedded=True, server=server)
+    finally:
+        for name in (MARKER, TOKEN):
+            (state / name).unlink(missing_ok=True)
+        server.close()
+
+
+class RedisKeeper:
+    """Keeps the embedded server a command started running: a dead one is started again on
+    its socket, with its password and its AOF, after a growing backoff.
+
+    `devloop run` calls check() on every look at the project; workers and the run's own
+    client reconnect by themselves (their retries outlast a restart).
+    """
+
+    def __init__(
+        self,
+        server: RedisServer | None,
+        *,
+        backoff_s: float = 0.5,
+        backoff_cap_s: float = 10.0,
+        max_failures: int = 5,
+    ) -> None:
+        self.server = server
+        self.backoff_s, self.backoff_cap_s = backoff_s, backoff_cap_s
+        self.max_failures = max_failures
+        self.restarts = 0
+        self.failures = 0
+        self._next_try: float | None = None
+
+    def check(self) -> str | None:
+        """Restart the server if it died; what happened, for the live view (None: all well).
+
+        RedisServerError once it failed to start `max_failures` times in a row.
+        """
+        server = self.server
+        if server is None or server.running:
+            return None
+        now = time.monotonic()
+        if self._next_try is None:
+            self._next_try = now  # it just died: try at once
+        if now < self._next_try:
+            return "Redis is down; restarting it"
+        try:
+            server.start()
+        except RedisServerError:
+            self.failures += 1
+            if self.failures >= self.max_failures:
+                raise
+            self._next_try = now + min(self.backoff_cap_s, self.backoff_s * 2**self.failures)
+            return f"Redis is down; restart {self.failures} failed, trying again"
+        self.restarts += 1
+        self.failures, self._next_try = 0, None
+        return f"Redis died and was restarted from its AOF (restart {self.restarts})"
