@@ -17,10 +17,10 @@ import random
 from pathlib import Path
 from typing import Any
 
+from devloop.core.money import to_nano
 from devloop.fleet.control import spend_key
 from devloop.fleet.marks import MARKS_FILE
 from devloop.fleet.messages import StepMsg
-from devloop.fleet.money import to_nano
 from devloop.fleet.records import StepOutcome, StepRecord, field, steps_key
 from devloop.fleet.status import RUN_FILE, StepProgress, progress_key
 from devloop.project.load import load_project

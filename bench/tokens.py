@@ -16,6 +16,7 @@ from typing import Any
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
 from devloop.agent.loop import AgentSession
+from devloop.agent.prompts import render
 from devloop.agent.spec import SessionSpec
 from devloop.agent.stuck import StuckThresholds
 from devloop.agent.tools import ToolContext
@@ -24,10 +25,9 @@ from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
 from devloop.project.load import load_project
-from devloop.project.prompts import render
-from devloop.project.workspace import Workspace
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
+from devloop.roles.workspace import Workspace
 from devloop.sandbox import make_sandbox
 from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore

@@ -8,7 +8,7 @@ into uncached input, cache writes and cache reads by Anthropic's caching rules) 
 many requests the scripted turns make per unit. What is not: how many requests a real
 model makes. That is taken from runs a person played by hand (OBSERVED below) and given
 as a range. Prints a table and writes bench/out/unit_cost.json; docs/user-guide.md shows
-the cost table `devloop.project.guide.cost_table` renders from `devloop.project.guide.MEASURED`,
+the cost table `devloop.report.guide.cost_table` renders from `devloop.report.guide.MEASURED`,
 which holds what this measured (it says when they differ).
 """
 
@@ -25,7 +25,7 @@ from pathlib import Path
 
 from devloop.llm.base import DEFAULT_PRICES, Usage
 from devloop.llm.stub import StubServer
-from devloop.project.guide import GUIDE_MODELS, MEASURED, Measured, cost_table
+from devloop.report.guide import GUIDE_MODELS, MEASURED, Measured, cost_table
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "bench" / "out" / "unit_cost.json"
@@ -129,7 +129,7 @@ def main() -> int:
     print(f"\n{measured}")
     print("\n" + cost_table(measured))
     if measured != MEASURED:
-        print(f"differs from devloop.project.guide.MEASURED ({MEASURED}): update it and the guide")
+        print(f"differs from devloop.report.guide.MEASURED ({MEASURED}): update it and the guide")
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({
         "units": [{**asdict(r), "total_requests": r.total_requests} for r in rows],

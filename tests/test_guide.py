@@ -12,7 +12,7 @@ import pytest
 
 from devloop.cli.run.people import default_cap_words
 from devloop.fleet.status import ProjectStatus
-from devloop.project.guide import (
+from devloop.report.guide import (
     BY_HAND,
     MEASURED,
     guide_path,

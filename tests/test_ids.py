@@ -19,7 +19,7 @@ from devloop.core.ids import InvalidId, check_id, id_dir, id_fault, is_valid_id,
 from devloop.core.suggest import closest_id, unknown
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.messages import StepMsg
-from devloop.project.workspace import Workspace
+from devloop.roles.workspace import Workspace
 from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.proctree import run_bounded

@@ -95,8 +95,6 @@ def test_no_import_circle_among_our_modules() -> None:
 DEFERRED_CIRCLES_LEFT = [
     ["devloop.llm.stub.attempt", "devloop.llm.stub.imperfect", "devloop.llm.stub.script"],
     ["devloop.store.base", "devloop.store.project"],
-    ["workers.cli", "workers.cli_people"],
-    ["workers.dispatch", "workers.tasks"],
 ]
 
 
@@ -220,3 +218,53 @@ def test_the_roles_never_import_the_fleet() -> None:
             offenders += [f"{path.relative_to(LIBRARY.parent)}: {n}" for n in names
                           if n == "devloop.fleet" or n.startswith("devloop.fleet.")]
     assert offenders == []
+
+
+# devloop/'s packages from the bottom up (docs/codebase.md draws them). A package imports
+# only packages of lower layers; packages sharing a layer do not import each other.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("core",),                          # models and the pure decisions over them
+    ("safe",),                          # the one door to the file system
+    ("server", "llm", "ledgers"),       # the Redis process, model clients, the ledgers' rules
+    ("sandbox",),                       # bubblewrap and the views it binds
+    ("project",),                       # a project folder, its stacks and toolchains
+    ("store",),                         # every Redis key and call
+    ("upstream",),                      # the passed code a unit's tests import
+    ("runners",),                       # pytest and vitest runs and their verdicts
+    ("agent",),                         # one model session: tools, checkpoints, budgets
+    ("roles",),                         # the coder and the tester
+    ("fleet",),                         # steps, dispatch, control, the red/green loop
+    ("report", "scaffold"),             # what a person reads; a project from a spec
+    ("console",),                       # the web console
+    ("cli",),                           # the command line and `devloop run`'s supervision
+)
+
+
+def test_each_package_imports_only_the_layers_below_it() -> None:
+    """Imports (at any depth of a module) go down the layers, never up or across."""
+    layer_of = {package: i for i, layer in enumerate(LAYERS) for package in layer}
+    packages = {p.name for p in LIBRARY.iterdir() if (p / "__init__.py").exists()}
+    assert packages == set(layer_of), "a package with no layer, or a layer with no package"
+    wrong = set()
+    for path in LIBRARY.rglob("*.py"):
+        parts = path.relative_to(LIBRARY).parts
+        if len(parts) < 2:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            for name in names:
+                target = name.split(".")[1] if name.startswith("devloop.") else None
+                if target in layer_of and target != parts[0] and (
+                        layer_of[target] >= layer_of[parts[0]]):
+                    wrong.add(f"{path.relative_to(LIBRARY.parent)} imports {name}")
+    assert sorted(wrong) == []
+
+
+def test_no_loose_module_beside_the_packages() -> None:
+    """devloop/ is its packages and its entry, nothing else: a new module goes into the
+    package of its layer."""
+    assert sorted(p.name for p in LIBRARY.glob("*.py")) == ["__init__.py"]

@@ -13,8 +13,8 @@ import redis
 
 from devloop.core.config import Settings
 from devloop.project.load import load_project
-from devloop.project.workspace import Workspace
 from devloop.roles.checks import violation_problems
+from devloop.roles.workspace import Workspace
 from devloop.sandbox import make_sandbox
 from devloop.store import RedisStore
 from tests.plant import MONEY, plant_git, plant_pyc

@@ -3,7 +3,7 @@ makes the text parse is offered."""
 
 from __future__ import annotations
 
-from devloop.project.yamlindent import misindented
+from devloop.core.yamlindent import misindented
 
 UNITS = "units:\n  - id: a\n    kind: lib\n{line}\n    acceptance: [x]\n"
 

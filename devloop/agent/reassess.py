@@ -7,11 +7,11 @@ from collections.abc import Callable, Iterable
 
 from devloop.agent.flavors import toolset
 from devloop.agent.loop import AgentSession
+from devloop.agent.prompts import render
 from devloop.agent.spec import Budgets, Checkpointer, Reassess, SessionSpec
 from devloop.agent.tools import Tool, ToolContext
 from devloop.agent.untrusted import wrap_untrusted
 from devloop.llm.base import LLMProvider
-from devloop.project.prompts import render
 
 
 def make_reassess(

@@ -137,8 +137,8 @@ def sandbox_exec_command(
 ) -> None:
     """Run CMD in a role's sandboxed view, commit what it may write and write that back into
     the project folder; CMD's exit code, or 3 on a rejected write."""
+    from devloop.cli.sandbox_exec import sandbox_exec
     from devloop.core.errors import SandboxUnavailable
-    from devloop.sandbox.exec_command import sandbox_exec
 
     words = list(command or [])
     project = project_argument(project_dir, project_option, words)

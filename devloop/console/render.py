@@ -12,7 +12,7 @@ import jinja2
 
 from devloop.console.auth import KEY_PARAM, STORED_KEY
 from devloop.core.artifacts import pieces
-from devloop.fleet.money import raised_cap
+from devloop.core.money import raised_cap
 from devloop.report.render import (
     GREY,
     ROLE_COLOURS,

@@ -18,8 +18,8 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from devloop.core.loop import awaited_tester_try
+from devloop.core.money import from_nano
 from devloop.fleet.control import Control, control_from
-from devloop.fleet.money import from_nano
 from devloop.fleet.records import StepRecord
 from devloop.fleet.status import (
     MOVING,

@@ -14,9 +14,9 @@ from pydantic import BaseModel, Field
 
 from devloop.core.loop import awaited_tester_try
 from devloop.core.models import CodeCoverage
+from devloop.core.money import resume_cap
 from devloop.fleet.control import Control, read_control
 from devloop.fleet.marks import is_scripted, note_llm
-from devloop.fleet.money import resume_cap
 from devloop.fleet.records import StepRecord, environment_error, steps_of
 from devloop.fleet.why import next_steps, reason, rerun_green
 from devloop.store import RedisStore, UnitState

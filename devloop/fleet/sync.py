@@ -13,10 +13,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from devloop.core.money import from_nano
 from devloop.fleet.control import export_spend, write_spend
 from devloop.fleet.livestatus import LiveStatus, Look
 from devloop.fleet.marks import export_marks
-from devloop.fleet.money import from_nano
 from devloop.fleet.records import StepRecord, append_steps, export_steps, write_steps
 from devloop.fleet.wipe import agent_state_names
 from devloop.safe.safedir import Dir

@@ -14,7 +14,7 @@ from typing import Any
 import jinja2
 
 from devloop.core import dag
-from devloop.fleet.money import usd
+from devloop.core.money import usd
 from devloop.report.data import ReportData, gather
 from devloop.report.gantt import BAR_H, LABEL_W, PLOT_W, gantt_layout
 from devloop.report.layout import dag_layout

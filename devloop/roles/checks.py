@@ -11,12 +11,12 @@ from devloop.agent.tools import ToolContext
 from devloop.core.contracts import contract_bridge
 from devloop.core.errors import CheckInterrupted
 from devloop.core.models import Adequacy, RunResult
-from devloop.project.workspace import Workspace
-from devloop.roles import adequacy, derive, excerpt, verify
+from devloop.roles import adequacy, derive, verify
 from devloop.roles import coverage as cov
 from devloop.roles.coder_tools import read_contract
 from devloop.roles.services import RoleServices
-from devloop.runners import tamper
+from devloop.roles.workspace import Workspace
+from devloop.runners import excerpt, tamper
 from devloop.runners.base import code_sources
 from devloop.runners.coverage import unexecuted_problems
 from devloop.runners.hints import is_useful_hint

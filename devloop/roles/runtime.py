@@ -24,12 +24,13 @@ from devloop.core.models import HistoryEntry, UnitSpec
 from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.base import LLMProvider
 from devloop.project.stacks import StackMounts, stack_sandbox
-from devloop.project.workspace import CommitOutcome, Workspace
-from devloop.roles import checks, context, environment, excerpt, verify
+from devloop.roles import checks, context, environment, verify
 from devloop.roles.adequacy import Claims
 from devloop.roles.live_output import LiveOutput
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
+from devloop.roles.workspace import CommitOutcome, Workspace
+from devloop.runners import excerpt
 from devloop.runners.base import TIMEOUT_S, TestRunner
 from devloop.runners.pytest import PytestRunner
 from devloop.runners.vitest import VitestRunner
@@ -430,7 +431,7 @@ def run_session(
 
 
 def _render(name: str, variables: dict[str, object]) -> str:
-    from devloop.project.prompts import render
+    from devloop.agent.prompts import render
 
     return render(name, **variables)
 

@@ -42,7 +42,7 @@ from devloop.safe.safetree import TooMany, walk
 from devloop.sandbox import SANDBOX_ROOT, Observation
 from devloop.sandbox.base import in_view
 from devloop.sandbox.process import OutputSink
-from devloop.store.filesets import files_digest
+from devloop.store.filesets import code_digest
 
 if TYPE_CHECKING:
     from devloop.upstream.mount import Upstream
@@ -192,24 +192,6 @@ class Parsed:
     # Each test's outcome (devloop.core.models.TestOutcome), by the same names: result.json's
     # `outcomes` and `statuses`.
     outcomes: dict[str, str] = field(default_factory=dict)
-
-
-def code_digest(view: Path, unit_rel: str) -> str | None:
-    """The digest of the unit's code/** in the view (None when it cannot be read whole):
-    which code a verdict is about. Tester runs cannot change code/, so after the run is the
-    same as before it."""
-    try:
-        with Dir.open(view) as root:
-            entries = [e for e in walk(root, f"{unit_rel}/code") if e.kind == "file"]
-            if any(e.problem for e in entries):
-                return None
-            return files_digest({
-                f"code/{e.rel}": root.read_bytes(f"{unit_rel}/code/{e.rel}") for e in entries
-            })
-    except FileNotFoundError:
-        return files_digest({})
-    except OSError:  # TooMany, a link, a fifo: not a code set anyone can commit
-        return None
 
 
 SOURCE_CAP = 2_000_000  # bytes of one code/ file the tamper check reads

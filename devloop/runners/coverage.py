@@ -25,8 +25,8 @@ from pathlib import PurePosixPath
 from typing import Any
 
 from devloop.core.models import CodeCoverage, FileCoverage
-from devloop.roles.excerpt import js_exports
 from devloop.runners.base import RunSpec
+from devloop.runners.excerpt import js_exports
 from devloop.safe.safedir import Dir
 
 PY_JSON = "coverage.json"

@@ -20,8 +20,8 @@ from devloop.core.errors import DevLoopError, Problem
 from devloop.core.ids import is_valid_id, valid_form
 from devloop.core.models import Stack, UnitKind
 from devloop.core.suggest import closest, closest_id
+from devloop.core.yamlindent import Misindent, described, misindented
 from devloop.llm.stub.yamlmarks import ScriptInvalid, read_yaml
-from devloop.project.yamlindent import Misindent, described, misindented
 from devloop.scaffold.spec import FIXES, NewProject, NewUnit
 
 Lines = Mapping[tuple[str, ...], int]

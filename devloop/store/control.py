@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from devloop.core.ids import check_id
-from devloop.fleet.money import from_nano, to_nano
+from devloop.core.money import from_nano, to_nano
 from devloop.store.base import StoreBase
 from devloop.store.keys import EVENTS_MAXLEN
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Mapping
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 
 from devloop.core.errors import DevLoopError, FileTooLarge
+from devloop.safe.safedir import Dir
+from devloop.safe.safetree import walk
 
 CAP_SETTING = "DEVLOOP_FILE_CAP_BYTES"
 
@@ -48,3 +50,21 @@ def too_large(pid: str, unit: str, size: int, cap: int, sizes: Mapping[str, int]
         f"{cap} bytes (largest: {listed or 'none'}); remove large files from "
         f"units/{unit}/ or raise {CAP_SETTING}"
     )
+
+
+def code_digest(view: Path, unit_rel: str) -> str | None:
+    """The digest of the unit's code/** in the view (None when it cannot be read whole):
+    which code a verdict is about. Tester runs cannot change code/, so after the run is the
+    same as before it."""
+    try:
+        with Dir.open(view) as root:
+            entries = [e for e in walk(root, f"{unit_rel}/code") if e.kind == "file"]
+            if any(e.problem for e in entries):
+                return None
+            return files_digest({
+                f"code/{e.rel}": root.read_bytes(f"{unit_rel}/code/{e.rel}") for e in entries
+            })
+    except FileNotFoundError:
+        return files_digest({})
+    except OSError:  # TooMany, a link, a fifo: not a code set anyone can commit
+        return None

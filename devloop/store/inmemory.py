@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from devloop.core.ids import check_id
-from devloop.fleet.money import from_nano, to_nano
+from devloop.core.money import from_nano, to_nano
 from devloop.store.control import Control, control_from, total_usd
 from devloop.store.fence import Fence, LeaseLost
 from devloop.store.keys import EVENTS_MAXLEN, Keys

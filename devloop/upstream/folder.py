@@ -14,10 +14,10 @@ from pathlib import Path
 from devloop.core import dag
 from devloop.core.config import Settings
 from devloop.project.load import Project
-from devloop.runners.base import code_digest
 from devloop.safe.safedir import Dir
 from devloop.safe.safetree import Limits as WalkLimits
 from devloop.safe.safetree import TooMany, walk
+from devloop.store.filesets import code_digest
 from devloop.upstream.mount import Upstream, lay_out, scope_for
 
 _RUN = re.compile(r"run-(\d+)-(\d+)")

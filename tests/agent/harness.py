@@ -20,9 +20,9 @@ from devloop.ledgers import BugLedger, Timeline
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
 from devloop.project.load import load_project
-from devloop.project.workspace import Workspace
 from devloop.roles.registry import all_tools
 from devloop.roles.services import RoleServices
+from devloop.roles.workspace import Workspace
 from devloop.sandbox import make_sandbox
 from devloop.store import RedisStore
 

@@ -16,8 +16,8 @@ import yaml
 
 from devloop.console.render import render
 from devloop.console.views import project_view, summary_view
+from devloop.core.money import spent_words, to_nano, usd
 from devloop.fleet.control import read_control
-from devloop.fleet.money import spent_words, to_nano, usd
 from devloop.fleet.records import steps_of
 from devloop.llm.stub import StubServer
 from devloop.report.data import gather

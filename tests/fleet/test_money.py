@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 
-from devloop.fleet.money import from_nano, rounded, spent_words, to_nano, usd
+from devloop.core.money import from_nano, rounded, spent_words, to_nano, usd
 
 
 def test_the_units_shares_add_up_to_the_total_exactly_and_print_alike() -> None:

@@ -15,7 +15,7 @@ from devloop.core.config import Settings
 from devloop.fleet.records import steps_of
 from devloop.fleet.steps import run_step
 from devloop.project.load import load_project
-from devloop.project.workspace import Workspace
+from devloop.roles.workspace import Workspace
 from devloop.runners import PytestRunner
 from devloop.sandbox import BwrapSandbox
 from devloop.store import RedisStore

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from devloop.core.errors import ProjectInvalid
+from devloop.core.money import to_nano
 from devloop.fleet.control import SPEND_FILE
-from devloop.fleet.money import to_nano
 from devloop.fleet.records import STEPS_FILE
 from devloop.report import gather
 from devloop.report.data import ReportData

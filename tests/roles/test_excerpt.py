@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from devloop.roles.excerpt import MAX_LINE, code_exports, js_exports
+from devloop.runners.excerpt import MAX_LINE, code_exports, js_exports
 from devloop.safe.safedir import Dir
 
 SERVER = """\

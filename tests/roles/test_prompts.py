@@ -18,6 +18,7 @@ import pytest
 from jinja2 import meta
 
 from devloop.agent.checkpoint import StoreCheckpointer
+from devloop.agent.prompts import PROMPTS_DIR, render
 from devloop.agent.reassess import make_reassess
 from devloop.agent.spec import SessionSpec
 from devloop.core.config import Settings
@@ -26,7 +27,6 @@ from devloop.ledgers import format_decision
 from devloop.llm.anthropic import AnthropicProvider
 from devloop.llm.stub import StubServer
 from devloop.project.load import load_project
-from devloop.project.prompts import PROMPTS_DIR, render
 from devloop.roles import context
 from devloop.roles.coder import capture_baseline
 from devloop.roles.environment import TOOLCHAINS

@@ -11,7 +11,7 @@ from rich.console import Console
 
 from devloop.cli.run.project_run import RunOptions, run_project
 from devloop.core.config import Settings
-from devloop.fleet.money import usd
+from devloop.core.money import usd
 from devloop.fleet.queue import TaskQueue
 from devloop.project.resources import data_dir
 from devloop.report import gather, write_report

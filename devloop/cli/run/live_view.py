@@ -26,7 +26,7 @@ from rich.segment import Segment
 from rich.table import Table
 from rich.text import Text
 
-from devloop.fleet.money import spent_words, usd
+from devloop.core.money import spent_words, usd
 from devloop.fleet.status import ProjectStatus, UnitRow
 
 COLORS = {

@@ -16,10 +16,10 @@ from devloop.console.listen import Listener
 from devloop.console.server import base_url, link
 from devloop.core.config import Settings
 from devloop.core.errors import Problem
+from devloop.core.money import raised_cap, resume_cap, spent_words
 from devloop.fleet.control import clear_pause, set_default_cap
 from devloop.fleet.dispatch import CANCELLED, resume_blocked
 from devloop.fleet.messages import Dispatch
-from devloop.fleet.money import raised_cap, resume_cap, spent_words
 from devloop.fleet.status import ProjectStatus
 from devloop.fleet.webhook import Notifier, webhook_problem
 from devloop.server.embedded import RedisEndpoint

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
 from devloop.core.errors import DevLoopError, Problem
-from devloop.project.yamlindent import described, misindented
+from devloop.core.yamlindent import described, misindented
 
 Path = tuple[str, ...]
 DOCS = "docs/stub-script.md"

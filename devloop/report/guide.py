@@ -255,5 +255,5 @@ def guide_path() -> Path:
     return Path(__file__).resolve().parent.parent.parent / "docs" / "user-guide.md"
 
 
-if __name__ == "__main__":  # python -m devloop.project.guide: render the guide's tables in place
+if __name__ == "__main__":  # python -m devloop.report.guide: render the guide's tables in place
     guide_path().write_text(refresh(guide_path().read_text()))

@@ -11,7 +11,7 @@ from devloop.core.errors import DevLoopError, ProjectInvalid
 from devloop.core.suggest import unknown
 from devloop.project.load import load_project
 from devloop.project.stacks import stack_sandbox
-from devloop.project.workspace import CommitOutcome, Workspace
+from devloop.roles.workspace import CommitOutcome, Workspace
 from devloop.sandbox import Observation
 from devloop.server.embedded import redis_endpoint
 from devloop.server.redis_server import connect
