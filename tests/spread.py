@@ -4,11 +4,18 @@ Tests that share a fixture wider than one test (a module's runner, the live cons
 stub run the report tests read) are kept on one worker, so it is made once, as in a serial
 run; every other test goes to whichever worker is free. On the workers, the tests that declare
 a long timeout are handed out first: a fleet test started last keeps the whole run waiting.
+
+A test marked `alone` (it makes the machine busy on purpose, or needs it free) runs while no
+other test does: the workers share a readers-writer lock in the run's temp dir, with a
+turnstile so an `alone` test waiting for the others to finish is not overtaken by new ones.
 """
 
 from __future__ import annotations
 
+import fcntl
 import inspect
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -83,3 +90,25 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         unit_cost[unit] = max(unit_cost.get(unit, 0.0), declared_cost(item))
     order = {item.nodeid: i for i, item in enumerate(items)}
     items.sort(key=lambda it: (-unit_cost[groups.get(it.nodeid, it.nodeid)], order[it.nodeid]))
+
+
+@contextmanager
+def _turn(config: pytest.Config, alone: bool) -> Iterator[None]:
+    """Hold the run's lock shared (or, alone, exclusive) while a test runs on a worker."""
+    run_dir = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
+    with open(run_dir / "turnstile.lock", "a") as gate, open(run_dir / "alone.lock", "a") as room:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        if not alone:
+            fcntl.flock(gate, fcntl.LOCK_UN)  # an alone test keeps the gate shut until it ends
+        yield  # closing the files releases the locks
+
+
+# tryfirst: outside pytest-timeout's wrapper, so the wait for a turn is not the test's time.
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+    if not hasattr(item.config, "workerinput"):
+        yield  # a serial run: every test is alone
+        return
+    with _turn(item.config, alone=item.get_closest_marker("alone") is not None):
+        yield

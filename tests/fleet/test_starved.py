@@ -33,6 +33,7 @@ SPINNING_TEST = (
 )
 
 
+@pytest.mark.alone  # its busy neighbours would starve the other tests' fleets too
 @pytest.mark.timeout(400)
 def test_a_starved_test_run_is_re_run_after_a_backoff_and_never_sent_to_the_coder(
     redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path

@@ -29,6 +29,7 @@ from devloop.sandbox.slots import cpu_count
 MakeView = Callable[[str], Path]
 UNIT = "todo-py"
 SLACK_S = 30.0
+pytestmark = pytest.mark.alone  # "a free machine" and "a starved one" are the whole machine
 
 
 @pytest.fixture(scope="module")

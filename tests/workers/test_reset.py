@@ -26,6 +26,7 @@ from tests.proctree import kill_tree, run_bounded
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
 README = Path(__file__).resolve().parents[2] / "README.md"
 NEW_CRITERION = "add(0, 0) returns 0"
+BLOCKING_CRITERION = "add(0, 5) returns 5"
 ROLE_PARTS = ("code", "tests", "runs", "contract.json", "coder.log")
 
 pytestmark = pytest.mark.timeout(900)
@@ -105,15 +106,19 @@ def agree(project: Path, units: list[str]) -> None:
             store.close()
 
 
-def test_editing_a_passed_scaffolded_projects_spec_and_running_again_passes(
+def test_edited_specs_run_a_scaffolded_unit_again_and_reset_asks_then_starts_units_over(
     tmp_path: Path, python_toolchain_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The user's sequence: the quick start passes, one acceptance criterion is added,
-    `devloop new --force`, `devloop run` again: the unit runs again on the new spec, its new
-    criterion gets its test, and it passes; `--rerun` passes too."""
+    """The user's sequences on one scaffolded project (one quick start run for both): one
+    acceptance criterion added, `devloop new --force`, `devloop run` again: the unit runs again
+    on the new spec, its new criterion gets its test, and it passes; `--rerun` passes too.
+    Then a criterion the script cannot cover blocks the unit; unblocked with the script
+    rewritten, it passes; `devloop reset` asks first, then starts it and its dependent over."""
+    monkeypatch.delenv("DEVLOOP_REDIS_URL", raising=False)
     started = time.monotonic()
     spec = tmp_path / "spec.yaml"
     spec.write_text(quick_start_spec())
+    shop = tmp_path / "shop"
     assert devloop("new", "shop", "--from", "spec.yaml", cwd=tmp_path).returncode == 0
     first = devloop("run", "shop", "--llm", "stub", cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
@@ -125,9 +130,9 @@ def test_editing_a_passed_scaffolded_projects_spec_and_running_again_passes(
     assert again.returncode == 0, again.stdout + again.stderr
     assert (f'money: spec.json and SDD section changed, acceptance criteria added: '
             f'"{NEW_CRITERION}"; running it again as attempt 2\n') in again.stdout
-    now = rows(tmp_path / "shop")
+    now = rows(shop)
     assert (now["money"]["status"], now["money"]["attempt"]) == ("passed", 2)
-    tests = (tmp_path / "shop/units/money/tests/test_money.py").read_text()
+    tests = (shop / "units/money/tests/test_money.py").read_text()
     assert "def test_03_add_0_0_returns_0" in tests  # the new criterion's test
 
     rerun = devloop("run", "shop", "--llm", "stub", "--rerun", "money", cwd=tmp_path)
@@ -135,20 +140,9 @@ def test_editing_a_passed_scaffolded_projects_spec_and_running_again_passes(
     assert "money: asked for with --rerun; running it again as attempt 3\n" in rerun.stdout
     print(f"edit, new --force, run, --rerun: {time.monotonic() - started:.1f} s")
 
-
-def test_an_unblocked_scaffolded_unit_passes_and_reset_asks_then_starts_units_over(
-    tmp_path: Path, python_toolchain_dir: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.delenv("DEVLOOP_REDIS_URL", raising=False)
-    spec = tmp_path / "spec.yaml"
-    spec.write_text(quick_start_spec())
-    shop = tmp_path / "shop"
-    assert devloop("new", "shop", "--from", "spec.yaml", cwd=tmp_path).returncode == 0
-    assert devloop("run", "shop", "--llm", "stub", cwd=tmp_path).returncode == 0
-
-    # The spec changes but the script stays the old one: money's tester cannot cover the
-    # new criterion, and money is blocked; what to do next names reset too.
-    spec.write_text(with_criterion(spec.read_text(), "money", NEW_CRITERION))
+    # The spec changes again but the script stays the old one: money's tester cannot cover
+    # the new criterion, and money is blocked; what to do next names reset too.
+    spec.write_text(with_criterion(spec.read_text(), "money", BLOCKING_CRITERION))
     assert devloop("new", "shop", "--from", "spec.yaml", "--force", "--no-script",
                    cwd=tmp_path).returncode == 0
     blocked = devloop("run", "shop", "--llm", "stub", cwd=tmp_path)
