@@ -1,7 +1,7 @@
 """What the live side needs of a store: the events stream, test runs' output, and the
 reads the live status makes of each unit and of the project.
 
-RedisStore is the real one; MemoryLive (store/memory_live.py) keeps the same in plain
+RedisStore is the real one; MemoryLive (store/ininmemory_live.py) keeps the same in plain
 Python for tests of the decisions made on top (tests/store/test_live_contract.py holds
 both to the same assertions).
 """
@@ -65,7 +65,7 @@ class LiveStatusStore(EventStore, Protocol):
 
 class StreamFeed(Protocol):
     """The console's blocking reads of a project's streams: handles handed out, then read
-    after a position each (store/livefeed.py; MemoryFeed in memory_live.py)."""
+    after a position each (store/livefeed.py; MemoryFeed in inmemory_live.py)."""
 
     async def close(self) -> None: ...
 

@@ -14,8 +14,8 @@ from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepRecord, field, save_step
 from devloop.fleet.status import project_status
 from devloop.store import RedisStore, UnitState
+from devloop.store.inmemory_live import MemoryLive
 from devloop.store.keys import EVENTS_MAXLEN
-from devloop.store.memory_live import MemoryLive
 from tests.fleet.builder import UnitPlan, build
 
 UNITS = 120

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from devloop.roles.live_output import LiveOutput
-from devloop.store.memory_live import MemoryLive
+from devloop.store.inmemory_live import MemoryLive
 from devloop.store.protocols_live import LiveStore
 
 PID = "p-out"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from devloop.store.memory_live import MemoryLive
+from devloop.store.inmemory_live import MemoryLive
 from devloop.store.protocols_live import LiveStore
 
 KINDS = ["redis", "memory"]

@@ -8,9 +8,9 @@ import pytest
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepRecord, field, save_step
 from devloop.store import RedisStore, UnitState
+from devloop.store.inmemory_live import MemoryLive
 from devloop.store.live import EventsRead, UnitRead
 from devloop.store.live import after as later
-from devloop.store.memory_live import MemoryLive
 from devloop.store.protocols_live import LiveStore
 from devloop.store.state import event_states
 from tests.store.live_stores import KINDS, live_store

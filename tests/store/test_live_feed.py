@@ -17,9 +17,9 @@ from devloop.console import sse
 from devloop.ledgers import Timeline
 from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
+from devloop.store.inmemory_live import MemoryFeed, MemoryLive
 from devloop.store.keys import EVENTS_MAXLEN
 from devloop.store.livefeed import LiveFeed
-from devloop.store.memory_live import MemoryFeed, MemoryLive
 from devloop.store.protocols_live import StreamFeed
 
 PID = "p-feed"
