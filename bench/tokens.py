@@ -15,10 +15,10 @@ from typing import Any
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession
 from devloop.agent.prompts import render
 from devloop.agent.spec import SessionSpec
 from devloop.agent.stuck import StuckThresholds
+from devloop.agent.toolloop import AgentSession
 from devloop.agent.tools import ToolContext
 from devloop.core.config import load_settings
 from devloop.ledgers import BugLedger, Timeline

@@ -6,9 +6,9 @@ import dataclasses
 from collections.abc import Callable, Iterable
 
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession
 from devloop.agent.prompts import render
 from devloop.agent.spec import Budgets, Checkpointer, Reassess, SessionSpec
+from devloop.agent.toolloop import AgentSession
 from devloop.agent.tools import Tool, ToolContext
 from devloop.agent.untrusted import wrap_untrusted
 from devloop.llm.base import LLMProvider

@@ -21,10 +21,10 @@ from starlette.routing import Route
 from devloop.console import sse
 from devloop.console.auth import LOOPBACK, Guard, page_key, with_key
 from devloop.console.hub import KEY_MARK, Hub, Hubs, follow
+from devloop.console.pages import page_units, page_view, unit_view
 from devloop.console.render import render
 from devloop.console.shape import Shapes
 from devloop.console.summary import Stats
-from devloop.console.views import page_units, page_view, unit_view
 from devloop.core.ids import is_valid_id
 from devloop.fleet.control import set_console_url
 from devloop.fleet.dispatch import unblock_unit

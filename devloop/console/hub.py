@@ -30,9 +30,9 @@ from starlette.concurrency import run_in_threadpool
 
 from devloop.console import sse
 from devloop.console.auth import KEY_PARAM
+from devloop.console.pages import event_json
 from devloop.console.shape import Shape, Shapes
 from devloop.console.summary import Dot, Stats, Summary
-from devloop.console.views import event_json
 from devloop.store import RedisStore
 from devloop.store.livefeed import BATCH, BLOCK_MS, RETRY_S
 from devloop.store.protocols_live import StoreUnavailable, StreamFeed

@@ -25,8 +25,8 @@ from typing import Any
 from sse_starlette import ServerSentEvent
 from starlette.concurrency import run_in_threadpool
 
+from devloop.console.pages import event_json
 from devloop.console.render import colours, redact
-from devloop.console.views import event_json
 from devloop.core.ids import is_valid_id
 from devloop.store import RedisStore
 from devloop.store.livefeed import BATCH, BLOCK_MS

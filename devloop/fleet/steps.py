@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import redis
 
-from devloop.agent.loop import INVALID, REFUSED
+from devloop.agent.toolloop import INVALID, REFUSED
 from devloop.agent.tools import ProgressEvent
 from devloop.core.config import Settings
 from devloop.core.errors import DevLoopError

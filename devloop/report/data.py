@@ -32,7 +32,7 @@ from devloop.ledgers import BugLedger, DirSink, parse_coder_log
 from devloop.ledgers.sink import read_json_lines
 from devloop.ledgers.timeline import LOOP_AGENT
 from devloop.project.jsonfile import parse_json, validate_model
-from devloop.report.status import derive_statuses
+from devloop.report.final_status import derive_statuses
 from devloop.safe.safedir import Dir, Refused
 
 log = logging.getLogger(__name__)

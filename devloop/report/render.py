@@ -18,7 +18,7 @@ from devloop.core.money import usd
 from devloop.report.data import ReportData, gather
 from devloop.report.gantt import BAR_H, LABEL_W, PLOT_W, gantt_layout
 from devloop.report.layout import dag_layout
-from devloop.report.views import attempts, cost_table, wall_time
+from devloop.report.tables import attempts, cost_table, wall_time
 from devloop.runners.coverage import describe as describe_coverage
 from devloop.safe.safedir import Dir
 

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import RESUMABLE, AgentSession
 from devloop.agent.reassess import make_reassess
 from devloop.agent.result import SessionResult
 from devloop.agent.spec import Budgets, CheckReport, SessionSpec
+from devloop.agent.toolloop import RESUMABLE, AgentSession
 from devloop.agent.tools import ProgressEvent, ToolContext
 from devloop.agent.transcript import identity
 from devloop.core.config import Settings

@@ -10,10 +10,10 @@ from typing import Any
 
 from devloop.agent.checkpoint import StoreCheckpointer
 from devloop.agent.flavors import toolset
-from devloop.agent.loop import AgentSession
 from devloop.agent.reassess import make_reassess
 from devloop.agent.spec import Budgets, SelfCheck, SessionSpec
 from devloop.agent.stuck import StuckThresholds
+from devloop.agent.toolloop import AgentSession
 from devloop.agent.tools import ProgressEvent, ToolContext
 from devloop.core.config import Settings
 from devloop.ledgers import BugLedger, Timeline

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from devloop.agent.loop import REMINDER
 from devloop.agent.result import SessionResult
 from devloop.agent.spec import Budgets, CheckReport
+from devloop.agent.toolloop import REMINDER
 from devloop.llm.base import Usage
 from tests.agent.harness import KEY, MakeHarness
 from tests.agent.test_loop import script, text, tool

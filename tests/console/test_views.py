@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from devloop.console.pages import unit_view
 from devloop.console.shape import Shapes
-from devloop.console.views import unit_view
 from devloop.core import dag
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepRecord, save_step

@@ -14,15 +14,15 @@ from pathlib import Path
 import pytest
 import yaml
 
+from devloop.console.pages import project_view, summary_view
 from devloop.console.render import render
-from devloop.console.views import project_view, summary_view
 from devloop.core.money import spent_words, to_nano, usd
 from devloop.fleet.control import read_control
 from devloop.fleet.records import steps_of
 from devloop.llm.stub import StubServer
 from devloop.report.data import gather
 from devloop.report.render import build_report
-from devloop.report.views import cost_table
+from devloop.report.tables import cost_table
 from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
 from tests.fleet.builder import UnitPlan, build, script

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from devloop.console.pages import unit_view
 from devloop.console.render import render
-from devloop.console.views import unit_view
 from devloop.fleet.dispatch import enqueue_project, needs_review
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.review import (

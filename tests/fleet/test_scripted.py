@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from devloop.console.pages import project_view, unit_view
 from devloop.console.render import render as render_page
 from devloop.console.sse import state_event
-from devloop.console.views import project_view, unit_view
 from devloop.core.loop import coder_mode
 from devloop.fleet.dispatch import enqueue_project, reconcile, release_dependents
 from devloop.fleet.marks import MARKS_FILE, export_marks, note_llm, scripted_now

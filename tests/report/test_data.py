@@ -16,7 +16,7 @@ from devloop.fleet.control import SPEND_FILE
 from devloop.fleet.records import STEPS_FILE
 from devloop.report import gather
 from devloop.report.data import ReportData
-from devloop.report.views import attempts, cost_table
+from devloop.report.tables import attempts, cost_table
 from tests.conftest import EXAMPLES
 from tests.growth import LINEAR, per_item_growth
 from tests.report.folders import many_units

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from devloop.report.status import UnitFacts, derive_statuses, unit_status
+from devloop.report.final_status import UnitFacts, derive_statuses, unit_status
 from tests.growth import LINEAR, per_item_growth
 
 

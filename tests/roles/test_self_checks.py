@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from devloop.agent.loop import REMINDER
+from devloop.agent.toolloop import REMINDER
 from devloop.agent.tools import ToolContext
 from devloop.core.config import Settings
 from devloop.core.contracts import hash_contract

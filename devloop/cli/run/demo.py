@@ -16,7 +16,7 @@ from devloop.fleet.queue import TaskQueue
 from devloop.project.resources import data_dir
 from devloop.report import gather, write_report
 from devloop.report.data import ReportData
-from devloop.report.views import cost_table
+from devloop.report.tables import cost_table
 from devloop.safe.safedir import Dir, Refused
 
 EXAMPLES = data_dir("examples")

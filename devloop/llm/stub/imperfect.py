@@ -35,7 +35,7 @@ SLIP_KINDS: tuple[SlipKind, ...] = (
     "forget_bookkeeping", "bad_arguments", "wrong_fix", "weak_test", "tests_first",
     "repeat_edit", "early_end", "long_text",
 )
-# What the runtime says (devloop/agent/loop.py, devloop/agent/tools.py, first_turn.md).
+# What the runtime says (devloop/agent/toolloop.py, devloop/agent/tools.py, first_turn.md).
 TASK_MARK = "# Data for this attempt"
 CHECK_MARKS = ("self-check failed", "it is asked for once")
 SCHEMA_ERROR = "invalid input for "

@@ -16,7 +16,7 @@ import anthropic
 import pytest
 from pydantic import ValidationError
 
-from devloop.agent.loop import REMINDER
+from devloop.agent.toolloop import REMINDER
 from devloop.agent.tools import Tool
 from devloop.llm.stub import StubServer
 from devloop.llm.stub.imperfect import SLIP_KINDS

@@ -22,7 +22,7 @@ from devloop.ledgers import BugLedger, Timeline
 from devloop.ledgers.timeline import LOOP_AGENT
 from devloop.report.data import LOOP_KINDS, UnitReport
 from devloop.report.layout import DagLayout
-from devloop.report.views import Attempt, attempts
+from devloop.report.tables import Attempt, attempts
 from devloop.roles import context
 from devloop.store import RedisStore, UnitState
 from devloop.store.output import OutputSoFar
