@@ -34,8 +34,9 @@ from devloop.console.pages import event_json
 from devloop.console.shape import Shape, Shapes
 from devloop.console.summary import Dot, Stats, Summary
 from devloop.store import RedisStore
+from devloop.store.base import StoreError
 from devloop.store.livefeed import BATCH, BLOCK_MS, RETRY_S
-from devloop.store.protocols_live import StoreUnavailable, StreamFeed
+from devloop.store.protocols_live import StreamFeed
 
 log = logging.getLogger(__name__)
 
@@ -242,7 +243,7 @@ class Hub:
                 if await run_in_threadpool(self.shapes.digest, self.pid) != self.shape.digest:
                     await self._resync()
                     return
-        except StoreUnavailable:
+        except StoreError:
             await anyio.sleep(RETRY_S)  # Redis away (a restart): try again, lose nothing
             return
         block = BLOCK_MS if not self.pending.any else int((self._next_flush - now) * 1000)

@@ -14,8 +14,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import redis
-
 from devloop.agent.toolloop import INVALID, REFUSED
 from devloop.agent.tools import ProgressEvent
 from devloop.core.config import Settings
@@ -51,6 +49,7 @@ from devloop.roles.runtime import RoleRequest
 from devloop.roles.tester import run_tester
 from devloop.runners.tamper import is_code_fault
 from devloop.store import Fence, LeaseLost, RedisStore, UnitState
+from devloop.store.base import StoreError
 
 LEASE_TTL_S = 60.0
 HEARTBEAT_S = 15.0
@@ -113,8 +112,8 @@ class StepLease:
     ) -> None:
         self.env, self.msg, self.role, self.lease_role = env, msg, role, lease_role
         self.held = held
-        self.fence = Fence(env.store.keys(msg.pid).lease(msg.unit_id, msg.attempt, lease_role),
-                           env.owner)
+        self.fence = env.store.lease_fence(msg.pid, msg.unit_id, msg.attempt, lease_role,
+                                           env.owner)
         self.stop = StopFlag(env.store, msg.pid, msg.unit_id)
         self._beat: Heartbeat | None = None
 
@@ -125,7 +124,7 @@ class StepLease:
 
     def __exit__(self, kind: object, exc: BaseException | None, tb: object) -> None:
         self._stop_beat()
-        if self.held and not isinstance(exc, redis.RedisError):
+        if self.held and not isinstance(exc, StoreError):
             self.env.store.release(
                 self.msg.pid, self.msg.unit_id, self.msg.attempt, self.lease_role, self.env.owner
             )
@@ -199,7 +198,7 @@ def _session(
         record = _run(role, env, msg, started, state, start.coder, lease.fence, lease.stop)
     except LeaseLost as lost:
         raise lease.taken_over(lost) from None
-    except redis.RedisError:
+    except StoreError:
         raise  # Redis itself is away: the caller retries; the lease runs out on its own
     except Exception as exc:
         if not lease.still_held():
@@ -234,7 +233,7 @@ def decide_step(env: StepEnv, msg: StepMsg) -> list[Dispatch]:
     """decide_after under the same failure handling as a step (retried, then blocked)."""
     try:
         return decide_after(env.store, msg, env.settings.retry_budget, worker=env.owner)
-    except (redis.RedisError, StepStopped, StepWaiting):
+    except (StoreError, StepStopped, StepWaiting):
         raise
     except Exception as exc:
         raise step_failed(env.store, env.settings, msg, "decide", exc) from exc
@@ -265,7 +264,7 @@ class Heartbeat:
                     msg.pid, msg.unit_id, msg.attempt, self.lease_role, env.owner,
                     env.lease_ttl_s,
                 )
-            except redis.RedisError:
+            except StoreError:
                 continue  # Redis restarting: try again at the next beat
             if not held:
                 self.lost.set()

@@ -13,7 +13,8 @@ import logging
 import threading
 from types import TracebackType
 
-from devloop.store.protocols_live import OutputStore, StoreUnavailable
+from devloop.store.base import StoreError
+from devloop.store.protocols_live import OutputStore
 
 log = logging.getLogger(__name__)
 FLUSH_S = 0.2
@@ -75,7 +76,7 @@ class LiveOutput:
         """A fresh stream for the run, the unit's run list trimmed, the run announced."""
         try:
             self.store.start_output(self.pid, self.unit, self.run_id, self.keep)
-        except StoreUnavailable:
+        except StoreError:
             log.warning("live output of %s %s cannot be started", self.unit, self.run_id,
                         exc_info=True)
 
@@ -95,6 +96,6 @@ class LiveOutput:
             return
         try:
             self.store.add_output(self.pid, self.unit, self.run_id, batch, end=final)
-        except StoreUnavailable:
+        except StoreError:
             log.warning("live output of %s %s lost a chunk", self.unit, self.run_id,
                         exc_info=True)

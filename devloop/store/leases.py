@@ -10,6 +10,7 @@ from redis.client import Pipeline
 
 from devloop.store import scripts
 from devloop.store.base import StoreBase, text
+from devloop.store.fence import Fence
 
 
 def _ttl_ms(ttl_s: float) -> int:
@@ -40,6 +41,10 @@ class LeasesMixin(StoreBase):
         """Extend the lease to ttl_s from now, only while owner still holds it."""
         key = self.keys(pid).lease(unit, attempt, role)
         return bool(self._heartbeat_lease(keys=[key], args=[owner, _ttl_ms(ttl_s)]))
+
+    def lease_fence(self, pid: str, unit: str, attempt: int, role: str, owner: str) -> Fence:
+        """The fence of owner's writes under the lease of (unit, attempt, role)."""
+        return Fence(self.keys(pid).lease(unit, attempt, role), owner)
 
     def release(self, pid: str, unit: str, attempt: int, role: str, owner: str) -> bool:
         """Give the lease up if owner holds it; True if it was released."""

@@ -1,7 +1,7 @@
 """What the live side needs of a store: the events stream, test runs' output, and the
 reads the live status makes of each unit and of the project.
 
-RedisStore is the real one; MemoryLive (store/ininmemory_live.py) keeps the same in plain
+RedisStore is the real one; MemoryLive (store/inmemory_live.py) keeps the same in plain
 Python for tests of the decisions made on top (tests/store/test_live_contract.py holds
 both to the same assertions).
 """
@@ -11,14 +11,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-import redis
-
 from devloop.store.live import EventsRead, SharedRead, UnitRead
 from devloop.store.livefeed import Reply
 from devloop.store.output import OutputSoFar
-
-# What a store call raises while its server is away (a restart): a pause, not an end.
-StoreUnavailable = redis.RedisError
 
 
 class EventStore(Protocol):

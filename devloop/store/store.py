@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
 from devloop.server.redis_server import connect
 from devloop.store.base import DEFAULT_FILE_CAP
 from devloop.store.control import ControlMixin
@@ -51,6 +54,14 @@ class RedisStore(
     def from_url(cls, url: str, *, file_cap_bytes: int = DEFAULT_FILE_CAP) -> RedisStore:
         """A store over a new client of url (redis://, unix:// or redis+socket://)."""
         return cls(connect(url), file_cap_bytes=file_cap_bytes)
+
+    @classmethod
+    def watching(cls, url: str, *, file_cap_bytes: int = DEFAULT_FILE_CAP) -> RedisStore:
+        """A store whose client retries briefly (three times, at most half a second apart):
+        the run's own, so a dead embedded Redis is noticed (and restarted) at the next look,
+        not after the workers' ten seconds of retries."""
+        quick = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3)
+        return cls(connect(url, retry=quick), file_cap_bytes=file_cap_bytes)
 
     def sink(self, pid: str, ledger: Ledger, fence: Fence | None = None) -> RedisStreamSink:
         """The append sink of a ledger ("bugs" or "timeline") of project pid (its appends

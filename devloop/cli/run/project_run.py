@@ -12,9 +12,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import redis
-from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 from rich.console import Console
 from rich.live import Live
 
@@ -54,10 +51,11 @@ from devloop.project.runlock import FolderBusy, folder_lock
 from devloop.safe.cachedir import cache_problem
 from devloop.safe.private import write_private
 from devloop.server.embedded import NotPrivate, private_state_dir, redis_endpoint
-from devloop.server.redis_server import RedisServerError, connect, server_build
+from devloop.server.redis_server import RedisServerError, server_build
 from devloop.server.redis_urls import redact
 from devloop.server.supervisor import Received, interrupt_on
 from devloop.store import RedisStore
+from devloop.store.base import StoreError, StoreUnavailable
 from devloop.store.snapshot import source_problems
 
 EXIT_OK, EXIT_BLOCKED, EXIT_INVALID, EXIT_FAILED = 0, 1, 2, 3
@@ -246,7 +244,7 @@ def _gave_up(error: Exception, options: RunOptions, console: Console, err: Conso
         return EXIT_INVALID
     if isinstance(error, GaveUp):
         err.print(f"devloop run: gave up: {error}", markup=False)
-    elif isinstance(error, redis.RedisError | QueueUnreachable):
+    elif isinstance(error, StoreError | QueueUnreachable):
         err.print(f"devloop run: gave up: Redis went away ({one_line(error)}); "
                   f"run `devloop run {shlex.quote(str(options.project_dir))}` again to "
                   "resume", markup=False)
@@ -307,11 +305,7 @@ def _run(
             stub = stack.enter_context(StubServer(options.script or project_dir / "stub.yaml"))
             env.update(ANTHROPIC_BASE_URL=stub.base_url, ANTHROPIC_API_KEY="stub")
         queue.connect(endpoint.celery_url)
-        # Short retries for the run's own client: a dead embedded Redis is noticed (and
-        # restarted) at the next look, not after the workers' ten seconds of retries.
-        quick = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3)
-        store = RedisStore(connect(endpoint.url, retry=quick),
-                           file_cap_bytes=settings.file_cap_bytes)
+        store = RedisStore.watching(endpoint.url, file_cap_bytes=settings.file_cap_bytes)
         stack.callback(store.close)
         project = load_project(project_dir)
         earlier = _ran_before(store, project)
@@ -464,7 +458,7 @@ def _watch(
                     queue.send(reconcile(store, pid, grace))
                     last_reconcile = time.monotonic()
                 unreachable_since = None
-            except (redis.ConnectionError, QueueUnreachable) as lost:
+            except (StoreUnavailable, QueueUnreachable) as lost:
                 # A Redis restart, or a shared one that went away: wait for it a while.
                 unreachable_since = unreachable_since or time.monotonic()
                 if time.monotonic() - unreachable_since > settings.redis_wait_s:
