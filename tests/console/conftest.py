@@ -25,11 +25,12 @@ WEBHOOK_SECRET = "console-tests-webhook-secret-0123456789abcdef"
 # Chromium as root on these machines, closed network (see tests/report/browser.py).
 FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-# Prints a tick a second: a test whose stdout must show up in the unit page as it runs.
+# Prints a tick a second for 20 s: a test whose stdout must show up in the unit page as it
+# runs (long enough for a page opened on a loaded machine to see it before the last tick).
 TICKING_TESTS = (
     "import time\n\nfrom unit import value\n\n\n"
     "def test_value_returns_42_while_ticking():\n"
-    "    for n in range(1, 9):\n"
+    "    for n in range(1, 21):\n"
     "        print(f'tick {n}', flush=True)\n"
     "        time.sleep(1)\n"
     "    assert value() == 42\n"

@@ -7,6 +7,7 @@ import json
 import threading
 import time
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -76,14 +77,16 @@ def rig(request: pytest.FixtureRequest) -> Rig:
 
 
 def run(rig: Rig, read: Callable[[StreamFeed], Awaitable[Any]]) -> Any:
-    """What read gives, on a feed made (and closed) in one event loop."""
+    """What read gives, on a feed made (and closed) in one event loop of a thread of its
+    own (a browser test before it on the same worker may leave a loop running in this one)."""
     async def main() -> Any:
         feed = rig.make_feed()
         try:
             return await read(feed)
         finally:
             await feed.close()
-    return anyio.run(main)
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(anyio.run, main).result(timeout=60)
 
 
 def test_a_read_gives_each_streams_entries_after_its_position_or_none_after_the_wait(
