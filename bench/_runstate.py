@@ -18,11 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from devloop.core.money import to_nano
-from devloop.fleet.control import spend_key
 from devloop.fleet.marks import MARKS_FILE
 from devloop.fleet.messages import StepMsg
-from devloop.fleet.records import StepOutcome, StepRecord, field, steps_key
-from devloop.fleet.status import RUN_FILE, StepProgress, progress_key
+from devloop.fleet.records import StepOutcome, StepRecord, field
+from devloop.fleet.status import RUN_FILE, StepProgress
 from devloop.project.load import load_project
 from devloop.scaffold import NewProject, render_project
 from devloop.store import RedisStore, UnitState
@@ -163,7 +162,7 @@ def _unit_writes(pipe: Any, store: RedisStore, pid: str, unit: str, at: float,
     pipe.hset(keys.commits(unit), mapping={f"coder:{attempt}": 2 * attempt - 1,
                                            f"tester:{attempt}": 2 * attempt})
     for record in step_records(pid, unit, at, attempt):
-        pipe.hset(steps_key(store, pid, unit), field(record.role, record.attempt, 1),
+        pipe.hset(store.keys(pid).steps(unit), field(record.role, record.attempt, 1),
                   record.model_dump_json())
     pipe.set(keys.state(unit), state.model_dump_json())
     pipe.xadd(keys.events, state_event(unit, state), maxlen=EVENTS_MAXLEN, approximate=True)
@@ -171,12 +170,12 @@ def _unit_writes(pipe: Any, store: RedisStore, pid: str, unit: str, at: float,
         pipe.xadd(keys.stream("timeline"), {STREAM_FIELD: line.encode()})
     pipe.hset(keys.agent_state, mapping=agent_state(unit))  # type: ignore[arg-type]
     nano = to_nano(0.0365628)
-    pipe.hincrby(spend_key(store, pid), f"unit:{unit}", nano)
-    pipe.hincrby(spend_key(store, pid), "total", nano)
-    pipe.hincrby(spend_key(store, pid), "scripted", nano)
+    pipe.hincrby(store.keys(pid).spend, f"unit:{unit}", nano)
+    pipe.hincrby(store.keys(pid).spend, "total", nano)
+    pipe.hincrby(store.keys(pid).spend, "scripted", nano)
     progress = StepProgress(role="tester", attempt=attempt, since=at + 1.2, step=3, total=3,
                             turn=4, tool="run_tests")
-    pipe.hset(progress_key(store, pid), unit, progress.model_dump_json())
+    pipe.hset(store.keys(pid).progress, unit, progress.model_dump_json())
 
 
 def fill_finished(store: RedisStore, pid: str, units: list[str]) -> None:

@@ -205,17 +205,21 @@ def test_only_the_store_touches_redis_or_names_a_key() -> None:
 def test_the_roles_never_import_the_fleet() -> None:
     """A role session runs inside a step and is driven by the fleet, never the other way:
     no module under devloop/roles/ imports devloop.fleet, at any level of the module."""
-    offenders = []
-    for path in (LIBRARY / "roles").rglob("*.py"):
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            offenders += [f"{path.relative_to(LIBRARY.parent)}: {n}" for n in names
-                          if n == "devloop.fleet" or n.startswith("devloop.fleet.")]
+    offenders = [f"{path.relative_to(LIBRARY.parent)}: {name}"
+                 for path in (LIBRARY / "roles").rglob("*.py") for name in _imported(path)
+                 if name == "devloop.fleet" or name.startswith("devloop.fleet.")]
     assert offenders == []
+
+
+def _imported(path: Path) -> set[str]:
+    """Every absolute name path imports, at any depth (`from a import b` names a and a.b)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.update([node.module, *(f"{node.module}.{a.name}" for a in node.names)])
+    return names
 
 
 # devloop/'s packages from the bottom up (docs/codebase.md draws them). A package imports
@@ -248,17 +252,11 @@ def test_each_package_imports_only_the_layers_below_it() -> None:
         parts = path.relative_to(LIBRARY).parts
         if len(parts) < 2:
             continue
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            for name in names:
-                target = name.split(".")[1] if name.startswith("devloop.") else None
-                if target in layer_of and target != parts[0] and (
-                        layer_of[target] >= layer_of[parts[0]]):
-                    wrong.add(f"{path.relative_to(LIBRARY.parent)} imports {name}")
+        for name in _imported(path):
+            target = name.split(".")[1] if name.startswith("devloop.") else None
+            if target in layer_of and target != parts[0] and (
+                    layer_of[target] >= layer_of[parts[0]]):
+                wrong.add(f"{path.relative_to(LIBRARY.parent)} imports {name}")
     assert sorted(wrong) == []
 
 

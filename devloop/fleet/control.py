@@ -25,10 +25,10 @@ from pathlib import Path
 from devloop.fleet.marks import scripted_now
 from devloop.llm.base import LLMProvider, LLMRequest, LLMResponse
 from devloop.safe.safedir import Dir
-from devloop.store.control import Control, control_from, control_key, spend_key, spent_key
+from devloop.store.control import Control, control_from
 from devloop.store.protocols import ControlStore
 
-__all__ = ["Control", "control_from", "control_key", "spend_key", "spent_key"]
+__all__ = ["Control", "control_from"]
 
 PAUSES = ("budget", "cancelled")
 SPEND_FILE = "agent-state/spend.json"  # the ledger as exported to the folder (the report's)

@@ -17,7 +17,6 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-from devloop.core.loop import awaited_tester_try
 from devloop.core.money import from_nano
 from devloop.fleet.control import Control, control_from
 from devloop.fleet.records import StepRecord
@@ -30,6 +29,7 @@ from devloop.fleet.status import (
     UnitRow,
     scripted_runs,
     status_of,
+    step_leases,
     unit_row,
 )
 from devloop.store import UnitState
@@ -202,7 +202,7 @@ class LiveStatus:
         """In one round trip: the controls, the environment's problem, whether every run
         was scripted, and for each moving unit whether a step holds its lease, its last
         progress record and its spend."""
-        leases = [lease for unit in moving for lease in _leases(unit, self.inputs[unit].state)]
+        leases = [lease for unit in moving for lease in step_leases(unit, self.inputs[unit].state)]
         read = self.store.shared_read(self.pid, leases, moving, RUN_FILE)
         control = control_from(read.control, read.spend, read.earlier)
         progress = {unit: StepProgress.model_validate_json(v) for unit, v in read.progress.items()}
@@ -215,10 +215,3 @@ def _figures(status: ProjectStatus) -> tuple[object, ...]:
     """What the live view shows of the project beyond its rows."""
     return (status.environment_error, status.scripted, status.paused, round(status.spent_usd, 4),
             status.max_usd, status.default_max_usd)
-
-
-def _leases(unit: str, state: UnitState) -> list[tuple[str, int, str]]:
-    """The leases (unit, attempt, role) a step of the unit's current attempt holds while it
-    runs (as fleet/status.py's lease_keys names them)."""
-    roles = ["coder", *(f"tester.{n}" for n in range(1, awaited_tester_try(state) + 1))]
-    return [(unit, state.attempt, role) for role in roles]

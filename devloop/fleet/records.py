@@ -19,9 +19,6 @@ from devloop.ledgers.sink import DirSink
 from devloop.safe.safedir import Dir
 from devloop.store import Fence, RedisStore, UnitState
 from devloop.store.protocols import StepRecordStore
-from devloop.store.steps import dispatched_key, environment_key, finished_key, steps_key
-
-__all__ = ["dispatched_key", "environment_key", "finished_key", "steps_key"]
 
 STEPS_FILE = "agent-state/fleet-steps.ndjson"
 

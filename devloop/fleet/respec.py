@@ -25,9 +25,6 @@ from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.ledgers import Timeline
 from devloop.project.load import Project
 from devloop.store import RedisStore
-from devloop.store.steps import definitions_key
-
-__all__ = ["definitions_key"]
 
 SPEC, SDD = "spec.json", "SDD section"
 

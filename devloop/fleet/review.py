@@ -25,9 +25,6 @@ from devloop.ledgers import Timeline
 from devloop.roles.context import reviews_path
 from devloop.store import RedisStore, UnitState, promote_memory
 from devloop.store.filesets import files_digest
-from devloop.store.reviews import approved_key, approved_meta_key
-
-__all__ = ["approved_key", "approved_meta_key"]
 
 DIFF_LINES = 4000  # lines of one file's diff shown; the rest is summarized
 NOTE_CHARS = 4000

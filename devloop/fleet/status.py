@@ -20,11 +20,7 @@ from devloop.fleet.marks import is_scripted, note_llm
 from devloop.fleet.records import StepRecord, environment_error, steps_of
 from devloop.fleet.why import next_steps, reason, rerun_green
 from devloop.store import RedisStore, UnitState
-from devloop.store.leases import lease_names
 from devloop.store.protocols import StepRecordStore
-from devloop.store.steps import progress_key
-
-__all__ = ["progress_key"]
 
 DONE = ("passed", "blocked", "blocked_upstream")
 MOVING = ("coding", "testing", "waiting_model")  # a worker owes these a step
@@ -162,11 +158,6 @@ def step_leases(unit: str, state: UnitState) -> list[tuple[str, int, str]]:
     runs."""
     roles = ["coder", *(f"tester.{n}" for n in range(1, awaited_tester_try(state) + 1))]
     return [(unit, state.attempt, role) for role in roles]
-
-
-def lease_keys(store: RedisStore, pid: str, unit: str, state: UnitState) -> list[str]:
-    """The lease key names of step_leases (the live table reads them in its own pipeline)."""
-    return lease_names(store, pid, step_leases(unit, state))
 
 
 def _live_units(store: StepRecordStore, pid: str, states: dict[str, UnitState]) -> set[str]:

@@ -252,18 +252,3 @@ class ControlMixin(StoreBase):
             self.client.delete(self.keys(pid).llm)
         else:
             self.client.set(self.keys(pid).llm, llm)
-
-
-# The key names of the controls, for the modules that still read them in their own
-# pipelines (the live table, the wipe); they move behind store methods in turn.
-def control_key(store: StoreBase, pid: str) -> str:
-    return store.keys(pid).control
-
-
-def spend_key(store: StoreBase, pid: str) -> str:
-    return store.keys(pid).spend
-
-
-def spent_key(store: StoreBase, pid: str) -> str:
-    """The total an earlier DevLoop kept in float dollars: still part of the project's."""
-    return store.keys(pid).spent

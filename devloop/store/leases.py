@@ -18,13 +18,6 @@ def _ttl_ms(ttl_s: float) -> int:
     return max(1, round(ttl_s * 1000))
 
 
-def lease_names(store: StoreBase, pid: str, leases: list[tuple[str, int, str]]) -> list[str]:
-    """The key names of (unit, attempt, role) leases, for the modules that still read them
-    in their own pipelines (the live table); they move behind store methods in turn."""
-    keys = store.keys(pid)
-    return [keys.lease(*lease) for lease in leases]
-
-
 class LeasesMixin(StoreBase):
     """`acquire_lease`, `heartbeat`, `release`, `lease_owner(s)` and `any_lease`."""
 

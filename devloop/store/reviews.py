@@ -29,11 +29,3 @@ class ReviewsMixin(StoreBase):
             pipe.hget(keys.approved_meta(unit), "attempt")
             raw, attempt = pipe.execute()
         return decode_hash(raw), int(attempt) if attempt is not None else None
-
-
-def approved_key(store: StoreBase, pid: str, unit: str) -> str:
-    return store.keys(pid).approved(unit)
-
-
-def approved_meta_key(store: StoreBase, pid: str, unit: str) -> str:
-    return store.keys(pid).approved_meta(unit)

@@ -202,30 +202,3 @@ class StepsMixin(StoreBase):
     def dispatched_mark(self, pid: str, unit: str) -> str | None:
         """How the unit was first released (root, again, reconciled), or None."""
         return text(self.client.get(self.keys(pid).dispatched(unit)))
-
-
-# Key names for the modules that still use them in their own pipelines (the wipe, the
-# live table); they move behind store methods in turn.
-def steps_key(store: StoreBase, pid: str, unit: str) -> str:
-    return store.keys(pid).steps(unit)
-
-
-def finished_key(store: StoreBase, pid: str, unit: str) -> str:
-    return store.keys(pid).finished(unit)
-
-
-def dispatched_key(store: StoreBase, pid: str, unit: str) -> str:
-    return store.keys(pid).dispatched(unit)
-
-
-def environment_key(store: StoreBase, pid: str) -> str:
-    """String: why no session can run on a worker's host (set by the worker that found it)."""
-    return store.keys(pid).environment_error
-
-
-def progress_key(store: StoreBase, pid: str) -> str:
-    return store.keys(pid).progress
-
-
-def definitions_key(store: StoreBase, pid: str) -> str:
-    return store.keys(pid).definitions

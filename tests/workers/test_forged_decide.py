@@ -7,7 +7,6 @@ import time
 from pathlib import Path
 
 from devloop.cli.run.procs import spawn, worker_command
-from devloop.fleet.records import steps_key
 from devloop.ledgers import Timeline
 from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
@@ -37,7 +36,7 @@ def test_a_forged_decide_claiming_green_tests_changes_nothing(
             assert time.monotonic() < deadline, (f.logs / "control.log").read_text()[-3000:]
             time.sleep(0.1)
         assert redis_store.get_state(f.pid, "u") == before
-        assert redis_store.client.hlen(steps_key(redis_store, f.pid, "u")) == 0
+        assert redis_store.client.hlen(redis_store.keys(f.pid).steps("u")) == 0
         events = Timeline(redis_store.sink(f.pid, "timeline")).events()
         # Only the enqueue's release of the root: no decision of the loop.
         assert [e.kind for e in events if e.kind.startswith("loop_")] == ["loop_release"]

@@ -11,7 +11,6 @@ from rich.live import Live
 
 from devloop.cli.run.live_view import WHY_LINES, HumanNotices, LiveView, Screen, print_status
 from devloop.fleet.dispatch import enqueue_project
-from devloop.fleet.records import environment_key
 from devloop.fleet.status import ProjectStatus, UnitRow, project_status
 from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore, UnitState
@@ -28,7 +27,8 @@ def test_a_waiting_unit_shows_the_providers_error_and_a_blocked_one_its_reason(
     redis_store.put_state(report.pid, "b", UnitState(
         status="blocked", attempt=1, last_error="OSError: [Errno 28] No space left on device",
         blocked_reason="infrastructure: OSError: [Errno 28] No space left on device"))
-    redis_store.client.set(environment_key(redis_store, report.pid), "bubblewrap cannot start")
+    redis_store.client.set(redis_store.keys(report.pid).environment_error,
+                           "bubblewrap cannot start")
     state = project_status(redis_store, report.pid)
     rows = {r.unit_id: r for r in state.units}
     assert rows["a"].last_error == "HTTP 529: Overloaded" and rows["a"].blocked_reason is None
