@@ -406,7 +406,10 @@ def test_sandboxed_commands_run_at_the_configured_lower_priority(
     settings: Settings, view: Path
 ) -> None:
     gentle = BwrapSandbox(settings.model_copy(update={"sandbox_nice": 7}))
-    obs = run(gentle, view, "nice; cat /proc/self/autogroup")
+    # The session's weight is set just after the sandbox starts: its command waits (5 s at
+    # most) to see it, as every command longer than an instant does.
+    obs = run(gentle, view, "nice; for i in $(seq 50); do grep -q ' nice 7$' /proc/self/autogroup"
+                            " && break; sleep 0.1; done; cat /proc/self/autogroup")
     lines = obs.stdout.splitlines()
     assert lines[0] == "7", obs.stderr
     autogroups = Path("/proc/sys/kernel/sched_autogroup_enabled")

@@ -23,6 +23,8 @@ from devloop.runners.tamper import LOOP_IN_CODE
 from devloop.sandbox import BwrapSandbox
 from devloop.sandbox.process import STARVED_FACTOR
 
+# The time bounds hold against the test's own busy loops, not other tests' fleets besides.
+pytestmark = pytest.mark.alone
 MakeView = Callable[[str], Path]
 LIMIT_S = 8.0
 # Start-up, coverage and teardown beyond the kill: what the tool's help allows for.
