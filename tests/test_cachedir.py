@@ -61,9 +61,9 @@ def as_them(*argv: str) -> None:
 
 def toolchain_lock_name() -> str:
     """The python toolchain's lock file name (as devloop.project.toolchain makes it)."""
-    from devloop.project.toolchain import TOOLCHAINS, _digest
+    from devloop.project.toolchain import python_toolchain_name
 
-    return f".python-{_digest(TOOLCHAINS / 'python' / 'requirements.txt')}.lock"
+    return f".{python_toolchain_name()}.lock"
 
 
 @root_only

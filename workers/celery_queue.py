@@ -17,7 +17,11 @@ from workers.chains import send_on
 
 
 class CeleryQueue:
-    """Steps sent as Celery chains; the app made when first needed, again for another broker."""
+    """Steps sent as Celery chains; the app made when first needed, again for another broker.
+
+    The sender names the tasks (workers/chains.py) and never imports them: loading the
+    steps would load the model client too, a second or more of every command that sends.
+    """
 
     def __init__(self, settings: Settings | None = None) -> None:
         self.settings = settings
@@ -28,7 +32,7 @@ class CeleryQueue:
     def app(self) -> Celery:
         """The app on the broker last connected to (else DEVLOOP_REDIS_URL)."""
         if self._app is None:
-            self._app = _with_tasks(make_app(self.settings, self.url))
+            self._app = make_app(self.settings, self.url)
         return self._app
 
     def connect(self, url: str) -> None:
@@ -68,13 +72,3 @@ class CeleryQueue:
         return {worker: [str(q.get("name")) for q in queues or []]
                 for worker, queues in replies.items()}
 
-
-def _with_tasks(app: Celery) -> Celery:
-    """The app with the three tasks, so a chain's signatures are the tasks themselves.
-
-    Imported here, when a command first sends, not at the top: `devloop --help` and the
-    library commands then load neither the steps nor a model client.
-    """
-    import workers.tasks  # noqa: F401  shared tasks join every app when it is finalized
-
-    return app

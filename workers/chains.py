@@ -18,8 +18,10 @@ def chain_for(app: Celery, msg: StepMsg) -> chain:
     data = msg.model_dump(mode="json")
 
     def step(name: str, *args: object) -> Signature:
-        return app.signature(name, args=args, immutable=bool(args)).set(task_id=msg.task_id(
-            name.removeprefix("devloop.")))
+        # Sent by name, a task has no ignore_result of its own: without this, each send
+        # would subscribe to a result nothing reads.
+        return app.signature(name, args=args, immutable=bool(args)).set(
+            task_id=msg.task_id(name.removeprefix("devloop.")), ignore_result=True)
 
     if msg.skip_coder:
         return chain(step(TESTER, data), step(DECIDE))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from devloop.core.config import Settings
 from devloop.core.models import Stack
-from devloop.project.toolchain import node_toolchain, python_toolchain
+from devloop.project.toolchain import bytecode_binds, node_toolchain, python_toolchain
 from devloop.safe.cachedir import cache_root
 from devloop.sandbox import Sandbox, make_sandbox
 
@@ -33,7 +33,7 @@ def stack_mounts(stack: Stack, settings: Settings) -> StackMounts:
         )
     venv = python_toolchain(cache_root(settings))
     return StackMounts(
-        ro_binds=((venv, str(venv)),),
+        ro_binds=((venv, str(venv)), *bytecode_binds(venv)),
         tmpfs=(),
         env={"PATH": f"{venv}/bin:/usr/local/bin:/usr/bin:/bin"},  # caches: sandbox_env
     )

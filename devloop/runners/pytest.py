@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from devloop.core.models import Failure, RunSummary
+from devloop.project.toolchain import bytecode_binds
 from devloop.runners import coverage as cov
 from devloop.runners.base import (
     SLOT_WAIT_S,
@@ -142,6 +143,7 @@ class PytestRunner:
                 # same one; the plugin dir likewise, read-only.
                 ro_binds=[
                     (self.venv, str(self.venv)),
+                    *bytecode_binds(self.venv),
                     (self.plugins, str(self.plugins)),
                     *(self.upstream.binds() if self.upstream else []),
                 ],

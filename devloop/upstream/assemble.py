@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from devloop.core import dag
 from devloop.core.config import Settings
 from devloop.project.load import Project
+from devloop.project.toolchain import bytecode_binds
 from devloop.safe.safedir import Dir, Refused, describe
 from devloop.sandbox import Observation, Sandbox
 from devloop.sandbox.viewdir import make_view, remove_view
@@ -265,7 +266,7 @@ def smoke_check(assembly: Assembly, sandbox: Sandbox, settings: Settings,
         if "python" in assembly.units and venv is not None:
             assembly.smoke["python"] = sandbox.run(
                 f"{venv}/bin/python smoke.py", view=view, cwd="python", writable=[],
-                timeout_s=120, ro_binds=[(venv, str(venv))],
+                timeout_s=120, ro_binds=[(venv, str(venv)), *bytecode_binds(venv)],
             )
         if "node" in assembly.units and node_modules is not None:
             # What `npm install` links in, copied: `@units/<id>` resolves as it will there.

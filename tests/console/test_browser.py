@@ -270,7 +270,8 @@ def _call(live: LiveConsole, unit: str, event: str) -> dict[str, Any]:
 
 def _state(live: LiveConsole) -> dict[str, dict[str, Any]]:
     done = subprocess.run([DEVLOOP, "status", str(live.project), "--json"], env=clean_env(),
-                          capture_output=True, text=True, timeout=120, check=True)
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
     status = json.loads(done.stdout)
     return {u["unit_id"]: {**u, "_paused": status["paused"]} for u in status["units"]}
 
