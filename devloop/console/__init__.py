@@ -13,9 +13,9 @@
     sse.py      the event streams' positions and the unit page's stream; stream ids are the
                 SSE ids, so a reconnect resumes where it stopped (or reloads the page)
     app.py      the pages and the actions people take (through callbacks: no Celery here)
-    server.py   uvicorn on 127.0.0.1 by default, and the link to print
+    server.py   uvicorn on 127.0.0.1 by default
+    address.py  the address, the link to print, the host names it answers to
+
+The app is imported from devloop.console.app, not from here: a command that only prints a
+console link or mints a token then loads neither Starlette nor uvicorn.
 """
-
-from devloop.console.app import Callbacks, ConsoleConfig, make_app
-
-__all__ = ["Callbacks", "ConsoleConfig", "make_app"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import uvicorn
 
-from devloop.console import Callbacks, ConsoleConfig, make_app
+from devloop.console.app import Callbacks, ConsoleConfig, make_app
 from devloop.console.hub import Hubs
 from devloop.project.load import load_project
 from devloop.store import RedisStore

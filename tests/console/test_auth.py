@@ -18,7 +18,7 @@ import pytest
 import uvicorn
 from playwright.sync_api import Browser
 
-from devloop.console import Callbacks, ConsoleConfig, make_app
+from devloop.console.app import Callbacks, ConsoleConfig, make_app
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.messages import Dispatch
 from devloop.ledgers import Timeline

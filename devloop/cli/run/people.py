@@ -11,9 +11,9 @@ from pathlib import Path
 from rich.console import Console
 
 from devloop.cli.run.children import RunChildren
+from devloop.console.address import base_url, link
 from devloop.console.auth import new_token
 from devloop.console.listen import Listener
-from devloop.console.server import base_url, link
 from devloop.core.config import Settings
 from devloop.core.errors import Problem
 from devloop.core.money import raised_cap, resume_cap, spent_words

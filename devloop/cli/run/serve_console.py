@@ -9,10 +9,11 @@ from pathlib import Path
 from rich.console import Console
 
 from devloop.cli.run.people import webhook_settings
-from devloop.console import Callbacks, ConsoleConfig
+from devloop.console.address import base_url, hosts_for, link
+from devloop.console.app import Callbacks, ConsoleConfig
 from devloop.console.auth import new_token
 from devloop.console.listen import adopt, listen
-from devloop.console.server import base_url, hosts_for, link, serve
+from devloop.console.server import serve
 from devloop.core.config import Settings
 from devloop.fleet.queue import TaskQueue
 from devloop.fleet.webhook import Notifier
