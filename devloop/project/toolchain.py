@@ -151,9 +151,17 @@ def _compile_bytecode(venv: Path) -> None:
 
 
 def bytecode_binds(venv: Path) -> list[tuple[Path, str]]:
-    """The read-only bind of the venv's bytecode tree at PYCACHE_PREFIX (none if absent)."""
+    """Read-only binds of the venv's bytecode tree under PYCACHE_PREFIX (none if absent).
+
+    Each top-level dir (`usr`, and where the cache lives) is bound on its own: the prefix
+    itself stays on the sandbox's private /tmp, where a command may still write the caches
+    of the view's files (`python -m py_compile code/app.py`), as before the tree.
+    """
     tree = venv / BYTECODE
-    return [(tree, PYCACHE_PREFIX)] if tree.is_dir() else []
+    if not tree.is_dir():
+        return []
+    return [(top, f"{PYCACHE_PREFIX}/{top.name}") for top in sorted(tree.iterdir())
+            if top.is_dir() and not top.is_symlink()]
 
 
 def node_modules(cache_dir: Path) -> Path:

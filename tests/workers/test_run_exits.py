@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from devloop.core.config import Settings
+from devloop.fleet.control import steps_running
 from devloop.safe.cachedir import cache_root
 from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
@@ -98,12 +99,14 @@ def steps(project: Path) -> list[dict[str, object]]:
 
 
 def test_redis_going_away_mid_run_ends_with_a_named_exit_3(tmp_path: Path) -> None:
+    """Redis gone while a session runs: the run waits DEVLOOP_REDIS_WAIT_S for it (a restart
+    comes back within that), then gives up with exit 3, saying how to resume."""
     plans = [UnitPlan("slow", coder_latency_ms={1: 30_000})]
     project = build(tmp_path / "p", plans)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
     with RedisServer(tmp_path / "redis") as server:
         store = RedisStore(server.client())
-        env = {"DEVLOOP_REDIS_URL": server.url, "COLUMNS": "200"}
+        env = {"DEVLOOP_REDIS_URL": server.url, "DEVLOOP_REDIS_WAIT_S": "2", "COLUMNS": "200"}
         clean = {k: v for k, v in os.environ.items()
                  if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
         proc = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub"],
@@ -111,16 +114,35 @@ def test_redis_going_away_mid_run_ends_with_a_named_exit_3(tmp_path: Path) -> No
                                 stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 60
-            while store.get_state("p-fleet", "slow").status != "coding":
+            while not steps_running(store, "p-fleet"):  # a worker holds the coder's lease
                 assert time.monotonic() < deadline and proc.poll() is None
                 time.sleep(0.2)
             server.stop()
-            out, err = proc.communicate(timeout=150)
+            out, err = proc.communicate(timeout=90)
         finally:
             kill_tree(proc.pid)
     assert proc.returncode == 3, out + err
     assert "Traceback" not in out + err
-    assert "devloop run: gave up: Redis went away" in err
+    assert "devloop run: gave up: Redis unreachable for 2 s (" in err
+    assert err.rstrip().endswith("run again to resume"), err
+
+
+def test_redis_gone_before_the_first_send_ends_with_exit_3_naming_the_folder(
+    tmp_path: Path,
+) -> None:
+    """Redis gone before the run starts: exit 3 at once, and the
+    command to resume names the folder."""
+    project = build(tmp_path / "p", [UnitPlan("a")])
+    (project / "stub.yaml").write_text(yaml.safe_dump(script([UnitPlan("a")])))
+    with RedisServer(tmp_path / "redis") as server:
+        url = server.url
+    # Gone, its socket too: enqueueing reaches no one.
+    done = devloop("run", str(project), "--llm", "stub", timeout=120,
+                   env={"DEVLOOP_REDIS_URL": url, "DEVLOOP_REDIS_WAIT_S": "2"})
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert "devloop run: gave up: Redis went away (" in done.stderr, done.stderr
+    assert done.stderr.rstrip().endswith(f"run `devloop run {project}` again to resume")
 
 
 def test_a_run_past_its_timeout_gives_up_with_exit_3_and_says_so(tmp_path: Path) -> None:
