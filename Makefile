@@ -26,7 +26,7 @@ lint: $(STAMP)
 # at 4 the fleets on a loaded machine ran past their deadlines.
 TEST_WORKERS ?= 3
 
-# Our code's bytecode is compiled once, before the suite: it starts some 500 Python processes
+# Our code's bytecode is compiled once, before the suite: it starts some 400 Python processes
 # (workers, the CLI), and where PYTHONDONTWRITEBYTECODE is set each compiled it all again.
 test: lint
 	$(BIN)/python -m compileall -q devloop workers

@@ -368,8 +368,9 @@ def test_a_fork_bomb_is_contained(settings: Settings, view: Path) -> None:
     bomb = threading.Thread(target=lambda: done.append(run(
         sandbox,
         view,
-        f": {token}; bomb() {{ bomb | bomb & }}; bomb; sleep 2; set -- /proc/[0-9]*; "
-        "echo procs=$#",
+        # `exec`, not a fork: the shell outlives the bomb's failed forks for 2 s, long
+        # enough to be seen on a loaded machine (dash exits when a fork of its own fails).
+        f": {token}; bomb() {{ bomb | bomb & }}; bomb; exec sleep 2",
         timeout_s=8,
     )))
     bomb.start()
@@ -378,10 +379,8 @@ def test_a_fork_bomb_is_contained(settings: Settings, view: Path) -> None:
         seen = max(seen, uid_processes(sandbox.uid, token))
         time.sleep(0.05)
     [obs] = done
-    assert seen > 1 and time.monotonic() - started < 8 + SLACK_S
+    assert 1 < seen <= 64 + 2 and time.monotonic() - started < 8 + SLACK_S
     assert "fork" in obs.stderr.lower()  # the limit was hit
-    if "procs=" in obs.stdout:  # the shell could still count (dash exits when a fork fails)
-        assert int(obs.stdout.split("procs=")[1]) <= 64 + 2
     deadline = time.monotonic() + SLACK_S
     while uid_processes(sandbox.uid, token) and time.monotonic() < deadline:
         time.sleep(0.05)
