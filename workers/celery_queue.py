@@ -37,7 +37,7 @@ class CeleryQueue:
 
     def connect(self, url: str) -> None:
         """Use the Redis at url from now on; the old app's pools are closed. Nothing is
-        made or imported until a send: a console prints its link without waiting for it."""
+        made until a send: a console prints its link without waiting for it."""
         if self.url is not None and celery_form(self.url) == celery_form(url):
             return
         if self._app is not None:

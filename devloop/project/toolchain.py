@@ -138,11 +138,14 @@ def _compile_bytecode(venv: Path) -> None:
     Best effort: a file that does not compile is read from its source, as without the tree.
     """
     python = str(venv / "bin" / "python")
-    where = subprocess.run(
+    found = subprocess.run(
         [python, "-c", "import sysconfig; p = sysconfig.get_paths(); "
                        "print(p['stdlib']); print(p['purelib'])"],
-        capture_output=True, text=True, check=True,
-    ).stdout.split()
+        capture_output=True, text=True, check=False,
+    )
+    where = found.stdout.split()
+    if found.returncode != 0 or len(where) != 2:
+        return
     subprocess.run(
         [python, "-X", f"pycache_prefix={venv / BYTECODE}", "-m", "compileall", "-q",
          "-x", BYTECODE_SKIPPED, *where],

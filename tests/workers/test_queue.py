@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -54,6 +56,37 @@ def test_a_sent_chain_waits_on_the_coder_queue_under_its_task_id(
     client.delete("coder")  # no worker of another test may take it
     headers = json.loads(raw)["headers"]
     assert (headers["task"], headers["id"]) == ("devloop.coder", MSG.task_id("coder"))
+    assert headers["ignore_result"] is True  # as the tasks have it: nothing reads a result
+
+
+SENDER = """
+import sys
+from devloop.fleet.messages import Dispatch, StepMsg
+import workers.main
+q = workers.main.CeleryQueue()
+q.connect(sys.argv[1])
+q.send([Dispatch(msg=StepMsg(pid="p-sender", unit_id="u", attempt=1))])
+print(" ".join(sorted(sys.modules)))
+"""
+
+
+def test_a_command_that_sends_loads_neither_the_steps_nor_the_model_client_nor_the_web(
+    redis_server: RedisServer,
+) -> None:
+    """The CLI sends chains by task name: importing the steps would load the SDK (about a
+    second of CPU per command), and only `--console` needs the console's app and server
+    (the token checks in console/auth.py use a few of Starlette's types, a hundredth of that)."""
+    done = subprocess.run([sys.executable, "-c", SENDER, redis_server.celery_url],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    loaded = set(done.stdout.split())
+    assert "celery" in loaded and "workers.chains" in loaded  # it did send, through Celery
+    heavy = {"workers.tasks", "anthropic", "devloop.llm.anthropic", "uvicorn", "sse_starlette",
+             "starlette.applications", "devloop.console.app", "devloop.console.server"}
+    assert loaded & heavy == set()
+    client = redis_server.client()
+    assert client.llen("coder") == 1
+    client.delete("coder")  # no worker of another test may take it
 
 
 def test_a_broker_that_does_not_answer_is_queue_unreachable() -> None:

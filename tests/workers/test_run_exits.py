@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -134,7 +136,8 @@ def test_redis_gone_before_the_first_send_ends_with_exit_3_naming_the_folder(
     command to resume names the folder."""
     project = build(tmp_path / "p", [UnitPlan("a")])
     (project / "stub.yaml").write_text(yaml.safe_dump(script([UnitPlan("a")])))
-    with RedisServer(tmp_path / "redis") as server:
+    password = "redis-gone-before-the-start"  # the same server comes back below
+    with RedisServer(tmp_path / "redis", password=password) as server:
         url = server.url
     # Gone, its socket too: enqueueing reaches no one.
     done = devloop("run", str(project), "--llm", "stub", timeout=120,
@@ -143,6 +146,13 @@ def test_redis_gone_before_the_first_send_ends_with_exit_3_naming_the_folder(
     assert "Traceback" not in done.stdout + done.stderr
     assert "devloop run: gave up: Redis went away (" in done.stderr, done.stderr
     assert done.stderr.rstrip().endswith(f"run `devloop run {project}` again to resume")
+    # The command as printed, once the same Redis is back: the run resumes and passes.
+    [printed] = re.findall(r"run `(devloop run [^`]+)` again", done.stderr)
+    with RedisServer(tmp_path / "redis", password=password) as server:
+        assert server.url == url
+        again = devloop(*shlex.split(printed)[1:], timeout=180,
+                        env={"DEVLOOP_REDIS_URL": url})
+    assert again.returncode == 0, again.stdout + again.stderr
 
 
 def test_a_run_past_its_timeout_gives_up_with_exit_3_and_says_so(tmp_path: Path) -> None:
