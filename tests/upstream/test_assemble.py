@@ -46,7 +46,7 @@ def passed_folder(tmp_path: Path, spec: str, name: str) -> Path:
     """A folder scaffolded from spec and run green under its stub script."""
     (tmp_path / "spec.yaml").write_text(spec)
     assert devloop("new", name, "--from", "spec.yaml", cwd=tmp_path).returncode == 0
-    done = devloop("run", name, "--llm", "stub", cwd=tmp_path)
+    done = devloop("run", name, "--llm", "stub", "--workers", "1", cwd=tmp_path)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return tmp_path / name
 

@@ -147,7 +147,7 @@ def test_unblock_with_a_hint_then_run_again_passes_the_unit_and_its_dependent(
     plans = [UnitPlan("bad", coder=["bad", "bad", "bad", "good"]), UnitPlan("after", ["bad"])]
     project = build(tmp_path / "p", plans)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
-    run = RunProcess(project, workers=2)
+    run = RunProcess(project, workers=1)  # "after" waits on "bad": one worker runs both
     try:
         assert run.start().wait(300) == 1, run.output()
         blocked = status(project, clean_env(), "--json")

@@ -218,7 +218,7 @@ def scaffold_with(tmp_path: Path, spec: str, name: str,
 
 
 def assert_all_passed(folder: Path, units: list[str]) -> None:
-    done = devloop("run", str(folder), "--llm", "stub")
+    done = devloop("run", str(folder), "--llm", "stub", "--workers", "1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     for unit in units:
         result = json.loads((folder / f"units/{unit}/runs/run-1-1/result.json").read_text())

@@ -187,7 +187,9 @@ def test_a_budget_pause_prints_a_resume_with_a_real_cap_that_carries_on(tmp_path
     plans = [UnitPlan("a"), UnitPlan("b", ["a"])]
     build(tmp_path / "p", plans)
     (tmp_path / "p/stub.yaml").write_text(yaml.safe_dump(script(plans)))
-    paused = devloop("run", "p", "--llm", "stub", "--max-usd", "0.01", cwd=tmp_path)
+    # One worker (a waits on b); the printed resumes carry it on, as the last run's choice.
+    paused = devloop("run", "p", "--llm", "stub", "--max-usd", "0.01", "--workers", "1",
+                     cwd=tmp_path)
     assert paused.returncode == 4, paused.stdout + paused.stderr
     for _ in range(6):  # each printed cap at least doubles the spend: a few rounds at most
         resume = one(harvest(paused.stdout), "devloop resume p --max-usd ")

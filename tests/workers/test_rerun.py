@@ -12,6 +12,9 @@ import yaml
 from tests.fleet.builder import UnitPlan, build, script
 from tests.workers.test_run_ends import devloop
 
+# The runs here take one worker: their units wait on each other anyway, and a second
+# worker's start (about 2 CPU-s) was suite time that proved nothing. The default of two
+# is run by test_cli_run's demo and the supervision, budget and console tests.
 pytestmark = pytest.mark.timeout(900)
 
 
@@ -26,14 +29,14 @@ def test_edited_definitions_run_passed_units_again_as_retries(
     plans = [UnitPlan("a"), UnitPlan("b", ["a"])]
     p = build(tmp_path / "p", plans)
     (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
-    assert devloop("run", str(p), "--llm", "stub").returncode == 0
+    assert devloop("run", str(p), "--llm", "stub", "--workers", "1").returncode == 0
 
     # A criterion of a's spec.json reworded (the run wrote the spec it derived from the SDD).
     spec = p / "units/a/spec.json"
     data = json.loads(spec.read_text())
     data["acceptance_criteria"] = ["value() returns the int 42"]
     spec.write_text(json.dumps(data, indent=2))
-    again = devloop("run", str(p), "--llm", "stub")
+    again = devloop("run", str(p), "--llm", "stub", "--workers", "1")
     assert again.returncode == 0, again.stdout + again.stderr
     assert ('a: spec.json changed, acceptance criteria added: "value() returns the int 42", '
             'removed: "value() returns 42"; running it again as attempt 2\n') in again.stdout
@@ -45,17 +48,17 @@ def test_edited_definitions_run_passed_units_again_as_retries(
     sdd = p / "sdd/mvcp/units.html"
     head, tail = sdd.read_text().split('<section data-unit-id="b">')
     sdd.write_text(head + '<section data-unit-id="b"><p>Now with a note.</p>' + tail)
-    third = devloop("run", str(p), "--llm", "stub")
+    third = devloop("run", str(p), "--llm", "stub", "--workers", "1")
     assert third.returncode == 0, third.stdout + third.stderr
     assert "b: SDD section changed; running it again as attempt 2\n" in third.stdout
     assert "a: " not in third.stdout  # nothing changed for a since it last ran
 
     # Asked for by name; a misspelt name is refused before anything starts.
-    rerun = devloop("run", str(p), "--llm", "stub", "--rerun", "a")
+    rerun = devloop("run", str(p), "--llm", "stub", "--workers", "1", "--rerun", "a")
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "a: asked for with --rerun; running it again as attempt 3\n" in rerun.stdout
     assert [m["mode"] for m in coder_steps(p, "a")][-1] == "retry"
-    typo = devloop("run", str(p), "--llm", "stub", "--rerun", "aa")
+    typo = devloop("run", str(p), "--llm", "stub", "--workers", "1", "--rerun", "aa")
     assert typo.returncode == 2
     assert typo.stderr.splitlines() == ['--rerun: aa: no unit "aa"; did you mean "a"?']
 
@@ -68,8 +71,8 @@ def test_a_dependency_passing_again_with_other_code_re_tests_every_passed_unit_d
     plans = [UnitPlan("a", coder=["good", "good2"]), UnitPlan("b", ["a"]), UnitPlan("c", ["b"])]
     p = build(tmp_path / "p", plans)
     (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
-    assert devloop("run", str(p), "--llm", "stub").returncode == 0
-    again = devloop("run", str(p), "--llm", "stub", "--rerun", "a")
+    assert devloop("run", str(p), "--llm", "stub", "--workers", "1").returncode == 0
+    again = devloop("run", str(p), "--llm", "stub", "--workers", "1", "--rerun", "a")
     assert again.returncode == 0, again.stdout + again.stderr
     steps = [json.loads(line) for line in (p / "agent-state/fleet-steps.ndjson").open()]
     for unit in ("b", "c"):

@@ -29,6 +29,9 @@ NEW_CRITERION = "add(0, 0) returns 0"
 BLOCKING_CRITERION = "add(0, 5) returns 5"
 ROLE_PARTS = ("code", "tests", "runs", "contract.json", "coder.log")
 
+# The runs here take one worker: their units wait on each other anyway, and a second
+# worker's start (about 2 CPU-s) was suite time that proved nothing. The default of two
+# is run by test_cli_run's demo and the supervision, budget and console tests.
 pytestmark = pytest.mark.timeout(900)
 
 
@@ -120,13 +123,13 @@ def test_edited_specs_run_a_scaffolded_unit_again_and_reset_asks_then_starts_uni
     spec.write_text(quick_start_spec())
     shop = tmp_path / "shop"
     assert devloop("new", "shop", "--from", "spec.yaml", cwd=tmp_path).returncode == 0
-    first = devloop("run", "shop", "--llm", "stub", cwd=tmp_path)
+    first = devloop("run", "shop", "--llm", "stub", "--workers", "1", cwd=tmp_path)
     assert first.returncode == 0, first.stdout + first.stderr
 
     spec.write_text(with_criterion(spec.read_text(), "money", NEW_CRITERION))
     rewritten = devloop("new", "shop", "--from", "spec.yaml", "--force", cwd=tmp_path)
     assert rewritten.returncode == 0, rewritten.stderr
-    again = devloop("run", "shop", "--llm", "stub", cwd=tmp_path)
+    again = devloop("run", "shop", "--llm", "stub", "--workers", "1", cwd=tmp_path)
     assert again.returncode == 0, again.stdout + again.stderr
     assert (f'money: spec.json and SDD section changed, acceptance criteria added: '
             f'"{NEW_CRITERION}"; running it again as attempt 2\n') in again.stdout
@@ -135,7 +138,8 @@ def test_edited_specs_run_a_scaffolded_unit_again_and_reset_asks_then_starts_uni
     tests = (shop / "units/money/tests/test_money.py").read_text()
     assert "def test_03_add_0_0_returns_0" in tests  # the new criterion's test
 
-    rerun = devloop("run", "shop", "--llm", "stub", "--rerun", "money", cwd=tmp_path)
+    rerun = devloop("run", "shop", "--llm", "stub", "--workers", "1", "--rerun", "money",
+                    cwd=tmp_path)
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
     assert "money: asked for with --rerun; running it again as attempt 3\n" in rerun.stdout
     print(f"edit, new --force, run, --rerun: {time.monotonic() - started:.1f} s")
@@ -145,7 +149,7 @@ def test_edited_specs_run_a_scaffolded_unit_again_and_reset_asks_then_starts_uni
     spec.write_text(with_criterion(spec.read_text(), "money", BLOCKING_CRITERION))
     assert devloop("new", "shop", "--from", "spec.yaml", "--force", "--no-script",
                    cwd=tmp_path).returncode == 0
-    blocked = devloop("run", "shop", "--llm", "stub", cwd=tmp_path)
+    blocked = devloop("run", "shop", "--llm", "stub", "--workers", "1", cwd=tmp_path)
     assert blocked.returncode == 1, blocked.stdout + blocked.stderr
     assert ("  # or start it over (its code, tests and attempts go, the spec stays), then run:\n"
             "  devloop reset shop money\n") in blocked.stdout
@@ -155,7 +159,7 @@ def test_edited_specs_run_a_scaffolded_unit_again_and_reset_asks_then_starts_uni
     assert devloop("new", "shop", "--from", "spec.yaml", "--force", cwd=tmp_path).returncode == 0
     hint = devloop("unblock", "shop", "money", "--hint", "cover the new criterion", cwd=tmp_path)
     assert hint.returncode == 0, hint.stdout + hint.stderr
-    unblocked = devloop("run", "shop", "--llm", "stub", cwd=tmp_path)
+    unblocked = devloop("run", "shop", "--llm", "stub", "--workers", "1", cwd=tmp_path)
     assert unblocked.returncode == 0, unblocked.stdout + unblocked.stderr
     attempt = rows(shop)["money"]["attempt"]
 
@@ -214,7 +218,7 @@ def test_an_unblocked_unit_gets_five_more_attempts_and_a_spec_edit_of_a_blocked_
     plans = [UnitPlan("calc", coder=["bad", "bad2"] * 5, attempts=10)]
     p = build(tmp_path / "p", plans)
     (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
-    first = devloop("run", str(p), "--llm", "stub")
+    first = devloop("run", str(p), "--llm", "stub", "--workers", "1")
     assert first.returncode == 1, first.stdout + first.stderr
     assert "blocked: calc: retry budget of 5 attempts spent: " in first.stdout
     assert f"  devloop reset {p} calc\n" in first.stdout
@@ -223,7 +227,7 @@ def test_an_unblocked_unit_gets_five_more_attempts_and_a_spec_edit_of_a_blocked_
     sdd = p / "sdd/mvcp/units.html"
     sdd.write_text(sdd.read_text().replace("<li>value() returns 42</li>",
                                            "<li>value() returns the int 42</li>"))
-    edited = devloop("run", str(p), "--llm", "stub")
+    edited = devloop("run", str(p), "--llm", "stub", "--workers", "1")
     assert edited.returncode == 1, edited.stdout + edited.stderr
     said = re.search(r"^calc: (?:spec\.json and )?SDD section changed.*$", edited.stdout, re.M)
     assert said is not None, edited.stdout
@@ -233,7 +237,7 @@ def test_an_unblocked_unit_gets_five_more_attempts_and_a_spec_edit_of_a_blocked_
 
     # Unblocked by a person: five more attempts (6-10), not one.
     assert devloop("unblock", str(p), "calc", "--hint", "return 42").returncode == 0
-    second = devloop("run", str(p), "--llm", "stub")
+    second = devloop("run", str(p), "--llm", "stub", "--workers", "1")
     assert second.returncode == 1, second.stdout + second.stderr
     assert "blocked: calc: retry budget of 5 attempts spent: " in second.stdout
     assert "(attempts 6, 8, 10)" in second.stdout and "(attempts 7, 9)" in second.stdout
@@ -244,7 +248,7 @@ def test_an_unblocked_unit_gets_five_more_attempts_and_a_spec_edit_of_a_blocked_
     assert done.returncode == 0, done.stdout + done.stderr
     good = [UnitPlan("calc")]
     (p / "stub.yaml").write_text(yaml.safe_dump(script(good)))
-    third = devloop("run", str(p), "--llm", "stub")
+    third = devloop("run", str(p), "--llm", "stub", "--workers", "1")
     assert third.returncode == 0, third.stdout + third.stderr
     assert rows(p)["calc"]["attempt"] == 1
 
@@ -254,8 +258,8 @@ def test_reset_is_refused_while_a_run_is_live_on_the_folder(tmp_path: Path) -> N
     project = build(tmp_path / "p", plans)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
-    run = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub"], env=env,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    run = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub", "--workers", "1"],
+                           env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                            start_new_session=True)
     try:
         lock = project / ".devloop/run.lock"

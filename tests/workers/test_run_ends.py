@@ -34,6 +34,9 @@ BRIDGE = (f"contract_bridge: contract.version self-inconsistent (expected {HASH}
           "hand")
 UNBRIDGED = f"validation failed: the coder's self-check found {BRIDGE}"
 
+# The runs here take one worker: their units wait on each other anyway, and a second
+# worker's start (about 2 CPU-s) was suite time that proved nothing. The default of two
+# is run by test_cli_run's demo and the supervision, budget and console tests.
 pytestmark = pytest.mark.timeout(900)
 
 
@@ -57,7 +60,7 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
     p = build(tmp_path / "p", plans)
     (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
 
-    first = devloop("run", str(p), "--llm", "stub")
+    first = devloop("run", str(p), "--llm", "stub", "--workers", "1")
     assert first.returncode == 1, first.stdout + first.stderr
     out = first.stdout
     # Where the files are, how to see the report, and that the costs were scripted.
@@ -114,7 +117,7 @@ def test_blocked_units_get_their_reason_and_next_commands_and_unblock_says_who_r
 
     # The next run picks it up, says it resumes, and ends on the same failure 3 times again,
     # counted from the person's unblock (attempt 4), as the chain that led there is told.
-    second = devloop("run", str(p), "--llm", "stub")
+    second = devloop("run", str(p), "--llm", "stub", "--workers", "1")
     assert second.returncode == 1, second.stdout + second.stderr
     assert "resuming: 1 passed, 3 to go" in second.stdout
     assert f"blocked: bad: {SAME}: {FAILED_TEST} (attempts 4-6)\n" in second.stdout
@@ -139,7 +142,7 @@ def test_a_unit_blocked_after_a_real_failure_then_another_names_the_first_cause(
     (p / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
     story = f"{SAME}: {FAILED_TEST} (attempt 1); then: {UNBRIDGED} (attempts 2-4)"
 
-    first = devloop("run", str(p), "--llm", "stub")
+    first = devloop("run", str(p), "--llm", "stub", "--workers", "1")
     assert first.returncode == 1, first.stdout + first.stderr
     forgetful = rows(p)["forgetful"]
     assert (forgetful["status"], forgetful["attempt"]) == ("passed", 1), forgetful

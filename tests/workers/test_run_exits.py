@@ -79,7 +79,7 @@ def test_a_model_api_that_refuses_devloop_stops_the_run_with_exit_3_spending_no_
     project = build(tmp_path / "p", plans)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
     started = time.monotonic()
-    refused = devloop("run", str(project), "--llm", "stub", timeout=120)
+    refused = devloop("run", str(project), "--llm", "stub", "--workers", "1", timeout=120)
     assert refused.returncode == 3, refused.stdout + refused.stderr
     assert time.monotonic() - started < 90
     [line] = [x for x in refused.stderr.splitlines() if x.startswith("devloop run: gave up:")]
@@ -90,7 +90,7 @@ def test_a_model_api_that_refuses_devloop_stops_the_run_with_exit_3_spending_no_
     assert not any(s["role"] == "decide" for s in steps(project))  # no attempt was judged
     # Fixed (the key, the model id): the next run carries the same attempt on and passes.
     (project / "stub.yaml").write_text(yaml.safe_dump(script([UnitPlan("a")])))
-    again = devloop("run", str(project), "--llm", "stub", timeout=180)
+    again = devloop("run", str(project), "--llm", "stub", "--workers", "1", timeout=180)
     assert again.returncode == 0, again.stdout + again.stderr
     assert [s["attempt"] for s in steps(project) if s["role"] == "decide"] == [1]
 
@@ -173,8 +173,8 @@ def test_a_second_run_on_a_live_folder_is_refused_naming_the_run_that_holds_it(
     project = build(tmp_path / "p", plans)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
-    first = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub"], env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    first = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub", "--workers", "1"],
+                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
     try:
         lock = project / ".devloop/run.lock"
@@ -191,4 +191,5 @@ def test_a_second_run_on_a_live_folder_is_refused_naming_the_run_that_holds_it(
     finally:
         kill_tree(first.pid)
     # The lock died with its run: the next one takes it.
-    assert devloop("run", str(project), "--llm", "stub", timeout=180).returncode == 0
+    assert devloop("run", str(project), "--llm", "stub", "--workers", "1",
+                   timeout=180).returncode == 0
