@@ -26,7 +26,7 @@ from tests.fleet.builder import UnitPlan, build, script
 from tests.workers.runproc import SLACK_S, RunProcess, clean_env
 
 PID = "p-fleet"
-PLANS = [UnitPlan("a")]
+PLANS = [UnitPlan("a")]  # one unit: its runs take one worker
 # A price that makes the first call (a ~3,500-token prompt) cost about $35: past the default.
 PRICEY = json.dumps({"claude-sonnet-4-6": {"input": 10000, "output": 10000,
                                            "cache_write": 10000, "cache_read": 10000}})
@@ -57,7 +57,8 @@ def test_a_real_run_given_no_cap_pauses_at_the_default_and_the_printed_commands_
     with StubServer(script(PLANS)) as stub:  # standing in for Claude: `--llm anthropic`
         env = clean_env(DEVLOOP_REDIS_URL=redis_server.url, ANTHROPIC_BASE_URL=stub.base_url,
                         ANTHROPIC_API_KEY="test", PATH=f"{BIN}:{os.environ['PATH']}")
-        run = RunProcess(project, env={**env, "DEVLOOP_PRICES_JSON": PRICEY}, llm="anthropic")
+        run = RunProcess(project, workers=1, env={**env, "DEVLOOP_PRICES_JSON": PRICEY},
+                         llm="anthropic")
         try:
             assert run.start().wait(120 + SLACK_S) == 4, run.output()
             control = read_control(store, PID)
@@ -95,9 +96,9 @@ def test_a_scripted_run_priced_far_past_the_default_is_not_paused_by_it(
     (project / "stub.yaml").write_text(yaml.safe_dump(script(PLANS)))
     store = RedisStore(redis_server.client())
     # Each session's own cap ($10) counts scripted turns as a person's cap does: raised.
-    run = RunProcess(project, env=clean_env(DEVLOOP_REDIS_URL=redis_server.url,
-                                            DEVLOOP_PRICES_JSON=PRICEY,
-                                            DEVLOOP_SESSION_MAX_USD="100000"))
+    run = RunProcess(project, workers=1, env=clean_env(DEVLOOP_REDIS_URL=redis_server.url,
+                                                       DEVLOOP_PRICES_JSON=PRICEY,
+                                                       DEVLOOP_SESSION_MAX_USD="100000"))
     try:
         assert run.start().wait(120 + SLACK_S) == 0, run.output()
     finally:
