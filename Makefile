@@ -21,16 +21,18 @@ lint: $(STAMP)
 	$(BIN)/ruff check devloop workers tests bench
 	$(BIN)/mypy
 
-# The suite on parallel workers (tests/spread.py keeps tests that share a fixture on one). A
-# fleet test partly waits (workers booting, polling), so one worker more than the 2 cores;
-# at 4 the fleets on a loaded machine ran past their deadlines.
+# The suite on parallel workers (tests/spread.py keeps tests that share a fixture on one and
+# orders them: longest first, the `alone` group last; --no-loadscope-reorder keeps that order
+# instead of xdist's largest-group-first). A fleet test partly waits (workers booting,
+# polling), so one worker more than the 2 cores; at 4 the fleets on a loaded machine ran past
+# their deadlines.
 TEST_WORKERS ?= 3
 
 # Our code's bytecode is compiled once, before the suite: it starts some 400 Python processes
 # (workers, the CLI), and where PYTHONDONTWRITEBYTECODE is set each compiled it all again.
 test: lint
 	$(BIN)/python -m compileall -q devloop workers
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder
 
 bench: $(STAMP)
 	$(BIN)/python bench/run_all.py
