@@ -11,6 +11,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+# The command line is the test's own: none of the caller's PYTEST_ADDOPTS, its path kept.
+ENV = {**{k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"},
+       "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
 LOGGED = """\
 import os
 import pathlib
@@ -40,7 +43,7 @@ def test_the_alone_group_runs_on_one_worker_after_every_other_test(tmp_path: Pat
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "3", "--dist", "loadgroup",
          "--no-loadscope-reorder", "-p", "no:cacheprovider", str(tmp_path)],
-        cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(REPO)},
+        cwd=tmp_path, env=ENV,
         capture_output=True, text=True, timeout=150,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
