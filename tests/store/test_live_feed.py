@@ -114,10 +114,13 @@ def test_a_blocked_read_wakes_when_an_entry_lands(rig: Rig) -> None:
     last = store.add_event(PID, {"kind": "x"})
     late = threading.Timer(0.3, lambda: store.add_event(PID, {"kind": "late"}))
     late.start()
-    reply = run(rig, lambda f: f.read({f.events(PID): last}, 5_000))
-    # The reader wakes as the entry lands, maybe before the writer has read Redis's reply:
-    # the writer ends before the test does, or the store's teardown closes its connection.
-    late.join(10)
+    try:
+        reply = run(rig, lambda f: f.read({f.events(PID): last}, 5_000))
+    finally:
+        # The reader wakes as the entry lands, maybe before the writer has read Redis's
+        # reply: the writer ends before the test does (a failed read too), or the store's
+        # teardown closes its connection under it.
+        late.join(10)
     assert reply is not None and [f[b"kind"] for _, f in reply[0][1]] == [b"late"]
 
 
