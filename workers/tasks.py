@@ -9,7 +9,7 @@ import socket
 import time
 from collections.abc import Callable
 from functools import cache
-from typing import Any, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from celery import Celery, Task, shared_task
 from celery.events import EventDispatcher
@@ -22,10 +22,12 @@ from devloop.fleet.failures import StepStopped, StepWaiting
 from devloop.fleet.messages import StepMsg, StepRole
 from devloop.fleet.status import StepProgress, record_progress
 from devloop.fleet.steps import StepBusy, StepEnv, decide_step, run_step
-from devloop.llm.anthropic import AnthropicProvider
 from devloop.store import RedisStore
 from devloop.store.base import StoreError, StoreUnavailable
 from workers.chains import CODER, DECIDE, TESTER, send_on
+
+if TYPE_CHECKING:
+    from devloop.llm.anthropic import AnthropicProvider
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -48,6 +50,10 @@ def store() -> RedisStore:
 @cache
 def provider() -> AnthropicProvider:
     """This worker process's model client (its TLS set-up costs tens of ms: build it once)."""
+    # Imported here, in the pool process that runs a session: the SDK's import is about a
+    # CPU-second, and a worker's main process (which only routes tasks) never needs it.
+    from devloop.llm.anthropic import AnthropicProvider
+
     return AnthropicProvider()
 
 

@@ -31,6 +31,8 @@ from tests.workers.test_cli_run import devloop
 
 PID = "p-fleet"
 CHAIN = [UnitPlan("a"), UnitPlan("b", ["a"]), UnitPlan("c", ["b"])]
+# Runs whose units wait on each other take one worker (a second would only start and
+# idle); the spend test keeps two, as its two ready units must run at once.
 
 
 @pytest.fixture
@@ -55,7 +57,7 @@ def test_a_run_over_its_budget_pauses_and_resume_with_a_higher_cap_finishes_it(
     project = build(tmp_path / "p", CHAIN)
     store = RedisStore(redis_server.client())
     with StubServer(script(CHAIN)) as stub:
-        run = RunProcess(project, env=_env(redis_server, stub), llm="anthropic",
+        run = RunProcess(project, workers=1, env=_env(redis_server, stub), llm="anthropic",
                          args=["--max-usd", "0.000001"])
         try:
             assert run.start().wait(120 + SLACK_S) == 4, run.output()
@@ -97,7 +99,7 @@ def test_devloop_cancel_ends_the_run_with_every_checkpoint_kept(
     key = f"coder.c-test.{PID}.a"
     with StubServer(script(plans)) as stub:
         env = _env(redis_server, stub)
-        run = RunProcess(project, env=env, llm="anthropic")
+        run = RunProcess(project, workers=1, env=env, llm="anthropic")
         try:
             run.start()
             run.wait_for("a's coder mid-turn", lambda: any(
@@ -134,7 +136,7 @@ def test_a_cancel_while_a_unit_is_blocked_ends_the_run_cancelled_with_exit_5(
     plans = [UnitPlan("stuck", bad=True), UnitPlan("after", ["stuck"])]
     project = build(tmp_path / "p", plans)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
-    run = RunProcess(project, args=["--console"])
+    run = RunProcess(project, workers=1, args=["--console"])
     try:
         run.start()
         run.wait_for("the blocked unit", lambda: "needs a human: stuck is blocked" in

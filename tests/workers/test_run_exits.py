@@ -26,6 +26,9 @@ from tests.fleet.builder import UnitPlan, build, script
 from tests.proctree import kill_tree
 from tests.workers.test_cli_run import DEVLOOP, devloop
 
+# The runs here take one worker where a second would prove nothing (one unit, or a run that
+# stops before its units could run side by side); a printed command is run as printed.
+
 
 @pytest.fixture
 def lone_bwrap(settings: Settings) -> Iterator[Path]:
@@ -46,7 +49,7 @@ def test_a_sandbox_that_cannot_start_stops_the_run_at_once_with_exit_3_and_the_f
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
     started = time.monotonic()
     # Step retries with a long backoff: only stopping at once ends the run this soon.
-    broken = devloop("run", str(project), "--llm", "stub", timeout=120,
+    broken = devloop("run", str(project), "--llm", "stub", "--workers", "1", timeout=120,
                      env={"DEVLOOP_BWRAP": str(lone_bwrap), "DEVLOOP_STEP_RETRY_BASE_S": "600"})
     assert broken.returncode == 3, broken.stdout + broken.stderr
     assert time.monotonic() - started < 90
@@ -60,7 +63,7 @@ def test_a_sandbox_that_cannot_start_stops_the_run_at_once_with_exit_3_and_the_f
     # Where the run left them (coding), with no worker left to run them.
     assert {u["status"] for u in rows.values()} <= {"interrupted", "pending"}
     # Fixed (the default bubblewrap again): the next run carries on and passes.
-    again = devloop("run", str(project), "--llm", "stub", timeout=180)
+    again = devloop("run", str(project), "--llm", "stub", "--workers", "1", timeout=180)
     assert again.returncode == 0, again.stdout + again.stderr
 
 
@@ -111,7 +114,7 @@ def test_redis_going_away_mid_run_ends_with_a_named_exit_3(tmp_path: Path) -> No
         env = {"DEVLOOP_REDIS_URL": server.url, "DEVLOOP_REDIS_WAIT_S": "2", "COLUMNS": "200"}
         clean = {k: v for k, v in os.environ.items()
                  if not k.startswith(("DEVLOOP_REDIS", "ANTHROPIC_"))}
-        proc = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub"],
+        proc = subprocess.Popen([DEVLOOP, "run", str(project), "--llm", "stub", "--workers", "1"],
                                 env={**clean, **env}, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
         try:
@@ -159,7 +162,8 @@ def test_a_run_past_its_timeout_gives_up_with_exit_3_and_says_so(tmp_path: Path)
     plans = [UnitPlan("slow", coder_latency_ms={1: 60_000})]
     project = build(tmp_path / "p", plans)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
-    done = devloop("run", str(project), "--llm", "stub", "--timeout", "3", timeout=120)
+    done = devloop("run", str(project), "--llm", "stub", "--workers", "1", "--timeout", "3",
+                   timeout=120)
     assert done.returncode == 3, done.stdout + done.stderr
     assert "Traceback" not in done.stdout + done.stderr
     assert "devloop run: gave up: timed out after 3 s; run again to resume" in done.stderr
