@@ -4,6 +4,7 @@ ids, routed to their queues, and a broker that does not answer told as QueueUnre
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -87,6 +88,27 @@ def test_a_command_that_sends_loads_neither_the_steps_nor_the_model_client_nor_t
     client = redis_server.client()
     assert client.llen("coder") == 1
     client.delete("coder")  # no worker of another test may take it
+
+
+WORKER_START = """
+import sys
+from workers.worker_app import app
+app.loader.import_default_modules()  # what `celery worker` loads before forking its pool
+print("workers.tasks" in sys.modules, "anthropic" in sys.modules)
+from workers.tasks import provider
+provider()  # a pool process's first session
+print("anthropic" in sys.modules)
+"""
+
+
+def test_a_workers_main_process_loads_the_steps_but_not_the_model_client() -> None:
+    """The SDK's import is about a CPU-second: a worker's main process only routes tasks, so
+    the pool process that runs a session is the one that loads it."""
+    env = {**os.environ, "ANTHROPIC_API_KEY": "test", "DEVLOOP_REDIS_URL": "redis://127.0.0.1:1/0"}
+    done = subprocess.run([sys.executable, "-c", WORKER_START], capture_output=True, text=True,
+                          timeout=60, env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["True", "False", "True"]
 
 
 def test_a_broker_that_does_not_answer_is_queue_unreachable() -> None:
