@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from devloop.core.config import Settings
 from devloop.core.loop import (
     STARVED_BACKOFF_CAP_S,
+    STARVED_BACKOFF_S,
     STARVED_RERUNS,
     awaited_tester_try,
     decide,
@@ -35,6 +37,17 @@ def test_a_starved_run_re_runs_the_tester_after_a_growing_backoff_without_counti
         delays.append(d.delay_s)
         state = d.state
     assert delays == sorted(delays) and delays[0] > 0 and delays[-1] <= STARVED_BACKOFF_CAP_S
+
+
+def test_the_first_wait_is_the_configured_one_doubling_to_the_cap() -> None:
+    state, delays = under_test(), []
+    for _ in range(STARVED_RERUNS):
+        d = decide(state, DONE, STARVED, starved_backoff_s=40)
+        delays.append(d.delay_s)
+        state = d.state
+    assert delays == [40, 80, 160, 240, 240, 240]
+    assert "re-run in 40 s" in decide(under_test(), DONE, STARVED, starved_backoff_s=40).reason
+    assert Settings().starved_backoff_s == STARVED_BACKOFF_S  # DEVLOOP_STARVED_BACKOFF_S
 
 
 def test_a_machine_that_stays_overloaded_blocks_the_unit_as_infrastructure() -> None:

@@ -8,6 +8,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from devloop.core.loop import STARVED_BACKOFF_CAP_S, STARVED_BACKOFF_S
+
 # The project spend cap when no one gives one: about a hundred units at a hand-played pace
 # on Sonnet, and a quarter of what one runaway unit may spend (docs/user-guide.md).
 DEFAULT_PROJECT_MAX_USD = 25.0
@@ -157,6 +159,12 @@ class Settings(BaseSettings):
     )
     retry_max_s: float = Field(
         default=300.0, gt=0, description="Longest wait between those retries (model or step)."
+    )
+    starved_backoff_s: float = Field(
+        default=STARVED_BACKOFF_S,
+        gt=0,
+        description="First wait before tests starved of CPU (a busy machine, not a failure) "
+        f"run again; doubles each time, up to {STARVED_BACKOFF_CAP_S:g} s.",
     )
     live_output_runs: int = Field(
         default=5,

@@ -73,6 +73,7 @@ def decide(
     budget: int = RETRY_BUDGET,
     same_limit: int = SAME_FAILURE_LIMIT,
     review: bool = False,
+    starved_backoff_s: float = STARVED_BACKOFF_S,
 ) -> Decision:
     """The next step of a unit after an attempt (its coder's and tester's outcomes), with
     its new state.
@@ -83,7 +84,7 @@ def decide(
     tester_retries = int(state.extra.get("tester_retries", 0))
     if tester.tester_ran and coder.status == "completed":
         if tester.starved and tester.status == "completed":
-            return _starved(state)
+            return _starved(state, starved_backoff_s)
         own = _tester_fault(tester)
         if own is None and tester.tests_ok:
             if review:
@@ -139,7 +140,7 @@ def attempts_left(state: UnitState, budget: int = RETRY_BUDGET) -> int:
     return max(0, budget - attempts_spent(state))
 
 
-def _starved(state: UnitState) -> Decision:
+def _starved(state: UnitState, backoff_s: float) -> Decision:
     """A starved run is infrastructure: re-run the tests later, never count it as a failure."""
     reruns = int(state.extra.get("starved_reruns", 0))
     if reruns >= STARVED_RERUNS:
@@ -148,7 +149,7 @@ def _starved(state: UnitState) -> Decision:
                         extra={**state.extra, "block_kind": "infrastructure"})
         return Decision("block", blocked, f"{why} (the machine is overloaded); free some CPU, "
                         "then `devloop unblock`", True)
-    delay = min(STARVED_BACKOFF_S * 2**reruns, STARVED_BACKOFF_CAP_S)
+    delay = min(backoff_s * 2**reruns, STARVED_BACKOFF_CAP_S)
     extra = {**state.extra, "starved_reruns": reruns + 1}
     return Decision(
         "retry_tester", _with(state, "testing", extra=extra),

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from devloop.core import dag
 from devloop.core.loop import (
+    STARVED_BACKOFF_S,
     TESTER_RETRIES,
     Decision,
     awaited_tester_try,
@@ -99,7 +100,8 @@ def release_dependents(store: RedisStore, pid: str, unit: str, epoch: int = 0) -
 
 
 def decide_after(
-    store: RedisStore, msg: StepMsg, budget: int, worker: str = "local"
+    store: RedisStore, msg: StepMsg, budget: int, worker: str = "local",
+    starved_backoff_s: float = STARVED_BACKOFF_S,
 ) -> list[Dispatch]:
     """Apply the red/green decision to a finished chain; return the chains to send next.
 
@@ -117,7 +119,7 @@ def decide_after(
         # A record stored before steps recorded whose fault a crash is: judge it here.
         tested = tested.model_copy(update={"code_fault": is_code_fault(tested.crash_reason)})
     started = time.time()
-    decision = decide(state, made, tested, budget=budget)
+    decision = decide(state, made, tested, budget=budget, starved_backoff_s=starved_backoff_s)
     if decision.action == "pass" and needs_review(store, pid, unit):
         decision = decide(state, made, tested, budget=budget, review=True)
     # A decision under the stub's scripted turns marks the unit: its pass proves the script.

@@ -232,7 +232,8 @@ def _may_keep(role: StepRole, env: StepEnv, msg: StepMsg, record: StepRecord) ->
 def decide_step(env: StepEnv, msg: StepMsg) -> list[Dispatch]:
     """decide_after under the same failure handling as a step (retried, then blocked)."""
     try:
-        return decide_after(env.store, msg, env.settings.retry_budget, worker=env.owner)
+        return decide_after(env.store, msg, env.settings.retry_budget, worker=env.owner,
+                            starved_backoff_s=env.settings.starved_backoff_s)
     except (StoreError, StepStopped, StepWaiting):
         raise
     except Exception as exc:

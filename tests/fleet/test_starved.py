@@ -25,7 +25,9 @@ from tests.fleet.builder import UnitPlan, _turn, build, script
 from tests.fleet.fleet import fleet
 from tests.fleet.test_fleet import coder_log
 
-STARVING = {"DEVLOOP_SANDBOX_NICE": "19", "DEVLOOP_SANDBOX_CPU_SHARES": "0"}
+# The re-run waits 2 s, not the default 15: the neighbours are gone well before it.
+STARVING = {"DEVLOOP_SANDBOX_NICE": "19", "DEVLOOP_SANDBOX_CPU_SHARES": "0",
+            "DEVLOOP_STARVED_BACKOFF_S": "2"}
 SPINNING_TEST = (
     "import time\nfrom unit import value\n\n\ndef test_value_returns_42():\n"
     "    end = time.thread_time() + 1.0\n    while time.thread_time() < end:\n        pass\n"
@@ -88,6 +90,7 @@ def test_a_starved_test_run_is_re_run_after_a_backoff_and_never_sent_to_the_code
     events = Timeline(redis_store.sink(f.pid, "timeline")).events(unit_id="one")
     loop = [(e.kind, e.summary) for e in events if e.agent == "loop" and e.kind != "loop_release"]
     assert loop[0][0] == "loop_retry_tester" and "starved" in loop[0][1]
+    assert "re-run in 2 s" in loop[0][1]  # DEVLOOP_STARVED_BACKOFF_S reached the worker
     assert loop[-1][0] == "loop_pass"
     # The re-run was the tests alone, again, on the free machine: green.
     assert ("test_passed", "run-1-2") in [(e.kind, e.ref) for e in events]
