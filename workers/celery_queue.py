@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 
@@ -14,6 +15,11 @@ from devloop.fleet.queue import QueueUnreachable
 from devloop.server.redis_server import celery_form
 from workers.app import make_app
 from workers.chains import send_on
+
+# A broker gone: kombu wraps what it sees while connecting (OperationalError), but a Redis
+# that goes away mid-reply (a run's embedded one, stopping as its run ends) surfaces as the
+# client's own errors, from the middle of a ping's collection.
+BROKER_LOST = (OSError, OperationalError, redis.ConnectionError, redis.TimeoutError)
 
 
 class CeleryQueue:
@@ -49,7 +55,7 @@ class CeleryQueue:
         """Put each chain on its queues."""
         try:
             send_on(self.app, dispatches)
-        except OperationalError as lost:
+        except BROKER_LOST as lost:
             raise QueueUnreachable(f"the broker did not take the steps: {lost}") from lost
 
     def revoke(self, task_ids: Iterable[str]) -> None:
@@ -60,14 +66,14 @@ class CeleryQueue:
             return
         try:
             self.app.control.revoke(ids)
-        except OperationalError as lost:
+        except BROKER_LOST as lost:
             raise QueueUnreachable(f"the broker did not take the revoke: {lost}") from lost
 
     def consumers(self, timeout_s: float) -> dict[str, list[str]]:
         """Each worker that answers within timeout_s -> the queues it consumes."""
         try:
             replies = self.app.control.inspect(timeout=timeout_s).active_queues() or {}
-        except (OSError, OperationalError) as lost:
+        except BROKER_LOST as lost:
             raise QueueUnreachable(f"no answer from the broker: {lost}") from lost
         return {worker: [str(q.get("name")) for q in queues or []]
                 for worker, queues in replies.items()}

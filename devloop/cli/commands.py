@@ -15,8 +15,10 @@ from devloop.cli import (
     reset_command,
 )
 from devloop.cli.terminal import err, out
-from devloop.fleet.queue import TaskQueue
+from devloop.fleet.failures import one_line
+from devloop.fleet.queue import QueueUnreachable, TaskQueue
 from devloop.safe.private import NotPrivate
+from devloop.store.base import StoreUnavailable
 
 
 def _version(shown: bool) -> None:
@@ -72,3 +74,10 @@ def run_cli(queue: TaskQueue) -> None:
     except NotPrivate as exc:  # a .devloop/ that is not this user's alone: the user's to fix
         err.print(str(exc), markup=False)
         raise SystemExit(2) from None
+    except (StoreUnavailable, QueueUnreachable) as lost:
+        # Redis unreachable, or gone mid-command (a run's own stops as its run ends): the
+        # environment, not the input, so said in one line with exit 3, as `devloop run` does.
+        err.print(f"devloop: gave up: Redis unreachable ({one_line(lost)}); fix: start it "
+                  "(or point DEVLOOP_REDIS_URL at a live one), then run the command again",
+                  markup=False, highlight=False)
+        raise SystemExit(3) from None

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -37,7 +38,7 @@ from devloop.cli.run.project_run import options_for, run_project
 from devloop.cli.taskqueue import queue_of
 from devloop.cli.terminal import err, fail, out
 from devloop.core.artifacts import not_imported
-from devloop.core.config import load_settings
+from devloop.core.config import Settings, load_settings
 from devloop.core.errors import Problem, ProjectInvalid
 from devloop.core.suggest import unknown
 from devloop.fleet.control import export_spend, set_default_cap, set_max_usd
@@ -46,7 +47,7 @@ from devloop.fleet.marks import forget_llm
 from devloop.fleet.queue import QueueUnreachable, TaskQueue
 from devloop.fleet.records import export_steps
 from devloop.fleet.respec import apply_changes
-from devloop.fleet.status import project_status
+from devloop.fleet.status import ProjectStatus, project_status
 from devloop.project.lastrun import Given
 from devloop.project.load import load_project
 from devloop.project.runlock import live_run
@@ -54,9 +55,11 @@ from devloop.safe.cachedir import cache_problem
 from devloop.server.embedded import RedisEndpoint, redis_endpoint
 from devloop.server.redis_server import connect
 from devloop.store import RedisStore
+from devloop.store.base import StoreUnavailable
 
 commands = typer.Typer()  # devloop/cli/commands.py adds them to the CLI
 PING_S = 1.0  # how long `status` and `unblock` wait for workers to answer
+STATUS_LOOKS = 3  # a run that ends mid-look takes its Redis along: status looks again
 
 
 @commands.command()
@@ -169,6 +172,29 @@ def status(
     blocked with the commands that move it on; a unit no worker runs shows `interrupted`."""
     pid, folder = store_for(project)
     settings = load_settings()
+    for look in range(1, STATUS_LOOKS + 1):
+        try:
+            state = _read_status(queue_of(ctx), project, pid, folder, settings, repair)
+            break
+        except (StoreUnavailable, QueueUnreachable):
+            # The live run this look found ended under it, its Redis with it: look again, at
+            # the folder's own data. Not while the run lives (its Redis is being restarted:
+            # a second server on its files must never start), nor for a configured Redis.
+            if (look == STATUS_LOOKS or folder is None or settings.redis_url
+                    or live_run(folder) is not None):
+                raise
+            time.sleep(0.5)
+    if as_json:
+        print(state.model_dump_json(indent=2))
+    else:
+        print_status(out, state)
+        for line in epilogue(state, str(project), files=False):
+            out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _read_status(queue: TaskQueue, project: Path, pid: str, folder: Path | None,
+                 settings: Settings, repair: bool) -> ProjectStatus:
+    """One look at the project: its live run's Redis, else its folder's, else the configured."""
     with redis_endpoint(folder or Path("."), settings) as endpoint:
         store = RedisStore(connect(endpoint.url))
         if not store.has_project(pid):
@@ -183,19 +209,13 @@ def status(
                 ]
             )
         if repair:
-            queue_of(ctx).connect(endpoint.celery_url)
+            queue.connect(endpoint.celery_url)
             dispatches = reconcile(store, pid, settings.reconcile_grace_s)
-            queue_of(ctx).send(dispatches)
+            queue.send(dispatches)
             err.print(f"repair: re-sent {len(dispatches)} unit(s)")
-        fleet = bool(_consumers(queue_of(ctx), endpoint))
-        state = project_status(store, pid, fleet=fleet, folder=str(project) if folder else None,
-                               run_live=live_run(folder) if folder else None)
-    if as_json:
-        print(state.model_dump_json(indent=2))
-    else:
-        print_status(out, state)
-        for line in epilogue(state, str(project), files=False):
-            out.print(line, markup=False, highlight=False, soft_wrap=True)
+        fleet = bool(_consumers(queue, endpoint))
+        return project_status(store, pid, fleet=fleet, folder=str(project) if folder else None,
+                              run_live=live_run(folder) if folder else None)
 
 
 @commands.command()

@@ -8,7 +8,9 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -109,6 +111,22 @@ def test_a_workers_main_process_loads_the_steps_but_not_the_model_client() -> No
                           timeout=60, env=env)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["True", "False", "True"]
+
+
+def test_a_broker_that_goes_away_mid_ping_is_queue_unreachable(tmp_path: Path) -> None:
+    """A run's Redis stops as its run ends, maybe while a command waits for workers to
+    answer: the client's own error comes out of the ping's collection, and is turned into the
+    port's (seen as a traceback from `devloop status` on a busy machine)."""
+    with RedisServer(tmp_path / "gone") as server:
+        queue = CeleryQueue()
+        queue.connect(server.celery_url)
+        timer = threading.Timer(1.0, server.close)  # no worker answers: the ping waits 3 s
+        timer.start()
+        try:
+            with pytest.raises(QueueUnreachable):
+                queue.consumers(timeout_s=3.0)
+        finally:
+            timer.join()
 
 
 def test_a_broker_that_does_not_answer_is_queue_unreachable() -> None:
