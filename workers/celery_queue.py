@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-import redis
 from celery import Celery
 from kombu.exceptions import OperationalError
 
@@ -13,13 +12,14 @@ from devloop.core.config import Settings
 from devloop.fleet.messages import Dispatch
 from devloop.fleet.queue import QueueUnreachable
 from devloop.server.redis_server import celery_form
+from devloop.store.base import StoreUnavailable
 from workers.app import make_app
 from workers.chains import send_on
 
 # A broker gone: kombu wraps what it sees while connecting (OperationalError), but a Redis
 # that goes away mid-reply (a run's embedded one, stopping as its run ends) surfaces as the
-# client's own errors, from the middle of a ping's collection.
-BROKER_LOST = (OSError, OperationalError, redis.ConnectionError, redis.TimeoutError)
+# client's own connection error, from the middle of a ping's collection.
+BROKER_LOST = (OSError, OperationalError, StoreUnavailable)
 
 
 class CeleryQueue:

@@ -77,7 +77,7 @@ def run_cli(queue: TaskQueue) -> None:
     except (StoreUnavailable, QueueUnreachable) as lost:
         # Redis unreachable, or gone mid-command (a run's own stops as its run ends): the
         # environment, not the input, so said in one line with exit 3, as `devloop run` does.
-        err.print(f"devloop: gave up: Redis unreachable ({one_line(lost)}); fix: start it "
-                  "(or point DEVLOOP_REDIS_URL at a live one), then run the command again",
+        err.print(f"Redis: unreachable ({one_line(lost)}); fix: start it (or point "
+                  "DEVLOOP_REDIS_URL at a live one), then run the command again",
                   markup=False, highlight=False)
         raise SystemExit(3) from None

@@ -194,8 +194,10 @@ def test_one_spend_figure_everywhere_from_the_ledger_the_cap_is_enforced_against
     # a's first model call takes 15 s; meanwhile b's first two turns reach the cap. a's call
     # was under way: it finishes and counts, and a's session stops before its next turn, so
     # no step record holds what a spent. (A first turn costs about $0.0122 here: it writes
-    # the prompt cache; later turns read it, about $0.0017.)
-    plans = [UnitPlan("a", coder_latency_ms={1: 15000}), UnitPlan("b"), UnitPlan("c", ["a"])]
+    # the prompt cache; later turns read it, about $0.0017.) b's first answer takes 4 s, so
+    # a's call has been sent before the cap is reached, however slowly a's session started.
+    plans = [UnitPlan("a", coder_latency_ms={1: 15000}), UnitPlan("b", coder_latency_ms={1: 4000}),
+             UnitPlan("c", ["a"])]
     project = build(tmp_path / "p", plans)
     (project / "stub.yaml").write_text(yaml.safe_dump(script(plans)))
     store = RedisStore(redis_server.client())

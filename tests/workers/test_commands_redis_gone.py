@@ -41,7 +41,7 @@ def test_a_command_on_an_unreachable_redis_says_so_in_one_line_with_exit_3(
             out, err = proc.communicate(timeout=90)
             assert proc.returncode == 3, (command, out, err)
             [line] = err.splitlines()
-            assert line.startswith("devloop: gave up: Redis unreachable (ConnectionError: "), line
+            assert line.startswith("Redis: unreachable (ConnectionError: "), line
             assert "127.0.0.1:1" in line and line.endswith("then run the command again"), line
             assert "Traceback" not in out + err
     finally:
