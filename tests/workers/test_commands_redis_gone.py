@@ -21,8 +21,6 @@ from tests.workers.runproc import DEVLOOP, clean_env
 
 pytestmark = pytest.mark.timeout(120)
 GONE = "redis://127.0.0.1:1/0"  # a port nothing listens on
-
-
 COMMANDS = [["status", "p-x"], ["pull", "p-x", "out"], ["unblock", "p-x", "a"], ["enqueue", "p"]]
 
 
