@@ -47,7 +47,8 @@ def test_the_first_wait_is_the_configured_one_doubling_to_the_cap() -> None:
         state = d.state
     assert delays == [40, 80, 160, 240, 240, 240]
     assert "re-run in 40 s" in decide(under_test(), DONE, STARVED, starved_backoff_s=40).reason
-    assert Settings().starved_backoff_s == STARVED_BACKOFF_S  # DEVLOOP_STARVED_BACKOFF_S
+    # DEVLOOP_STARVED_BACKOFF_S's default is the loop's
+    assert Settings.model_fields["starved_backoff_s"].default == STARVED_BACKOFF_S
 
 
 def test_a_machine_that_stays_overloaded_blocks_the_unit_as_infrastructure() -> None:

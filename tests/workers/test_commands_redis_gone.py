@@ -19,7 +19,9 @@ from tests.fleet.builder import UnitPlan, build
 from tests.proctree import kill_tree
 from tests.workers.runproc import DEVLOOP, clean_env
 
-pytestmark = pytest.mark.timeout(120)
+# Each command waits out the client's retries (about 17 s) once or twice; a busy machine
+# stretches that.
+pytestmark = pytest.mark.timeout(240)
 GONE = "redis://127.0.0.1:1/0"  # a port nothing listens on
 COMMANDS = [["status", "p-x"], ["pull", "p-x", "out"], ["unblock", "p-x", "a"], ["enqueue", "p"]]
 
@@ -53,22 +55,24 @@ def test_status_whose_live_run_ends_mid_look_answers_from_the_folder(tmp_path: P
     from a console test on a busy machine)."""
     project = build(tmp_path / "p", [UnitPlan("a")])
     settings = load_settings().model_copy(update={"redis_url": None})
-    with redis_endpoint(project, settings) as endpoint:
-        client = connect(endpoint.url)
-        enqueue_project(RedisStore(client), project)
-        status = subprocess.Popen([DEVLOOP, "status", str(project), "--json"], env=clean_env(),
-                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        try:
+    status: subprocess.Popen[str] | None = None
+    try:
+        with redis_endpoint(project, settings) as endpoint:
+            client = connect(endpoint.url)
+            enqueue_project(RedisStore(client), project)
+            status = subprocess.Popen([DEVLOOP, "status", str(project), "--json"],
+                                      env=clean_env(), stdout=subprocess.PIPE,
+                                      stderr=subprocess.PIPE, text=True)
             deadline = time.monotonic() + 60
             # The ping's reply queue is bound when status asks the workers: it is mid-look.
             while not client.keys("_kombu.binding.reply.*"):
                 assert status.poll() is None and time.monotonic() < deadline, status.stderr
                 time.sleep(0.02)
-        except BaseException:
-            status.kill()
-            raise
-    # The block's end stopped the run's Redis, with status waiting for answers on it.
-    out, err = status.communicate(timeout=60)
+        # The block's end stopped the run's Redis, with status waiting for answers on it.
+        out, err = status.communicate(timeout=120)
+    finally:
+        if status is not None:
+            kill_tree(status.pid)
     assert status.returncode == 0, err
     assert "Traceback" not in err
     assert [u["unit_id"] for u in json.loads(out)["units"]] == ["a"]

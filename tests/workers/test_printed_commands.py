@@ -187,7 +187,7 @@ def test_a_budget_pause_prints_a_resume_with_a_real_cap_that_carries_on(tmp_path
     plans = [UnitPlan("a"), UnitPlan("b", ["a"])]
     build(tmp_path / "p", plans)
     (tmp_path / "p/stub.yaml").write_text(yaml.safe_dump(script(plans)))
-    # One worker (a waits on b); the printed resumes carry it on, as the last run's choice.
+    # One worker (b waits on a); the printed resumes carry it on, as the last run's choice.
     paused = devloop("run", "p", "--llm", "stub", "--max-usd", "0.01", "--workers", "1",
                      cwd=tmp_path)
     assert paused.returncode == 4, paused.stdout + paused.stderr

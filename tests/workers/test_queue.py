@@ -118,15 +118,27 @@ def test_a_broker_that_goes_away_mid_ping_is_queue_unreachable(tmp_path: Path) -
     answer: the client's own error comes out of the ping's collection, and is turned into the
     port's (seen as a traceback from `devloop status` on a busy machine)."""
     with RedisServer(tmp_path / "gone") as server:
+        watcher = server.client()
+        seen: list[bool] = []
+
+        def close_mid_ping() -> None:
+            # The ping's reply queue is bound once it is sent: from then on it collects.
+            deadline = time.monotonic() + 30
+            while not watcher.keys("_kombu.binding.reply.*") and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen.append(bool(watcher.keys("_kombu.binding.reply.*")))
+            server.close()
+
         queue = CeleryQueue()
         queue.connect(server.celery_url)
-        timer = threading.Timer(1.0, server.close)  # no worker answers: the ping waits 3 s
-        timer.start()
+        closer = threading.Thread(target=close_mid_ping)
+        closer.start()
         try:
             with pytest.raises(QueueUnreachable):
-                queue.consumers(timeout_s=3.0)
+                queue.consumers(timeout_s=10.0)  # no worker answers: it would wait it all
         finally:
-            timer.join()
+            closer.join(40)
+        assert seen == [True]  # the server went away during the collection, not before
 
 
 def test_a_broker_that_does_not_answer_is_queue_unreachable() -> None:

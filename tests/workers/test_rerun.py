@@ -12,9 +12,8 @@ import yaml
 from tests.fleet.builder import UnitPlan, build, script
 from tests.workers.test_run_ends import devloop
 
-# The runs here take one worker: their units wait on each other anyway, and a second
-# worker's start (about 2 CPU-s) was suite time that proved nothing. The default of two
-# is run by test_cli_run's demo and the supervision, budget and console tests.
+# The runs here take one worker: their units wait on each other (docs/codebase.md, the
+# suite's time). The default of two is run by the demo, supervision, chaos and console tests.
 pytestmark = pytest.mark.timeout(900)
 
 
