@@ -143,7 +143,8 @@ def test_a_run_starved_of_cpu_is_starved_not_red_and_not_blamed_on_the_code(
     suite(view, SPIN_1S)
     result, took = run(humble, view, 3)
     assert took < 3 * STARVED_FACTOR + SLACK_S
-    assert result.starved and not result.ok and not result.crashed
+    # The reason in the message: a busy CI host is where this can go wrong, and only once.
+    assert result.starved and not result.ok and not result.crashed, result.crash_reason
     assert result.next_action == "retry_tester" and result.failures == []
     assert result.starved_reason is not None
     assert result.starved_reason.startswith("the machine was too busy to run the tests")
