@@ -8,6 +8,8 @@ import socket
 import stat
 import sys
 import tempfile
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -19,8 +21,8 @@ from redis.retry import Retry
 from devloop.core.config import Settings
 from devloop.project.load import load_project
 from devloop.safe.private import NotPrivate
-from devloop.server.embedded import MARKER, TOKEN, redis_endpoint
-from devloop.server.redis_server import MAX_SOCKET_PATH, RedisServer, connect
+from devloop.server.embedded import LOCK, MARKER, TOKEN, redis_endpoint
+from devloop.server.redis_server import MAX_SOCKET_PATH, RedisServer, RedisServerError, connect
 from devloop.store import RedisStore
 from tests.proctree import run_bounded
 
@@ -176,6 +178,77 @@ def test_a_second_command_reuses_the_running_server(
         connect(first.url, retry=Retry(NoBackoff(), 0)).ping()
 
 
+def test_a_command_waits_for_the_owners_restarting_server_and_never_starts_a_second(
+    project: Path,
+) -> None:
+    """A run restarts its dead Redis; a command meanwhile must not take its files."""
+    with redis_endpoint(project, NO_URL) as owner:  # as `devloop run` holds it
+        assert owner.server is not None
+        connect(owner.url).set("k", "v")
+        owner.server.stop()  # died; the run's keeper starts it again a moment later
+        seen: list[tuple[object, str, bytes | None]] = []
+
+        def other_command() -> None:
+            with redis_endpoint(project, NO_URL) as other:
+                seen.append((other.server, other.url, connect(other.url).get("k")))
+
+        other = threading.Thread(target=other_command)
+        other.start()
+        time.sleep(1.0)
+        # From this thread, as the keeper does: the server dies with the thread that
+        # started it (PR_SET_PDEATHSIG).
+        owner.server.start()
+        other.join(60)
+        assert seen == [(None, owner.url, b"v")]
+        # The other command left the owner's server and its records alone.
+        assert connect(owner.url).ping()
+        assert (project / ".devloop" / MARKER).exists()
+        assert (project / ".devloop" / TOKEN).exists()
+
+
+def test_two_commands_starting_at_once_share_one_server(project: Path) -> None:
+    both = threading.Barrier(2)
+    urls: list[str] = []
+    errors: list[BaseException] = []
+
+    def command() -> None:
+        try:
+            both.wait(10)
+            with redis_endpoint(project, NO_URL) as endpoint:
+                urls.append(endpoint.url)
+                both.wait(10)  # both inside at once
+                assert connect(endpoint.url).ping()
+                both.wait(10)
+        except BaseException as exc:  # noqa: BLE001 - reported below, with the thread's
+            errors.append(exc)
+            both.abort()
+
+    threads = [threading.Thread(target=command) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert errors == [] and len(urls) == 2 and urls[0] == urls[1]
+
+
+def test_a_command_whose_owner_never_brings_its_server_back_names_the_owner(
+    project: Path,
+) -> None:
+    with redis_endpoint(project, NO_URL) as owner:
+        assert owner.server is not None
+        owner.server.stop()
+        started = time.monotonic()
+        with pytest.raises(RedisServerError) as refused, redis_endpoint(
+                project, NO_URL, owner_wait_s=1.0):
+            pass
+        assert time.monotonic() - started < 10
+        assert f"another DevLoop command (pid {os.getpid()})" in str(refused.value)
+        assert "wait for that command to end (or stop it), then run this one again" in str(
+            refused.value)
+        assert not owner.server.running  # nothing was started on its files meanwhile
+        assert (project / ".devloop" / TOKEN).exists()
+
+
 def test_the_state_dir_and_its_files_are_this_users_alone(project: Path) -> None:
     state = project / ".devloop"
     state.mkdir(mode=0o755)  # as an older version left it
@@ -202,7 +275,7 @@ def test_links_planted_in_the_state_dir_are_never_written_through(
     state = project / ".devloop"
     (state / "appendonlydir").mkdir(mode=0o700, parents=True)
     targets = {name: tmp_path / f"target-{name.replace('/', '-')}" for name in
-               ("appendonly.aof", "redis.log", "redis.conf", MARKER, TOKEN,
+               ("appendonly.aof", "redis.log", "redis.conf", MARKER, TOKEN, LOCK,
                 "temp-rewriteaof-1.aof", "appendonlydir/appendonly.aof.manifest",
                 "appendonlydir/appendonly.aof.1.base.aof",
                 "appendonlydir/appendonly.aof.1.incr.aof")}

@@ -18,6 +18,7 @@ from devloop.cli.terminal import err, out
 from devloop.fleet.failures import one_line
 from devloop.fleet.queue import QueueUnreachable, TaskQueue
 from devloop.safe.private import NotPrivate
+from devloop.server.redis_server import RedisServerError
 from devloop.store.base import StoreUnavailable
 
 
@@ -80,4 +81,7 @@ def run_cli(queue: TaskQueue) -> None:
         err.print(f"Redis: unreachable ({one_line(lost)}); fix: start it (or point "
                   "DEVLOOP_REDIS_URL at a live one), then run the command again",
                   markup=False, highlight=False)
+        raise SystemExit(3) from None
+    except RedisServerError as exc:  # the embedded server: not startable, or another's
+        err.print(f"Redis: {exc}", markup=False, highlight=False)
         raise SystemExit(3) from None

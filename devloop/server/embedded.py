@@ -7,10 +7,16 @@ deep path, in a private dir of DevLoop's under /tmp) that no one else may enter,
 answers to the password in `.devloop/redis.token`, a 0600 file of this user's. Anything
 else `.devloop/redis.url` names (a TCP address, another user's socket, a link, a dir
 others may write to) is ignored, never connected to, and a fresh server is started.
+
+One command at a time owns the server files: it holds a lock on `.devloop/redis.lock` from
+before its server starts until after it stops. A command that finds no live server while
+another owns the files (a run restarting its Redis, a command starting or stopping one)
+waits for that server instead of starting a second on the same AOF and taking its files.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import secrets
 import stat
@@ -47,6 +53,11 @@ from devloop.server.redis_server import (
 STATE_DIR = ".devloop"
 MARKER = "redis.url"  # where the socket is (it may be under /tmp), without the password
 TOKEN = "redis.token"  # the server's password, 0600
+LOCK = "redis.lock"  # held by the command that owns the server files; holds its pid
+# How long a command waits for the server of the command that owns the files: a run's
+# keeper starts a dead one again at once, then after 1, 2, 4 and 8 s (RedisKeeper).
+OWNER_WAIT_S = 30.0
+_LOOK_AGAIN_S = 0.2
 
 
 @dataclass(frozen=True)
@@ -118,23 +129,81 @@ def running_server(state: Path) -> RedisEndpoint | None:
     return RedisEndpoint(url, celery_form(url), embedded=True)
 
 
+def _open_lock(path: Path) -> int:
+    """An fd of the lock file, created 0600; a link or fifo in its place is OSError."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                 0o600)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{path} is not a regular file")
+    return fd
+
+
+def own_server_files(state: Path) -> int | None:
+    """The fd holding the lock on `state`'s server files (closing it lets go), or None
+    while another command holds it."""
+    try:
+        fd = _open_lock(state / LOCK)
+    except OSError:
+        remove_planted(state)  # something planted in its place: ours to replace
+        fd = _open_lock(state / LOCK)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, f"{os.getpid()}\n".encode())
+    return fd
+
+
+def _owner(state: Path) -> str:
+    """`pid 123`: the command holding the lock, as it wrote itself there."""
+    pid = (read_private(state / LOCK, limit=32) or b"").decode(errors="replace").strip()
+    return f"pid {pid}" if pid.isdigit() else "pid unknown"
+
+
 @contextmanager
-def redis_endpoint(project_dir: Path, settings: Settings) -> Iterator[RedisEndpoint]:
+def redis_endpoint(
+    project_dir: Path, settings: Settings, owner_wait_s: float = OWNER_WAIT_S
+) -> Iterator[RedisEndpoint]:
     """Yield the configured Redis, or start one under PROJECT_DIR/.devloop (AOF on) and stop it.
 
     A server left running there by another DevLoop command of this user is reused, not
-    restarted, when it is provably that server (see the module docstring). A new one is not
-    started on data DevLoop never writes (ForeignData, an input error: a planted AOF).
+    restarted, when it is provably that server (see the module docstring). While another
+    command owns the server files and its server does not answer, this one waits up to
+    owner_wait_s for it (RedisServerError after). A new one is not started on data
+    DevLoop never writes (ForeignData, an input error: a planted AOF).
     """
     if settings.redis_url:
         url = settings.redis_url
         yield RedisEndpoint(url, celery_form(url), embedded=False)
         return
     state = private_state_dir(project_dir)
-    reused = running_server(state)
-    if reused is not None:
-        yield reused
-        return
+    deadline = time.monotonic() + owner_wait_s
+    while True:
+        reused = running_server(state)
+        if reused is not None:
+            yield reused
+            return
+        lock = own_server_files(state)
+        if lock is not None:
+            break
+        if time.monotonic() > deadline:
+            raise RedisServerError(
+                f"the embedded Redis of {state} belongs to another DevLoop command "
+                f"({_owner(state)}) and has not answered for {owner_wait_s:.0f} s; wait for "
+                "that command to end (or stop it), then run this one again"
+            )
+        time.sleep(_LOOK_AGAIN_S)
+    try:
+        yield from _own_server(state)
+    finally:
+        os.close(lock)  # after the server stopped: the next owner starts on a quiet AOF
+
+
+def _own_server(state: Path) -> Iterator[RedisEndpoint]:
+    """Start a server on the state dir's files, yield it, and stop it and its records."""
     # A folder someone else wrote may hold links where the server writes its files.
     remove_planted(state)
     server = RedisServer(state, appendonly=True, password=secrets.token_hex(24))
