@@ -11,6 +11,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,15 @@ from redis.retry import Retry
 from devloop.core.config import Settings
 from devloop.project.load import load_project
 from devloop.safe.private import NotPrivate
-from devloop.server.embedded import LOCK, MARKER, TOKEN, redis_endpoint
+from devloop.server.embedded import (
+    LOCK,
+    MARKER,
+    TOKEN,
+    RedisKeeper,
+    own_server_files,
+    redis_endpoint,
+    running_server,
+)
 from devloop.server.redis_server import MAX_SOCKET_PATH, RedisServer, RedisServerError, connect
 from devloop.store import RedisStore
 from tests.proctree import run_bounded
@@ -247,6 +256,39 @@ def test_a_command_whose_owner_never_brings_its_server_back_names_the_owner(
             refused.value)
         assert not owner.server.running  # nothing was started on its files meanwhile
         assert (project / ".devloop" / TOKEN).exists()
+
+
+def test_a_run_on_another_commands_server_adopts_it_when_that_command_stops_it(
+    project: Path,
+) -> None:
+    """A console opened before the run and closed during it: the run starts the server again
+    with its socket, password and AOF, so its clients go on, and owns it from then on."""
+    state = project / ".devloop"
+    with ExitStack() as owner:
+        first = owner.enter_context(redis_endpoint(project, NO_URL))
+        connect(first.url).set("k", "v")
+        with redis_endpoint(project, NO_URL) as reused:  # as `devloop run` finds it
+            keeper = RedisKeeper(reused.server, reused=(state, reused))
+            assert reused.server is None and keeper.check() is None  # its owner lives
+            owner.close()  # the console ends: it stops its server and lets go of the files
+            with pytest.raises(redis.ConnectionError):
+                connect(reused.url, retry=Retry(NoBackoff(), 0)).ping()
+            try:
+                assert keeper.check() == (
+                    "Redis was stopped by the command that started it; this run started it "
+                    "again")
+                assert connect(reused.url).get("k") == b"v"  # the same URL, the same data
+                again = running_server(state)  # found by the next command, as before
+                assert again is not None and again.url == reused.url
+                assert own_server_files(state) is None  # the run owns the files now
+            finally:
+                keeper.close()
+    assert not (state / MARKER).exists() and not (state / TOKEN).exists()
+    with pytest.raises(redis.ConnectionError):
+        connect(reused.url, retry=Retry(NoBackoff(), 0)).ping()
+    lock = own_server_files(state)
+    assert lock is not None  # let go: the next command may start its own
+    os.close(lock)
 
 
 def test_the_state_dir_and_its_files_are_this_users_alone(project: Path) -> None:

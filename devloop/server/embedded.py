@@ -12,6 +12,9 @@ One command at a time owns the server files: it holds a lock on `.devloop/redis.
 before its server starts until after it stops. A command that finds no live server while
 another owns the files (a run restarting its Redis, a command starting or stopping one)
 waits for that server instead of starting a second on the same AOF and taking its files.
+A run that reused another command's server adopts it when that command stops it (a console
+closed under a run): it starts it again with the same socket, password and AOF, so its
+workers reconnect, and from then on owns it.
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -41,6 +45,8 @@ from devloop.safe.private import (
     write_private,
 )
 from devloop.server.redis_server import (
+    MAX_SOCKET_PATH,
+    SOCKET_NAME,
     RedisServer,
     RedisServerError,
     celery_form,
@@ -218,9 +224,59 @@ def _own_server(state: Path) -> Iterator[RedisEndpoint]:
         server.close()
 
 
+@dataclass
+class Adopted:
+    """A server this command started again, on the socket, password and AOF of a server
+    another command started and then stopped; with the lock on the files."""
+
+    state: Path
+    server: RedisServer
+    lock: int
+
+    def close(self) -> None:
+        """Stop it as its first owner would have: records, then the server, then the lock."""
+        try:
+            for name in (MARKER, TOKEN):
+                (self.state / name).unlink(missing_ok=True)
+            self.server.close()
+        finally:
+            os.close(self.lock)
+
+
+def adopt(state: Path, reused: RedisEndpoint) -> Adopted | None:
+    """Start the server `reused` named again, now that the command that owned it is gone;
+    None while a command still owns the files, while a server answers there, or when the
+    socket was not `state`/redis.sock (a deep path's socket dir went with its owner)."""
+    parts = urlsplit(reused.url)
+    socket_path = state / SOCKET_NAME
+    if parts.scheme != "unix" or Path(parts.path) != socket_path or (
+            len(str(socket_path)) >= MAX_SOCKET_PATH):
+        return None
+    lock = own_server_files(state)
+    if lock is None:
+        return None
+    server: RedisServer | None = None
+    try:
+        if _live(reused.url):  # its owner died and left it running: reused as it is
+            os.close(lock)
+            return None
+        remove_planted(state)
+        server = RedisServer(state, appendonly=True, password=unquote(parts.password or ""))
+        write_private(state / TOKEN, server.password.encode())
+        write_private(state / MARKER, (server.bare_url + "\n").encode())
+    except BaseException:
+        if server is not None:
+            server.close()
+        os.close(lock)
+        raise
+    return Adopted(state, server, lock)
+
+
 class RedisKeeper:
     """Keeps the embedded server a command started running: a dead one is started again on
-    its socket, with its password and its AOF, after a growing backoff.
+    its socket, with its password and its AOF, after a growing backoff. A server another
+    command started (`reused`: the state dir and its endpoint) is adopted when that command
+    stops it, and kept from then on; close() stops an adopted one.
 
     `devloop run` calls check() on every look at the project; workers and the run's own
     client reconnect by themselves (their retries outlast a restart).
@@ -230,11 +286,14 @@ class RedisKeeper:
         self,
         server: RedisServer | None,
         *,
+        reused: tuple[Path, RedisEndpoint] | None = None,
         backoff_s: float = 0.5,
         backoff_cap_s: float = 10.0,
         max_failures: int = 5,
     ) -> None:
         self.server = server
+        self.reused = reused
+        self.adopted: Adopted | None = None
         self.backoff_s, self.backoff_cap_s = backoff_s, backoff_cap_s
         self.max_failures = max_failures
         self.restarts = 0
@@ -247,7 +306,9 @@ class RedisKeeper:
         RedisServerError once it failed to start `max_failures` times in a row.
         """
         server = self.server
-        if server is None or server.running:
+        if server is None:
+            return self._adopt()
+        if server.running:
             return None
         now = time.monotonic()
         if self._next_try is None:
@@ -265,3 +326,22 @@ class RedisKeeper:
         self.restarts += 1
         self.failures, self._next_try = 0, None
         return f"Redis died and was restarted from its AOF (restart {self.restarts})"
+
+    def _adopt(self) -> str | None:
+        """Start the reused server again once the command that owned it has gone."""
+        if self.reused is None:
+            return None
+        try:
+            self.adopted = adopt(*self.reused)
+        except RedisServerError:  # its last owner's server is still going: next look
+            return "Redis went away with the command that started it; starting it again"
+        if self.adopted is None:
+            return None
+        self.server, self.reused = self.adopted.server, None
+        return "Redis was stopped by the command that started it; this run started it again"
+
+    def close(self) -> None:
+        """Stop the server this keeper adopted, if it did (an owned one is its command's)."""
+        if self.adopted is not None:
+            self.adopted.close()
+            self.adopted = None

@@ -60,8 +60,12 @@ class RunChildren:
         return line + (f" | {self.note}" if self.note else "")
 
     def stop(self) -> None:
-        """Warm stop (SIGTERM, so a worker finishes its turn's bookkeeping), then SIGKILL."""
-        self.supervisor.stop()
+        """Warm stop (SIGTERM, so a worker finishes its turn's bookkeeping), then SIGKILL;
+        then a Redis the run adopted (after its workers: they need it to stop warm)."""
+        try:
+            self.supervisor.stop()
+        finally:
+            self.redis.close()
 
 
 def start_children(
@@ -74,7 +78,9 @@ def start_children(
     flower_port: int | None = None,
 ) -> RunChildren:
     """Start `workers` Celery workers (and Flower when a port is given) under a supervisor."""
-    children = RunChildren(Supervisor(), RedisKeeper(endpoint.server))
+    # A server another command started is adopted if that command stops it under the run.
+    reused = (state_dir, endpoint) if endpoint.embedded and endpoint.server is None else None
+    children = RunChildren(Supervisor(), RedisKeeper(endpoint.server, reused=reused))
     for i in range(workers):
         spec = ChildSpec(f"worker-{i}", worker_command(name=f"w{i}@%h"), env,
                          state_dir / f"worker-{i}.log")
