@@ -268,15 +268,14 @@ def test_a_run_on_another_commands_server_adopts_it_when_that_command_stops_it(
         first = owner.enter_context(redis_endpoint(project, NO_URL))
         connect(first.url).set("k", "v")
         with redis_endpoint(project, NO_URL) as reused:  # as `devloop run` finds it
-            keeper = RedisKeeper(reused.server, reused=(state, reused))
+            keeper = RedisKeeper.of(reused)
             assert reused.server is None and keeper.check() is None  # its owner lives
             owner.close()  # the console ends: it stops its server and lets go of the files
             with pytest.raises(redis.ConnectionError):
                 connect(reused.url, retry=Retry(NoBackoff(), 0)).ping()
             try:
                 assert keeper.check() == (
-                    "Redis was stopped by the command that started it; this run started it "
-                    "again")
+                    "Redis was stopped by the command that started it, and started again here")
                 assert connect(reused.url).get("k") == b"v"  # the same URL, the same data
                 again = running_server(state)  # found by the next command, as before
                 assert again is not None and again.url == reused.url

@@ -43,6 +43,7 @@ def console_command(
     from devloop.cli.run.people import webhook_settings_problem
     from devloop.cli.run.serve_console import bind_console, serve_console
     from devloop.console.listen import ListenFailed
+    from devloop.server.supervisor import Interrupted, interrupt_on
 
     settings = load_settings()
     pid, folder = store_for(project) if project is not None else (None, None)
@@ -55,7 +56,16 @@ def console_command(
         sockets, bound = bind_console(host, port, fd or [], settings, out)
     except ListenFailed as refused:
         fail([refused.problem])
-    serve_console(pid, folder, host, sockets, bound, settings, out, queue_of(ctx))
+    # Standalone, it keeps the project's Redis (a run's, adopted when the run ends); under
+    # `devloop run` (sockets handed down), the run keeps it and the console ends with it.
+    # A SIGTERM or SIGHUP stops it as Ctrl-C does, its clean-up run (uvicorn re-raises the
+    # signal it caught once it has stopped; by default SIGTERM would skip every finally).
+    with interrupt_on():
+        try:
+            serve_console(pid, folder, host, sockets, bound, settings, out, queue_of(ctx),
+                          keep_redis=not fd)
+        except Interrupted as stopped:
+            raise typer.Exit(128 + stopped.signum) from None
 
 
 @commands.command()

@@ -20,9 +20,11 @@ workers reconnect, and from then on owns it.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import secrets
 import stat
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -56,6 +58,8 @@ from devloop.server.redis_server import (
     with_password,
 )
 
+log = logging.getLogger(__name__)
+
 STATE_DIR = ".devloop"
 MARKER = "redis.url"  # where the socket is (it may be under /tmp), without the password
 TOKEN = "redis.token"  # the server's password, 0600
@@ -78,6 +82,8 @@ class RedisEndpoint:
     embedded: bool
     # The server this command started (and may restart); None when reused or configured.
     server: RedisServer | None = field(default=None, repr=False, compare=False)
+    # PROJECT/.devloop when embedded: where its files and their lock are.
+    state: Path | None = field(default=None, repr=False, compare=False)
 
     @property
     def address(self) -> str:
@@ -132,7 +138,7 @@ def running_server(state: Path) -> RedisEndpoint | None:
     url = with_password(f"unix://{socket_path}", token.decode(errors="replace").strip())
     if not _live(url):
         return None
-    return RedisEndpoint(url, celery_form(url), embedded=True)
+    return RedisEndpoint(url, celery_form(url), embedded=True, state=state)
 
 
 def _open_lock(path: Path) -> int:
@@ -217,7 +223,8 @@ def _own_server(state: Path) -> Iterator[RedisEndpoint]:
         write_private(state / TOKEN, server.password.encode())
         # The socket may live in /tmp when the project path is deep, so record where it is.
         write_private(state / MARKER, (server.bare_url + "\n").encode())
-        yield RedisEndpoint(server.url, server.celery_url, embedded=True, server=server)
+        yield RedisEndpoint(server.url, server.celery_url, embedded=True, server=server,
+                            state=state)
     finally:
         for name in (MARKER, TOKEN):
             (state / name).unlink(missing_ok=True)
@@ -243,10 +250,13 @@ class Adopted:
             os.close(self.lock)
 
 
-def adopt(state: Path, reused: RedisEndpoint) -> Adopted | None:
+def adopt(reused: RedisEndpoint) -> Adopted | None:
     """Start the server `reused` named again, now that the command that owned it is gone;
     None while a command still owns the files, while a server answers there, or when the
-    socket was not `state`/redis.sock (a deep path's socket dir went with its owner)."""
+    socket was not .devloop/redis.sock (a deep path's socket dir went with its owner)."""
+    state = reused.state
+    if state is None:
+        return None
     parts = urlsplit(reused.url)
     socket_path = state / SOCKET_NAME
     if parts.scheme != "unix" or Path(parts.path) != socket_path or (
@@ -275,8 +285,8 @@ def adopt(state: Path, reused: RedisEndpoint) -> Adopted | None:
 class RedisKeeper:
     """Keeps the embedded server a command started running: a dead one is started again on
     its socket, with its password and its AOF, after a growing backoff. A server another
-    command started (`reused`: the state dir and its endpoint) is adopted when that command
-    stops it, and kept from then on; close() stops an adopted one.
+    command started (`reused`, an embedded endpoint) is adopted when that command stops it,
+    and kept from then on; close() stops an adopted one.
 
     `devloop run` calls check() on every look at the project; workers and the run's own
     client reconnect by themselves (their retries outlast a restart).
@@ -286,7 +296,7 @@ class RedisKeeper:
         self,
         server: RedisServer | None,
         *,
-        reused: tuple[Path, RedisEndpoint] | None = None,
+        reused: RedisEndpoint | None = None,
         backoff_s: float = 0.5,
         backoff_cap_s: float = 10.0,
         max_failures: int = 5,
@@ -299,6 +309,13 @@ class RedisKeeper:
         self.restarts = 0
         self.failures = 0
         self._next_try: float | None = None
+
+    @classmethod
+    def of(cls, endpoint: RedisEndpoint) -> RedisKeeper:
+        """The keeper of a command's endpoint: the server it started, else the embedded
+        server it reused, to adopt (a configured Redis is nobody's to keep)."""
+        reused = endpoint if endpoint.embedded and endpoint.server is None else None
+        return cls(endpoint.server, reused=reused)
 
     def check(self) -> str | None:
         """Restart the server if it died; what happened, for the live view (None: all well).
@@ -332,16 +349,44 @@ class RedisKeeper:
         if self.reused is None:
             return None
         try:
-            self.adopted = adopt(*self.reused)
+            self.adopted = adopt(self.reused)
         except RedisServerError:  # its last owner's server is still going: next look
             return "Redis went away with the command that started it; starting it again"
         if self.adopted is None:
             return None
         self.server, self.reused = self.adopted.server, None
-        return "Redis was stopped by the command that started it; this run started it again"
+        return "Redis was stopped by the command that started it, and started again here"
 
     def close(self) -> None:
         """Stop the server this keeper adopted, if it did (an owned one is its command's)."""
         if self.adopted is not None:
             self.adopted.close()
             self.adopted = None
+
+
+@contextmanager
+def kept(endpoint: RedisEndpoint, every_s: float = 1.0) -> Iterator[RedisKeeper]:
+    """Keep a long-lived command's Redis on a thread while the body runs (`devloop console`:
+    its own server restarted when it dies, a run's adopted when the run ends); an adopted
+    one is stopped at the end. `devloop run` checks its keeper in its own loop instead."""
+    keeper = RedisKeeper.of(endpoint)
+    stop = threading.Event()
+
+    def keep() -> None:
+        # A server this thread starts asks for SIGTERM when the thread ends (PDEATHSIG):
+        # the thread lives as long as the command.
+        while not stop.wait(every_s):
+            try:
+                if note := keeper.check():
+                    log.warning("%s", note)
+            except RedisServerError as exc:
+                log.warning("Redis could not be started again: %s", exc)
+
+    thread = threading.Thread(target=keep, name="redis-keeper", daemon=True)
+    thread.start()
+    try:
+        yield keeper
+    finally:
+        stop.set()
+        thread.join()
+        keeper.close()

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -114,3 +115,36 @@ def kill_worker(proc: Proc) -> None:
     for child in [proc, *descendants(proc.pid)]:
         with contextlib.suppress(ProcessLookupError):
             os.kill(child.pid, signal.SIGKILL)
+
+
+# A command that starts the project's embedded Redis and owns it until its stdin closes.
+_OWNER = """import sys
+from pathlib import Path
+from devloop.core.config import Settings
+from devloop.server.embedded import redis_endpoint
+with redis_endpoint(Path(sys.argv[1]), Settings(redis_url=None)):
+    print("up", flush=True)
+    sys.stdin.read()
+"""
+
+
+@contextlib.contextmanager
+def redis_owner(project: Path) -> Iterator[subprocess.Popen[str]]:
+    """Another command owning PROJECT's embedded Redis (as a console opened first, or a run);
+    close its stdin to end it, which stops its server. Killed at the end if still alive."""
+    owner = subprocess.Popen([sys.executable, "-c", _OWNER, str(project)], env=clean_env(),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None and owner.stdout.readline() == "up\n"
+        yield owner
+    finally:
+        if owner.poll() is None:
+            owner.kill()
+        owner.wait(30)
+
+
+def end(owner: subprocess.Popen[str]) -> None:
+    """End the owner as its user would: it stops its server and lets go of the files."""
+    assert owner.stdin is not None
+    owner.stdin.close()
+    assert owner.wait(60) == 0

@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,7 +22,15 @@ from devloop.server.supervisor import ChildSpec, Supervisor
 from tests.fleet.builder import UnitPlan, build, script
 from tests.leftovers import views_of_killed_processes
 from tests.proctree import alive, descendants, kill_tree
-from tests.workers.runproc import DEVLOOP, SLACK_S, RunProcess, clean_env, kill_worker
+from tests.workers.runproc import (
+    DEVLOOP,
+    SLACK_S,
+    RunProcess,
+    clean_env,
+    end,
+    kill_worker,
+    redis_owner,
+)
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -86,37 +93,19 @@ def test_the_embedded_redis_killed_mid_run_is_restarted_and_the_run_finishes(
     assert all(a == [1] for a in attempts_logged(run.project).values())
 
 
-# A command that owns the project's Redis until its stdin closes (as a console until Ctrl-C).
-OWNER = """import sys
-from pathlib import Path
-from devloop.core.config import Settings
-from devloop.server.embedded import redis_endpoint
-with redis_endpoint(Path(sys.argv[1]), Settings(redis_url=None)):
-    print("up", flush=True)
-    sys.stdin.read()
-"""
-
-
 def test_a_run_on_another_commands_redis_adopts_it_when_that_command_ends(
     run: RunProcess,
 ) -> None:
-    owner = subprocess.Popen([sys.executable, "-c", OWNER, str(run.project)], env=run.env,
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-    try:
-        assert owner.stdout is not None and owner.stdin is not None
-        assert owner.stdout.readline() == "up\n"
+    with redis_owner(run.project) as owner:  # as a console opened before the run
         run.start()
         run.wait_for("a committed unit", lambda: any(run.project.glob("units/*/code/unit.py")))
-        owner.stdin.close()  # it ends and stops its Redis, mid-run
-        assert owner.wait(60) == 0
+        end(owner)  # mid-run
         code = run.wait(300)
         assert code == 0, run.output()
         assert "Traceback" not in run.output()
-        assert "this run started it again" in run.output()
+        assert "Redis was stopped by the command that started it, and started again here" in (
+            run.output())
         assert all(a == [1] for a in attempts_logged(run.project).values())
-    finally:
-        owner.kill()
-        owner.wait()
     # The run stopped the server it adopted, and its records with it.
     assert not (run.project / ".devloop" / "redis.sock").exists()
     assert not (run.project / ".devloop" / "redis.url").exists()

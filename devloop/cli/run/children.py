@@ -78,9 +78,7 @@ def start_children(
     flower_port: int | None = None,
 ) -> RunChildren:
     """Start `workers` Celery workers (and Flower when a port is given) under a supervisor."""
-    # A server another command started is adopted if that command stops it under the run.
-    reused = (state_dir, endpoint) if endpoint.embedded and endpoint.server is None else None
-    children = RunChildren(Supervisor(), RedisKeeper(endpoint.server, reused=reused))
+    children = RunChildren(Supervisor(), RedisKeeper.of(endpoint))
     for i in range(workers):
         spec = ChildSpec(f"worker-{i}", worker_command(name=f"w{i}@%h"), env,
                          state_dir / f"worker-{i}.log")

@@ -4,6 +4,7 @@ chains and revoke tasks through the task queue (devloop/console knows neither)."
 from __future__ import annotations
 
 import socket
+from contextlib import ExitStack
 from pathlib import Path
 
 from rich.console import Console
@@ -17,7 +18,7 @@ from devloop.console.server import serve
 from devloop.core.config import Settings
 from devloop.fleet.queue import TaskQueue
 from devloop.fleet.webhook import Notifier
-from devloop.server.embedded import redis_endpoint
+from devloop.server.embedded import kept, redis_endpoint
 from devloop.server.redis_server import connect
 from devloop.store import RedisStore
 
@@ -39,13 +40,16 @@ def bind_console(
 
 def serve_console(
     pid: str | None, folder: Path | None, host: str, sockets: list[socket.socket], port: int,
-    settings: Settings, out: Console, queue: TaskQueue,
+    settings: Settings, out: Console, queue: TaskQueue, keep_redis: bool = True,
 ) -> None:
     """Serve the console on its bound sockets until a signal stops it; print its link (with
-    a fresh token) once."""
+    a fresh token) once. keep_redis: restart its Redis, or adopt a run's when it ends."""
     configured = settings.console_token.get_secret_value() if settings.console_token else None
     token = configured or new_token()
-    with redis_endpoint(folder or Path("."), settings) as endpoint:
+    with ExitStack() as stack:
+        endpoint = stack.enter_context(redis_endpoint(folder or Path("."), settings))
+        if keep_redis:
+            stack.enter_context(kept(endpoint))
         queue.connect(endpoint.celery_url)
         store = RedisStore(connect(endpoint.url), file_cap_bytes=settings.file_cap_bytes)
         notifier = None
