@@ -26,11 +26,11 @@ from devloop.server.embedded import (
     LOCK,
     MARKER,
     TOKEN,
-    RedisKeeper,
     own_server_files,
     redis_endpoint,
     running_server,
 )
+from devloop.server.keeper import RedisKeeper
 from devloop.server.redis_server import MAX_SOCKET_PATH, RedisServer, RedisServerError, connect
 from devloop.store import RedisStore
 from tests.proctree import run_bounded

@@ -12,25 +12,20 @@ One command at a time owns the server files: it holds a lock on `.devloop/redis.
 before its server starts until after it stops. A command that finds no live server while
 another owns the files (a run restarting its Redis, a command starting or stopping one)
 waits for that server instead of starting a second on the same AOF and taking its files.
-A run that reused another command's server adopts it when that command stops it (a console
-closed under a run): it starts it again with the same socket, password and AOF, so its
-workers reconnect, and from then on owns it.
+Keeping a server running, and adopting another command's, is devloop.server.keeper's.
 """
 
 from __future__ import annotations
 
 import fcntl
-import logging
 import os
 import secrets
 import stat
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -47,8 +42,6 @@ from devloop.safe.private import (
     write_private,
 )
 from devloop.server.redis_server import (
-    MAX_SOCKET_PATH,
-    SOCKET_NAME,
     RedisServer,
     RedisServerError,
     celery_form,
@@ -58,14 +51,12 @@ from devloop.server.redis_server import (
     with_password,
 )
 
-log = logging.getLogger(__name__)
-
 STATE_DIR = ".devloop"
 MARKER = "redis.url"  # where the socket is (it may be under /tmp), without the password
 TOKEN = "redis.token"  # the server's password, 0600
 LOCK = "redis.lock"  # held by the command that owns the server files; holds its pid
 # How long a command waits for the server of the command that owns the files: a run's
-# keeper starts a dead one again at once, then after 1, 2, 4 and 8 s (RedisKeeper).
+# keeper starts a dead one again at once, then after 1, 2, 4 and 8 s (server.keeper).
 OWNER_WAIT_S = 30.0
 _LOOK_AGAIN_S = 0.2
 
@@ -110,7 +101,8 @@ def private_state_dir(project_dir: Path) -> Path:
     return state
 
 
-def _live(url: str) -> bool:
+def answers(url: str) -> bool:
+    """Whether a Redis answers PING at url right now (one try, 1 s)."""
     try:
         client = connect(url, socket_timeout=1, socket_connect_timeout=1,
                          retry=Retry(NoBackoff(), 0))
@@ -136,7 +128,7 @@ def running_server(state: Path) -> RedisEndpoint | None:
     ):
         return None  # not a socket of ours: never connected to, so it learns nothing
     url = with_password(f"unix://{socket_path}", token.decode(errors="replace").strip())
-    if not _live(url):
+    if not answers(url):
         return None
     return RedisEndpoint(url, celery_form(url), embedded=True, state=state)
 
@@ -229,164 +221,3 @@ def _own_server(state: Path) -> Iterator[RedisEndpoint]:
         for name in (MARKER, TOKEN):
             (state / name).unlink(missing_ok=True)
         server.close()
-
-
-@dataclass
-class Adopted:
-    """A server this command started again, on the socket, password and AOF of a server
-    another command started and then stopped; with the lock on the files."""
-
-    state: Path
-    server: RedisServer
-    lock: int
-
-    def close(self) -> None:
-        """Stop it as its first owner would have: records, then the server, then the lock."""
-        try:
-            for name in (MARKER, TOKEN):
-                (self.state / name).unlink(missing_ok=True)
-            self.server.close()
-        finally:
-            os.close(self.lock)
-
-
-def adopt(reused: RedisEndpoint) -> Adopted | None:
-    """Start the server `reused` named again, now that the command that owned it is gone;
-    None while a command still owns the files, while a server answers there, or when the
-    socket was not .devloop/redis.sock (a deep path's socket dir went with its owner)."""
-    state = reused.state
-    if state is None:
-        return None
-    parts = urlsplit(reused.url)
-    socket_path = state / SOCKET_NAME
-    if parts.scheme != "unix" or Path(parts.path) != socket_path or (
-            len(str(socket_path)) >= MAX_SOCKET_PATH):
-        return None
-    lock = own_server_files(state)
-    if lock is None:
-        return None
-    server: RedisServer | None = None
-    try:
-        if _live(reused.url):  # its owner died and left it running: reused as it is
-            os.close(lock)
-            return None
-        remove_planted(state)
-        server = RedisServer(state, appendonly=True, password=unquote(parts.password or ""))
-        write_private(state / TOKEN, server.password.encode())
-        write_private(state / MARKER, (server.bare_url + "\n").encode())
-    except BaseException:
-        if server is not None:
-            server.close()
-        os.close(lock)
-        raise
-    return Adopted(state, server, lock)
-
-
-class RedisKeeper:
-    """Keeps the embedded server a command started running: a dead one is started again on
-    its socket, with its password and its AOF, after a growing backoff. A server another
-    command started (`reused`, an embedded endpoint) is adopted when that command stops it,
-    and kept from then on; close() stops an adopted one.
-
-    `devloop run` calls check() on every look at the project; workers and the run's own
-    client reconnect by themselves (their retries outlast a restart).
-    """
-
-    def __init__(
-        self,
-        server: RedisServer | None,
-        *,
-        reused: RedisEndpoint | None = None,
-        backoff_s: float = 0.5,
-        backoff_cap_s: float = 10.0,
-        max_failures: int = 5,
-    ) -> None:
-        self.server = server
-        self.reused = reused
-        self.adopted: Adopted | None = None
-        self.backoff_s, self.backoff_cap_s = backoff_s, backoff_cap_s
-        self.max_failures = max_failures
-        self.restarts = 0
-        self.failures = 0
-        self._next_try: float | None = None
-
-    @classmethod
-    def of(cls, endpoint: RedisEndpoint) -> RedisKeeper:
-        """The keeper of a command's endpoint: the server it started, else the embedded
-        server it reused, to adopt (a configured Redis is nobody's to keep)."""
-        reused = endpoint if endpoint.embedded and endpoint.server is None else None
-        return cls(endpoint.server, reused=reused)
-
-    def check(self) -> str | None:
-        """Restart the server if it died; what happened, for the live view (None: all well).
-
-        RedisServerError once it failed to start `max_failures` times in a row.
-        """
-        server = self.server
-        if server is None:
-            return self._adopt()
-        if server.running:
-            return None
-        now = time.monotonic()
-        if self._next_try is None:
-            self._next_try = now  # it just died: try at once
-        if now < self._next_try:
-            return "Redis is down; restarting it"
-        try:
-            server.start()
-        except RedisServerError:
-            self.failures += 1
-            if self.failures >= self.max_failures:
-                raise
-            self._next_try = now + min(self.backoff_cap_s, self.backoff_s * 2**self.failures)
-            return f"Redis is down; restart {self.failures} failed, trying again"
-        self.restarts += 1
-        self.failures, self._next_try = 0, None
-        return f"Redis died and was restarted from its AOF (restart {self.restarts})"
-
-    def _adopt(self) -> str | None:
-        """Start the reused server again once the command that owned it has gone."""
-        if self.reused is None:
-            return None
-        try:
-            self.adopted = adopt(self.reused)
-        except RedisServerError:  # its last owner's server is still going: next look
-            return "Redis went away with the command that started it; starting it again"
-        if self.adopted is None:
-            return None
-        self.server, self.reused = self.adopted.server, None
-        return "Redis was stopped by the command that started it, and started again here"
-
-    def close(self) -> None:
-        """Stop the server this keeper adopted, if it did (an owned one is its command's)."""
-        if self.adopted is not None:
-            self.adopted.close()
-            self.adopted = None
-
-
-@contextmanager
-def kept(endpoint: RedisEndpoint, every_s: float = 1.0) -> Iterator[RedisKeeper]:
-    """Keep a long-lived command's Redis on a thread while the body runs (`devloop console`:
-    its own server restarted when it dies, a run's adopted when the run ends); an adopted
-    one is stopped at the end. `devloop run` checks its keeper in its own loop instead."""
-    keeper = RedisKeeper.of(endpoint)
-    stop = threading.Event()
-
-    def keep() -> None:
-        # A server this thread starts asks for SIGTERM when the thread ends (PDEATHSIG):
-        # the thread lives as long as the command.
-        while not stop.wait(every_s):
-            try:
-                if note := keeper.check():
-                    log.warning("%s", note)
-            except RedisServerError as exc:
-                log.warning("Redis could not be started again: %s", exc)
-
-    thread = threading.Thread(target=keep, name="redis-keeper", daemon=True)
-    thread.start()
-    try:
-        yield keeper
-    finally:
-        stop.set()
-        thread.join()
-        keeper.close()

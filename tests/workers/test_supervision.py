@@ -16,7 +16,7 @@ import yaml
 from devloop.cli.run.children import CrashLoop, RunChildren
 from devloop.cli.run.procs import worker_command
 from devloop.ledgers import parse_coder_log
-from devloop.server.embedded import RedisKeeper
+from devloop.server.keeper import RedisKeeper
 from devloop.server.redis_server import RedisServer
 from devloop.server.supervisor import ChildSpec, Supervisor
 from tests.fleet.builder import UnitPlan, build, script

@@ -16,7 +16,8 @@ from rich.console import Console
 from devloop.cli.run.procs import flower_command, flower_credentials, flower_env, worker_command
 from devloop.core.config import Settings
 from devloop.core.errors import DevLoopError
-from devloop.server.embedded import RedisEndpoint, RedisKeeper
+from devloop.server.embedded import RedisEndpoint
+from devloop.server.keeper import RedisKeeper
 from devloop.server.supervisor import Child, ChildSpec, Interrupted, Supervisor, interrupt_on
 
 

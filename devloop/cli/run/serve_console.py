@@ -18,7 +18,8 @@ from devloop.console.server import serve
 from devloop.core.config import Settings
 from devloop.fleet.queue import TaskQueue
 from devloop.fleet.webhook import Notifier
-from devloop.server.embedded import kept, redis_endpoint
+from devloop.server.embedded import redis_endpoint
+from devloop.server.keeper import kept
 from devloop.server.redis_server import connect
 from devloop.store import RedisStore
 
