@@ -208,16 +208,32 @@ def redis_endpoint(
 
 def _own_server(state: Path) -> Iterator[RedisEndpoint]:
     """Start a server on the state dir's files, yield it, and stop it and its records."""
+    server = start_recorded(state, secrets.token_hex(24))
+    try:
+        yield RedisEndpoint(server.url, server.celery_url, embedded=True, server=server,
+                            state=state)
+    finally:
+        stop_recorded(state, server)
+
+
+def start_recorded(state: Path, password: str) -> RedisServer:
+    """Start a server on the state dir's files (with the lock held) and record where it is
+    and its password, for the next command to find."""
     # A folder someone else wrote may hold links where the server writes its files.
     remove_planted(state)
-    server = RedisServer(state, appendonly=True, password=secrets.token_hex(24))
+    server = RedisServer(state, appendonly=True, password=password)
     try:
         write_private(state / TOKEN, server.password.encode())
         # The socket may live in /tmp when the project path is deep, so record where it is.
         write_private(state / MARKER, (server.bare_url + "\n").encode())
-        yield RedisEndpoint(server.url, server.celery_url, embedded=True, server=server,
-                            state=state)
-    finally:
-        for name in (MARKER, TOKEN):
-            (state / name).unlink(missing_ok=True)
-        server.close()
+    except BaseException:
+        stop_recorded(state, server)
+        raise
+    return server
+
+
+def stop_recorded(state: Path, server: RedisServer) -> None:
+    """Remove the records, then stop the server (before the lock is let go)."""
+    for name in (MARKER, TOKEN):
+        (state / name).unlink(missing_ok=True)
+    server.close()

@@ -19,8 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from devloop.safe.private import remove_planted, write_private
-from devloop.server.embedded import MARKER, TOKEN, RedisEndpoint, answers, own_server_files
+from devloop.server.embedded import (
+    RedisEndpoint,
+    answers,
+    own_server_files,
+    start_recorded,
+    stop_recorded,
+)
 from devloop.server.redis_server import (
     MAX_SOCKET_PATH,
     SOCKET_NAME,
@@ -43,9 +48,7 @@ class Adopted:
     def close(self) -> None:
         """Stop it as its first owner would have: records, then the server, then the lock."""
         try:
-            for name in (MARKER, TOKEN):
-                (self.state / name).unlink(missing_ok=True)
-            self.server.close()
+            stop_recorded(self.state, self.server)
         finally:
             os.close(self.lock)
 
@@ -65,18 +68,12 @@ def adopt(reused: RedisEndpoint) -> Adopted | None:
     lock = own_server_files(state)
     if lock is None:
         return None
-    server: RedisServer | None = None
     try:
         if answers(reused.url):  # its owner died and left it running: reused as it is
             os.close(lock)
             return None
-        remove_planted(state)
-        server = RedisServer(state, appendonly=True, password=unquote(parts.password or ""))
-        write_private(state / TOKEN, server.password.encode())
-        write_private(state / MARKER, (server.bare_url + "\n").encode())
+        server = start_recorded(state, unquote(parts.password or ""))
     except BaseException:
-        if server is not None:
-            server.close()
         os.close(lock)
         raise
     return Adopted(state, server, lock)
