@@ -196,13 +196,18 @@ def test_a_command_waits_for_the_owners_restarting_server_and_never_starts_a_sec
         connect(owner.url).set("k", "v")
         owner.server.stop()  # died; the run's keeper starts it again a moment later
         seen: list[tuple[object, str, bytes | None]] = []
+        looking = threading.Event()
 
         def other_command() -> None:
+            looking.set()
             with redis_endpoint(project, NO_URL) as other:
                 seen.append((other.server, other.url, connect(other.url).get("k")))
 
         other = threading.Thread(target=other_command)
         other.start()
+        # The other command looks while the server is down (a restart that came first
+        # would prove nothing: any code reuses a live server).
+        assert looking.wait(30)
         time.sleep(1.0)
         # From this thread, as the keeper does: the server dies with the thread that
         # started it (PR_SET_PDEATHSIG).

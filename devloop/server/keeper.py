@@ -177,7 +177,10 @@ def kept(endpoint: RedisEndpoint, every_s: float = 1.0) -> Iterator[RedisKeeper]
                 if note := keeper.check():
                     log.warning("%s", note)
             except RedisServerError as exc:
-                log.warning("Redis could not be started again: %s", exc)
+                # It failed to start max_failures times in a row: trying every second after
+                # that would only spawn servers that fail and fill the log.
+                log.warning("Redis could not be started again; no more tries: %s", exc)
+                return
 
     thread = threading.Thread(target=keep, name="redis-keeper", daemon=True)
     thread.start()
