@@ -9,8 +9,8 @@ from celery.signals import worker_process_init
 from kombu import Exchange, Queue
 
 from devloop.core.config import Settings, load_settings
+from devloop.server.deathsig import follow_parent
 from devloop.server.redis_server import celery_form
-from devloop.server.supervisor import follow_parent
 
 log = logging.getLogger(__name__)
 QUEUES = ("coder", "tester", "control")

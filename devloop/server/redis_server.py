@@ -41,9 +41,9 @@ from redis.retry import Retry
 
 from devloop.core.errors import DevLoopError
 from devloop.safe.private import make_private_dir, open_private_log, socket_problem, write_private
+from devloop.server.deathsig import die_with_parent
 from devloop.server.redis_data import check_data_dir
 from devloop.server.redis_urls import celery_form, connect, redact, with_password
-from devloop.server.supervisor import die_with_parent
 
 # sun_path holds 108 bytes on Linux; stay well under it so a suffix never truncates.
 MAX_SOCKET_PATH = 100

@@ -1,7 +1,8 @@
 """Own child processes: start them, restart the ones that die, stop them all in order.
 
-    Supervisor
-      add(ChildSpec)   start a child (own session, dies with this process even on SIGKILL)
+    Supervisor(forker=None)
+      add(ChildSpec)   start a child (own session, dies with this process even on SIGKILL);
+                       one with fork_args is forked from the forker, when there is one
       poll()           reap the dead, restart them after a growing backoff -> [Event]
       stop()           SIGTERM every group (a warm stop), then SIGKILL what is left
 
@@ -14,7 +15,6 @@ follows the thread that started it (PR_SET_PDEATHSIG).
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import os
 import signal
 import subprocess
@@ -24,36 +24,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from devloop.safe.private import open_private_log
-
-PR_SET_PDEATHSIG = 1
-# Loaded here, not in the child: a forked child of a threaded process must not dlopen.
-_LIBC = ctypes.CDLL(None, use_errno=True)
-
-
-def die_with_parent(sig: int = signal.SIGKILL) -> Callable[[], None]:
-    """A preexec_fn: the child gets `sig` when the thread that started it exits, however
-    it exits (SIGKILL included), so nothing outlives `devloop run`."""
-    parent = os.getpid()
-
-    def apply() -> None:
-        _LIBC.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
-        # The parent may have died between fork and prctl: then no signal would come.
-        if os.getppid() != parent:
-            os.kill(os.getpid(), sig)
-
-    return apply
-
-
-def follow_parent(sig: int = signal.SIGKILL) -> None:
-    """Called in a child already running (a Celery pool process): get `sig` when the
-    parent dies."""
-    parent = os.getppid()
-    _LIBC.prctl(PR_SET_PDEATHSIG, sig, 0, 0, 0)
-    if os.getppid() != parent:  # it died while we asked
-        os.kill(os.getpid(), sig)
+from devloop.server.deathsig import die_with_parent
+from devloop.server.forker import Forker
 
 
 class Interrupted(KeyboardInterrupt):
@@ -116,6 +91,20 @@ class ChildSpec:
     death_signal: int = signal.SIGKILL
     # Descriptors the child inherits under the same numbers (the console's bound sockets).
     pass_fds: tuple[int, ...] = ()
+    # What a fork server runs instead of `command`, forked from its warm process (a Celery
+    # worker's arguments); `command` is the same child run cold, where there is no forker.
+    fork_args: tuple[str, ...] | None = None
+
+
+class Process(Protocol):
+    """What the supervisor needs of a child: subprocess.Popen or a ForkedProcess."""
+
+    @property
+    def pid(self) -> int: ...
+
+    def poll(self) -> int | None: ...
+
+    def wait(self, timeout: float | None = None) -> int: ...
 
 
 @dataclass
@@ -123,7 +112,7 @@ class Child:
     """One supervised process and its history."""
 
     spec: ChildSpec
-    proc: subprocess.Popen[bytes] | None = None
+    proc: Process | None = None
     restarts: int = 0
     exits: deque[float] = field(default_factory=deque)
     restart_at: float | None = None
@@ -169,10 +158,12 @@ class Supervisor:
         crash_restarts: int = 5,
         crash_window_s: float = 60.0,
         clock: Callable[[], float] = time.monotonic,
+        forker: Forker | None = None,
     ) -> None:
         self.backoff_s, self.backoff_cap_s = backoff_s, backoff_cap_s
         self.crash_restarts, self.crash_window_s = crash_restarts, crash_window_s
         self.clock = clock
+        self.forker = forker
         self.children: list[Child] = []
 
     def add(self, spec: ChildSpec) -> Child:
@@ -184,6 +175,10 @@ class Supervisor:
 
     def _start(self, child: Child) -> None:
         spec = child.spec
+        child.restart_at = None
+        if self.forker is not None and spec.fork_args is not None and spec.log is not None:
+            child.proc = self.forker.start(spec.fork_args, spec.log)
+            return
         log = None
         if spec.log is not None:
             spec.log.parent.mkdir(parents=True, exist_ok=True)
@@ -203,7 +198,6 @@ class Supervisor:
         finally:
             if log is not None:
                 os.close(log)  # the child has its own copy
-        child.restart_at = None
 
     def delay(self, child: Child) -> float:
         """The wait before the next restart: doubling with each recent exit, capped."""
@@ -262,6 +256,8 @@ class Supervisor:
         for child in self.children:
             child.restart_at = None
             child.crash_looping = True  # stopped for good: poll() leaves it alone
+        if self.forker is not None:
+            self.forker.close()
 
 
 def _describe(status: int) -> str:
@@ -274,5 +270,7 @@ def _describe(status: int) -> str:
 
 
 def _signal_group(pid: int, sig: int) -> None:
+    if pid <= 0:
+        return  # a forked child that never started: killpg(-1) would signal everything
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)

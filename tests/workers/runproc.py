@@ -79,9 +79,11 @@ class RunProcess:
         return descendants(self.pid) if self.proc and self.proc.poll() is None else []
 
     def workers_now(self) -> list[Proc]:
-        """The run's Celery worker main processes (not their pool processes)."""
-        return [p for p in self.children() if p.ppid == self.pid and "celery" in p.cmdline
-                and " worker " in p.cmdline]
+        """The run's Celery worker main processes (not their pool processes): the children
+        of its fork server."""
+        below = self.children()
+        forkers = {p.pid for p in below if p.ppid == self.pid and "workers.forker" in p.cmdline}
+        return [p for p in below if p.ppid in forkers]
 
     def redis_now(self) -> Proc | None:
         """The embedded server (a Valkey build titles itself valkey-server)."""

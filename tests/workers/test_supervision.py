@@ -14,8 +14,9 @@ import pytest
 import yaml
 
 from devloop.cli.run.children import CrashLoop, RunChildren
-from devloop.cli.run.procs import worker_command
+from devloop.cli.run.procs import FORKER_COMMAND, worker_args, worker_command
 from devloop.ledgers import parse_coder_log
+from devloop.server.forker import Forker
 from devloop.server.keeper import RedisKeeper
 from devloop.server.redis_server import RedisServer
 from devloop.server.supervisor import ChildSpec, Supervisor
@@ -200,18 +201,21 @@ def test_devloop_worker_stops_warm_on_sighup_and_leaves_nothing(
             proc.wait(timeout=30)
 
 
+@pytest.mark.parametrize("forked", [False, True], ids=["own process", "forked"])
 def test_a_worker_that_keeps_dying_is_a_crash_loop_named_with_its_last_log_lines(
-    tmp_path: Path,
+    tmp_path: Path, forked: bool
 ) -> None:
     # A `celery` that cannot be imported shadows the real one in the workers' environment
-    # (the worker runs `python -m celery`; PYTHONPATH comes before site-packages).
+    # (`python -m celery`, or the fork server's imports; PYTHONPATH comes before site-packages).
     fake = tmp_path / "fake"
     (fake / "celery").mkdir(parents=True)
     (fake / "celery/__init__.py").write_text("raise ImportError('this worker cannot start')\n")
     env = {**os.environ, "PYTHONPATH": str(fake)}
-    children = RunChildren(Supervisor(backoff_s=0.1, backoff_cap_s=0.2, crash_restarts=3),
-                           RedisKeeper(None))
-    spec = ChildSpec("worker-0", worker_command(), env, tmp_path / "worker-0.log")
+    forker = Forker(FORKER_COMMAND, env, tmp_path / "forker.log") if forked else None
+    children = RunChildren(Supervisor(backoff_s=0.1, backoff_cap_s=0.2, crash_restarts=3,
+                                      forker=forker), RedisKeeper(None))
+    spec = ChildSpec("worker-0", worker_command(), env, tmp_path / "worker-0.log",
+                     fork_args=tuple(worker_args()))
     children.workers.append(children.supervisor.add(spec))
     try:
         deadline = time.monotonic() + 120

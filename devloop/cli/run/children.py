@@ -13,10 +13,18 @@ from pathlib import Path
 
 from rich.console import Console
 
-from devloop.cli.run.procs import flower_command, flower_credentials, flower_env, worker_command
+from devloop.cli.run.procs import (
+    FORKER_COMMAND,
+    flower_command,
+    flower_credentials,
+    flower_env,
+    worker_args,
+    worker_command,
+)
 from devloop.core.config import Settings
 from devloop.core.errors import DevLoopError
 from devloop.server.embedded import RedisEndpoint
+from devloop.server.forker import Forker
 from devloop.server.keeper import RedisKeeper
 from devloop.server.supervisor import Child, ChildSpec, Interrupted, Supervisor, interrupt_on
 
@@ -78,11 +86,14 @@ def start_children(
     console: Console,
     flower_port: int | None = None,
 ) -> RunChildren:
-    """Start `workers` Celery workers (and Flower when a port is given) under a supervisor."""
-    children = RunChildren(Supervisor(), RedisKeeper.of(endpoint))
+    """Start `workers` Celery workers (and Flower when a port is given) under a supervisor;
+    the workers are forked from one fork server, which pays their imports once."""
+    forker = Forker(FORKER_COMMAND, env, state_dir / "forker.log")
+    children = RunChildren(Supervisor(forker=forker), RedisKeeper.of(endpoint))
     for i in range(workers):
-        spec = ChildSpec(f"worker-{i}", worker_command(name=f"w{i}@%h"), env,
-                         state_dir / f"worker-{i}.log")
+        name = f"w{i}@%h"
+        spec = ChildSpec(f"worker-{i}", worker_command(name=name), env,
+                         state_dir / f"worker-{i}.log", fork_args=tuple(worker_args(name=name)))
         children.workers.append(children.supervisor.add(spec))
     if flower_port is not None:
         configured = settings.flower_auth.get_secret_value() if settings.flower_auth else None

@@ -19,19 +19,15 @@ FLOWER_USER = "devloop"
 FLOWER_ENV_DROPPED = ("FLOWER_UNAUTHENTICATED_API", "FLOWER_BASIC_AUTH", "DEVLOOP_FLOWER_AUTH")
 
 
-def worker_command(
+def worker_args(
     queues: str = QUEUE_LIST,
     concurrency: int = 1,
     name: str = "devloop@%h",
     loglevel: str = "WARNING",
 ) -> list[str]:
-    """`celery worker` with DevLoop's defaults (prefork, events on, no gossip or mingle)."""
+    """`worker ...` with DevLoop's defaults (prefork, events on, no gossip or mingle): what
+    follows `celery -A workers.worker_app`, and what the fork server runs (workers/forker.py)."""
     return [
-        sys.executable,
-        "-m",
-        "celery",
-        "-A",
-        "workers.worker_app",
         "worker",
         "-Q",
         queues,
@@ -47,6 +43,21 @@ def worker_command(
         "--without-gossip",
         "--without-mingle",
     ]
+
+
+def worker_command(
+    queues: str = QUEUE_LIST,
+    concurrency: int = 1,
+    name: str = "devloop@%h",
+    loglevel: str = "WARNING",
+) -> list[str]:
+    """`celery worker` with DevLoop's defaults, as a process of its own."""
+    return [sys.executable, "-m", "celery", "-A", "workers.worker_app",
+            *worker_args(queues, concurrency, name, loglevel)]
+
+
+# The fork server a run's workers start from: their imports paid once per run.
+FORKER_COMMAND = [sys.executable, "-m", "workers.forker"]
 
 
 def flower_command(port: int, address: str = "127.0.0.1") -> list[str]:
