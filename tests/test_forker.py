@@ -34,6 +34,7 @@ def test_a_child_runs_its_args_with_its_own_log_and_its_exit_code_comes_back(
     forker: Forker, tmp_path: Path
 ) -> None:
     child = forker.start(["0.2", "7"], tmp_path / "w0.log")
+    assert (tmp_path / "w0.log").exists()  # at once, as for a child run on its own
     assert child.wait(timeout=SLACK_S) == 7
     assert child.poll() == 7
     log = tmp_path / "w0.log"
@@ -106,7 +107,12 @@ def test_a_link_planted_as_a_childs_log_is_never_written_through(
     target = tmp_path / "elsewhere"
     target.write_text("theirs\n")
     (tmp_path / "w0.log").symlink_to(target)
-    child = forker.start(["0", "0"], tmp_path / "w0.log")
+    with pytest.raises(OSError):
+        forker.start(["0", "0"], tmp_path / "w0.log")
+    # Swapped in after the request, before the child opens it (its slow start): refused too.
+    child = forker.start(["0", "0"], tmp_path / "w1.log")
+    (tmp_path / "w1.log").unlink()
+    (tmp_path / "w1.log").symlink_to(target)
     assert child.wait(timeout=SLACK_S) == 1
     assert target.read_text() == "theirs\n"
-    assert "w0.log" in (tmp_path / "forker.log").read_text()  # why, in the server's log
+    assert "w1.log" in (tmp_path / "forker.log").read_text()  # why, in the server's log

@@ -96,6 +96,9 @@ class Forker:
         """Ask for a child running `args` with `log` as its output; returns at once (the pid
         comes when the server answers). Only the main thread may call it (PDEATHSIG)."""
         child = ForkedProcess(log)
+        # Made here, as for a child run on its own: the log is there from the start, and a
+        # link in its place is refused now, in the caller (the child refuses one too).
+        os.close(open_private_log(log))
         with self._lock:
             proc = self._server()
             self._asked += 1

@@ -87,8 +87,10 @@ def start_children(
     flower_port: int | None = None,
 ) -> RunChildren:
     """Start `workers` Celery workers (and Flower when a port is given) under a supervisor;
-    the workers are forked from one fork server, which pays their imports once."""
-    forker = Forker(FORKER_COMMAND, env, state_dir / "forker.log")
+    two or more are forked from one fork server, which pays their imports once."""
+    # One worker gains nothing from it (the server imports what the worker would), and
+    # started on its own it imports the model SDK only if it runs a session.
+    forker = Forker(FORKER_COMMAND, env, state_dir / "forker.log") if workers > 1 else None
     children = RunChildren(Supervisor(forker=forker), RedisKeeper.of(endpoint))
     for i in range(workers):
         name = f"w{i}@%h"
