@@ -30,6 +30,7 @@ import sys
 import threading
 import traceback
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
@@ -76,21 +77,29 @@ class ForkedProcess:
         self._ended.set()
 
 
+@dataclass
+class _Server:
+    """One fork server process and the children it was asked for."""
+
+    proc: subprocess.Popen[bytes]
+    waiting: dict[int, ForkedProcess] = field(default_factory=dict)  # by request id
+    live: dict[int, ForkedProcess] = field(default_factory=dict)  # by pid
+
+
 class Forker:
     """The client end: starts the server on first use (and again if it died)."""
 
     def __init__(self, command: list[str], env: Mapping[str, str], log: Path) -> None:
         self.command, self.env, self.log = command, dict(env), log
-        self._proc: subprocess.Popen[bytes] | None = None
+        self._server: _Server | None = None
         self._lock = threading.Lock()
-        self._waiting: dict[int, ForkedProcess] = {}  # by request id: no pid answered yet
         self._asked = 0
-        self._live: dict[int, ForkedProcess] = {}
 
     @property
     def pid(self) -> int | None:
         """The server's pid while it runs."""
-        return self._proc.pid if self._proc is not None and self._proc.poll() is None else None
+        server = self._server
+        return server.proc.pid if server is not None and server.proc.poll() is None else None
 
     def start(self, args: Sequence[str], log: Path) -> ForkedProcess:
         """Ask for a child running `args` with `log` as its output; returns at once (the pid
@@ -100,15 +109,15 @@ class Forker:
         # link in its place is refused now, in the caller (the child refuses one too).
         os.close(open_private_log(log))
         with self._lock:
-            proc = self._server()
+            server = self._running()
             self._asked += 1
             request = {"id": self._asked, "args": list(args), "log": str(log)}
             # Listed before it is sent: an answer never finds no one waiting for it.
-            self._waiting[self._asked] = child
+            server.waiting[self._asked] = child
             try:
-                assert proc.stdin is not None
-                proc.stdin.write(json.dumps(request).encode() + b"\n")
-                proc.stdin.flush()
+                assert server.proc.stdin is not None
+                server.proc.stdin.write(json.dumps(request).encode() + b"\n")
+                server.proc.stdin.flush()
             except OSError:
                 pass  # the server died: its reader reports the child as gone
         return child
@@ -116,21 +125,21 @@ class Forker:
     def close(self, timeout_s: float = 5.0) -> None:
         """End the server: its stdin closes, and any child still alive dies with it."""
         with self._lock:
-            proc, self._proc = self._proc, None
-        if proc is None:
+            server, self._server = self._server, None
+        if server is None:
             return
         with contextlib.suppress(OSError):
-            assert proc.stdin is not None
-            proc.stdin.close()
+            assert server.proc.stdin is not None
+            server.proc.stdin.close()
         try:
-            proc.wait(timeout=timeout_s)
+            server.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+            server.proc.kill()
+            server.proc.wait(timeout=5)
 
-    def _server(self) -> subprocess.Popen[bytes]:
-        if self._proc is not None and self._proc.poll() is None:
-            return self._proc
+    def _running(self) -> _Server:
+        if self._server is not None and self._server.proc.poll() is None:
+            return self._server
         self.log.parent.mkdir(parents=True, exist_ok=True)
         log = open_private_log(self.log)
         try:
@@ -140,29 +149,29 @@ class Forker:
             )
         finally:
             os.close(log)
-        self._proc = proc
-        threading.Thread(target=self._read, args=(proc,), name="forker-reader",
+        self._server = _Server(proc)
+        threading.Thread(target=self._read, args=(self._server,), name="forker-reader",
                          daemon=True).start()
-        return proc
+        return self._server
 
-    def _read(self, proc: subprocess.Popen[bytes]) -> None:
-        """Route the server's answers to their children until it ends; then every child it
+    def _read(self, server: _Server) -> None:
+        """Route one server's answers to its children until it ends; then every child it
         had is gone (they die with it) and every unanswered request failed."""
-        assert proc.stdout is not None
-        for line in proc.stdout:
+        assert server.proc.stdout is not None
+        for line in server.proc.stdout:
             message = json.loads(line)
             with self._lock:
                 if "pid" in message:
-                    child = self._waiting.pop(message["id"])
-                    self._live[message["pid"]] = child
+                    child = server.waiting.pop(message["id"])
+                    server.live[message["pid"]] = child
                     child._started(message["pid"])
-                elif (ended := self._live.pop(message["exited"], None)) is not None:
+                elif (ended := server.live.pop(message["exited"], None)) is not None:
                     ended._exited(message["code"])
-        code = proc.wait()
+        code = server.proc.wait()
         with self._lock:
-            unborn, lost = list(self._waiting.values()), list(self._live.values())
-            self._waiting.clear()
-            self._live.clear()
+            unborn, lost = list(server.waiting.values()), list(server.live.values())
+            server.waiting.clear()
+            server.live.clear()
         for child in unborn + lost:
             # In the child's own log, which a crash loop quotes: why it never ran, or died.
             self._note_end(child.log, code, started=child in lost)
