@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import functools
 import logging
 import os
 import resource
 import select
 import signal
+import struct
 import subprocess
+import termios
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -37,6 +40,65 @@ STARVED_FACTOR = 3.0
 OutputSink = Callable[[str, bytes], None]
 
 
+class OutputTally:
+    """A sink that knows how many bytes of each stream the command has written so far, read
+    or not: what its readers took from the pipes plus what still waits there (FIONREAD).
+
+    Both are taken under one lock, which a reader holds while it takes a chunk from its pipe
+    and counts it: a position is never seen between the two (output written before a
+    channel record then always lies before the record's mark, however far the readers
+    lag). Chunks go on to `sink` outside the lock.
+    """
+
+    def __init__(self, sink: OutputSink | None = None) -> None:
+        self.sink = sink
+        self.lock = threading.Lock()
+        self._read: dict[str, int] = {}
+        self._fds: dict[str, int] = {}
+
+    def __call__(self, name: str, chunk: bytes) -> None:
+        if self.sink is not None:
+            self.sink(name, chunk)
+
+    def watch(self, name: str, fd: int) -> None:
+        """Count the stream `name`, read from `fd` by a reader that calls read()."""
+        with self.lock:
+            self._fds[name] = fd
+            self._read.setdefault(name, 0)
+
+    def closing(self, name: str) -> None:
+        """The reader of `name` is about to close its pipe: its count is final (the fd's
+        number may be another file's next)."""
+        with self.lock:
+            self._fds[name] = -1
+
+    def read(self, name: str, fd: int) -> bytes:
+        """Take a chunk from a readable pipe and count it, as one step."""
+        with self.lock:
+            chunk = os.read(fd, _CHUNK)
+            self._read[name] = self._read.get(name, 0) + len(chunk)
+            return chunk
+
+    def position(self, name: str) -> int:
+        """The bytes of `name` written so far (0 for a stream not watched)."""
+        return self.positions().get(name, 0)
+
+    def positions(self) -> dict[str, int]:
+        """Every stream's bytes written so far, taken at one moment."""
+        with self.lock:
+            return {name: self._read[name] + _pending(fd) for name, fd in self._fds.items()}
+
+
+def _pending(fd: int) -> int:
+    """Bytes waiting in a pipe (0 once it is closed)."""
+    if fd < 0:
+        return 0
+    try:
+        return struct.unpack("i", fcntl.ioctl(fd, termios.FIONREAD, b"\0\0\0\0"))[0]
+    except OSError:
+        return 0
+
+
 @dataclass
 class CappedOutput:
     """Keeps the first `cap` bytes of a stream and counts the rest, reading in chunks;
@@ -47,11 +109,12 @@ class CappedOutput:
     dropped: int = 0
     on_chunk: Callable[[bytes], None] | None = None
 
-    def pump(self, stream: IO[bytes]) -> None:
-        """Read `stream` to EOF; never holds more than `cap` bytes plus one chunk."""
+    def pump(self, stream: IO[bytes], tally: tuple[OutputTally, str] | None = None) -> None:
+        """Read `stream` to EOF; never holds more than `cap` bytes plus one chunk. With a
+        tally, each chunk is taken and counted as one step, once the pipe is readable."""
         fd = stream.fileno()
         try:
-            while chunk := os.read(fd, _CHUNK):
+            while chunk := _next_chunk(fd, tally):
                 if self.on_chunk is not None:
                     self.on_chunk(chunk)
                 room = self.cap - len(self.kept)
@@ -59,6 +122,8 @@ class CappedOutput:
                     self.kept += chunk[:room]
                 self.dropped += max(0, len(chunk) - max(room, 0))
         finally:
+            if tally is not None:
+                tally[0].closing(tally[1])
             stream.close()
 
     @property
@@ -72,6 +137,14 @@ class CappedOutput:
         if self.dropped:
             text += f"\n[... {self.dropped} bytes truncated ...]\n"
         return text
+
+
+def _next_chunk(fd: int, tally: tuple[OutputTally, str] | None) -> bytes:
+    if tally is None:
+        return os.read(fd, _CHUNK)
+    select.select([fd], [], [])  # readable (data or EOF): the read below does not block
+    counter, name = tally
+    return counter.read(name, fd)
 
 
 def limit_setter(limits: Limits) -> Callable[[], None]:
@@ -130,7 +203,8 @@ def run_process(
     up to `STARVED_FACTOR` times the limit of wall time. All its processes together may
     use `timeout_s` seconds of CPU. `pass_fds` stay open in the child at the same numbers;
     `cpu_group` is the cgroup.procs file of the sandboxes' shared CPU weight, if any;
-    `on_output` sees every chunk of stdout and stderr as it is read. `caps` gives the
+    `on_output` sees every chunk of stdout and stderr as it is read (an OutputTally also
+    counts them, with what waits in the pipes). `caps` gives the
     memory and process caps on the command as a whole, in cgroups where the host has them;
     a command the kernel killed for want of memory there is killed whole (limit "memory").
     """
@@ -162,9 +236,15 @@ def run_process(
     if on_output is not None:
         out.on_chunk = functools.partial(_forward, on_output, "stdout")
         err.on_chunk = functools.partial(_forward, on_output, "stderr")
+    tally = on_output if isinstance(on_output, OutputTally) else None
+    if tally is not None:
+        tally.watch("stdout", proc.stdout.fileno())
+        tally.watch("stderr", proc.stderr.fileno())
     readers = [
-        threading.Thread(target=out.pump, args=(proc.stdout,), daemon=True),
-        threading.Thread(target=err.pump, args=(proc.stderr,), daemon=True),
+        threading.Thread(target=out.pump, args=(proc.stdout, tally and (tally, "stdout")),
+                         daemon=True),
+        threading.Thread(target=err.pump, args=(proc.stderr, tally and (tally, "stderr")),
+                         daemon=True),
     ]
     for reader in readers:
         reader.start()

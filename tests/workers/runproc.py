@@ -79,11 +79,13 @@ class RunProcess:
         return descendants(self.pid) if self.proc and self.proc.poll() is None else []
 
     def workers_now(self) -> list[Proc]:
-        """The run's Celery worker main processes (not their pool processes): the children
-        of its fork server."""
+        """The run's Celery worker main processes (not their pool processes): its own
+        `celery worker` children (one worker), or the children of its fork server."""
         below = self.children()
-        forkers = {p.pid for p in below if p.ppid == self.pid and "workers.forker" in p.cmdline}
-        return [p for p in below if p.ppid in forkers]
+        mine = [p for p in below if p.ppid == self.pid]
+        forkers = {p.pid for p in mine if "workers.forker" in p.cmdline}
+        return [p for p in below if p.ppid in forkers
+                or (p.ppid == self.pid and "celery" in p.cmdline and " worker " in p.cmdline)]
 
     def redis_now(self) -> Proc | None:
         """The embedded server (a Valkey build titles itself valkey-server)."""

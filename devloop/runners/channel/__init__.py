@@ -28,7 +28,7 @@ from typing import Any
 from devloop.safe.cachedir import ensure_public_dir, locked, trusted_cache
 from devloop.safe.safedir import Dir
 from devloop.safe.safetree import remove_tree
-from devloop.sandbox.process import OutputSink
+from devloop.sandbox.process import OutputTally
 
 HERE = Path(__file__).resolve().parent
 FILES = ("verdict_channel.py", "vitest_reporter.mjs", "vitest_guard.mjs", "hollow.cjs")
@@ -110,21 +110,14 @@ class Mark:
     stderr: int = 0
 
 
-class OutputCount:
-    """Counts the bytes of each stream a run wrote, forwarding the chunks to `sink`."""
-
-    def __init__(self, sink: OutputSink | None = None) -> None:
-        self.sink = sink
-        self.bytes = {"stdout": 0, "stderr": 0}
-
-    def __call__(self, name: str, chunk: bytes) -> None:
-        self.bytes[name] = self.bytes.get(name, 0) + len(chunk)
-        if self.sink is not None:
-            self.sink(name, chunk)
+class OutputCount(OutputTally):
+    """The run's output, counted as the sandbox reads it; mark() says where it stands."""
 
     def mark(self) -> Mark:
-        """Now, and the bytes written so far."""
-        return Mark(time.monotonic(), self.bytes["stdout"], self.bytes["stderr"])
+        """Now, and the bytes of stdout and stderr written so far (read or still in the
+        pipes: output written before a record is always before its mark)."""
+        at = self.positions()
+        return Mark(time.monotonic(), at.get("stdout", 0), at.get("stderr", 0))
 
 
 @dataclass
