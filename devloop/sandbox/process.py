@@ -79,10 +79,6 @@ class OutputTally:
             self._read[name] = self._read.get(name, 0) + len(chunk)
             return chunk
 
-    def position(self, name: str) -> int:
-        """The bytes of `name` written so far (0 for a stream not watched)."""
-        return self.positions().get(name, 0)
-
     def positions(self) -> dict[str, int]:
         """Every stream's bytes written so far, taken at one moment."""
         with self.lock:
@@ -142,7 +138,9 @@ class CappedOutput:
 def _next_chunk(fd: int, tally: tuple[OutputTally, str] | None) -> bytes:
     if tally is None:
         return os.read(fd, _CHUNK)
-    select.select([fd], [], [])  # readable (data or EOF): the read below does not block
+    waiting = select.poll()  # poll, not select: a worker's fds may pass 1024
+    waiting.register(fd, select.POLLIN)
+    waiting.poll()  # readable, closed or failed: the read below does not block
     counter, name = tally
     return counter.read(name, fd)
 

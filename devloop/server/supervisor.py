@@ -3,6 +3,7 @@
     Supervisor(forker=None)
       add(ChildSpec)   start a child (own session, dies with this process even on SIGKILL);
                        one with fork_args is forked from the forker, when there is one
+                       (own process group, dies with the forker, which dies with this)
       poll()           reap the dead, restart them after a growing backoff -> [Event]
       stop()           SIGTERM every group (a warm stop), then SIGKILL what is left
 
