@@ -32,6 +32,7 @@ from devloop.cli.run.procs import (
     flower_auth_problem,
     flower_command,
     flower_env,
+    worker_args,
     worker_command,
 )
 from devloop.cli.run.project_run import options_for, run_project
@@ -307,7 +308,7 @@ def worker(
         )
     if (cache := cache_problem(load_settings())) is not None:
         fail([cache])
-    command = worker_command(queues, concurrency, name, loglevel="INFO")
+    command = worker_command(worker_args(queues, concurrency, name, loglevel="INFO"))
     raise typer.Exit(serve_worker(command, dict(os.environ), err))
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devloop.cli.run.procs import spawn, stop, worker_command
+from devloop.cli.run.procs import spawn, stop, worker_args, worker_command
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.status import ProjectStatus, project_status
 from devloop.llm.stub import StubServer
@@ -34,7 +34,8 @@ class Fleet:
 
     def add_worker(self) -> subprocess.Popen[bytes]:
         n = len(self.workers)
-        proc = spawn(worker_command(name=f"t{n}@%h"), self.env, self.logs / f"worker-{n}.log")
+        command = worker_command(worker_args(name=f"t{n}@%h"))
+        proc = spawn(command, self.env, self.logs / f"worker-{n}.log")
         self.workers.append(proc)
         return proc
 

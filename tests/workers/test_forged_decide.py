@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from devloop.cli.run.procs import spawn, worker_command
+from devloop.cli.run.procs import spawn, worker_args, worker_command
 from devloop.ledgers import Timeline
 from devloop.server.redis_server import RedisServer
 from devloop.store import RedisStore
@@ -21,7 +21,7 @@ def test_a_forged_decide_claiming_green_tests_changes_nothing(
     project = build(tmp_path / "p", plans)
     with fleet(redis_store, redis_server.celery_url, project, script(plans), workers=0) as f:
         # Only decide is served: the unit's coder and tester sessions never run.
-        f.workers.append(spawn(worker_command(queues="control", name="ctl@%h"), f.env,
+        f.workers.append(spawn(worker_command(worker_args(queues="control", name="ctl@%h")), f.env,
                                f.logs / "control.log"))
         before = redis_store.get_state(f.pid, "u")
         assert (before.status, before.attempt) == ("coding", 1)

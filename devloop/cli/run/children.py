@@ -93,9 +93,9 @@ def start_children(
     forker = Forker(FORKER_COMMAND, env, state_dir / "forker.log") if workers > 1 else None
     children = RunChildren(Supervisor(forker=forker), RedisKeeper.of(endpoint))
     for i in range(workers):
-        name = f"w{i}@%h"
-        spec = ChildSpec(f"worker-{i}", worker_command(name=name), env,
-                         state_dir / f"worker-{i}.log", fork_args=tuple(worker_args(name=name)))
+        args = worker_args(name=f"w{i}@%h")
+        spec = ChildSpec(f"worker-{i}", worker_command(args), env,
+                         state_dir / f"worker-{i}.log", fork_args=tuple(args))
         children.workers.append(children.supervisor.add(spec))
     if flower_port is not None:
         configured = settings.flower_auth.get_secret_value() if settings.flower_auth else None

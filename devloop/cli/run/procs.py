@@ -8,7 +8,7 @@ import secrets
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from devloop.safe.private import open_private_log
@@ -45,15 +45,11 @@ def worker_args(
     ]
 
 
-def worker_command(
-    queues: str = QUEUE_LIST,
-    concurrency: int = 1,
-    name: str = "devloop@%h",
-    loglevel: str = "WARNING",
-) -> list[str]:
-    """`celery worker` with DevLoop's defaults, as a process of its own."""
+def worker_command(args: Sequence[str] | None = None) -> list[str]:
+    """`celery -A workers.worker_app worker ...` (worker_args(), by default) as a process of
+    its own."""
     return [sys.executable, "-m", "celery", "-A", "workers.worker_app",
-            *worker_args(queues, concurrency, name, loglevel)]
+            *(worker_args() if args is None else args)]
 
 
 # The fork server a run's workers start from: their imports paid once per run.
