@@ -21,8 +21,8 @@ def test_a_forged_decide_claiming_green_tests_changes_nothing(
     project = build(tmp_path / "p", plans)
     with fleet(redis_store, redis_server.celery_url, project, script(plans), workers=0) as f:
         # Only decide is served: the unit's coder and tester sessions never run.
-        f.workers.append(spawn(worker_command(worker_args(queues="control", name="ctl@%h")), f.env,
-                               f.logs / "control.log"))
+        control = worker_command(worker_args(queues="control", name="ctl@%h"))
+        f.workers.append(spawn(control, f.env, f.logs / "control.log"))
         before = redis_store.get_state(f.pid, "u")
         assert (before.status, before.attempt) == ("coding", 1)
         forged = {"pid": f.pid, "unit_id": "u", "attempt": 1, "tester_try": 1,
