@@ -39,6 +39,8 @@ def test_a_child_runs_its_args_with_its_own_log_and_its_exit_code_comes_back(
     assert child.poll() == 7
     log = tmp_path / "w0.log"
     assert log.read_text() == "child 0.2 7\n"
+    # The child's stray line went to the server's log, not among its answers.
+    assert "a stray line from a child" in (tmp_path / "forker.log").read_text()
     assert stat.S_IMODE(log.stat().st_mode) == 0o600
 
 

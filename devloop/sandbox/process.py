@@ -109,8 +109,12 @@ class CappedOutput:
         """Read `stream` to EOF; never holds more than `cap` bytes plus one chunk. With a
         tally, each chunk is taken and counted as one step, once the pipe is readable."""
         fd = stream.fileno()
+        readable = None
+        if tally is not None:  # poll, not select: a worker's fds may pass 1024
+            readable = select.poll()
+            readable.register(fd, select.POLLIN)
         try:
-            while chunk := _next_chunk(fd, tally):
+            while chunk := _next_chunk(fd, tally, readable):
                 if self.on_chunk is not None:
                     self.on_chunk(chunk)
                 room = self.cap - len(self.kept)
@@ -135,12 +139,12 @@ class CappedOutput:
         return text
 
 
-def _next_chunk(fd: int, tally: tuple[OutputTally, str] | None) -> bytes:
-    if tally is None:
+def _next_chunk(
+    fd: int, tally: tuple[OutputTally, str] | None, readable: select.poll | None
+) -> bytes:
+    if tally is None or readable is None:
         return os.read(fd, _CHUNK)
-    waiting = select.poll()  # poll, not select: a worker's fds may pass 1024
-    waiting.register(fd, select.POLLIN)
-    waiting.poll()  # readable, closed or failed: the read below does not block
+    readable.poll()  # data, EOF or an error: the read below does not block
     counter, name = tally
     return counter.read(name, fd)
 

@@ -159,12 +159,15 @@ class Forker:
         had is gone (they die with it) and every unanswered request failed."""
         assert server.proc.stdout is not None
         for line in server.proc.stdout:
-            message = json.loads(line)
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # a library's print before serve() took stdout over: not an answer
             with self._lock:
                 if "pid" in message:
-                    child = server.waiting.pop(message["id"])
-                    server.live[message["pid"]] = child
-                    child._started(message["pid"])
+                    if (child := server.waiting.pop(message["id"], None)) is not None:
+                        server.live[message["pid"]] = child
+                        child._started(message["pid"])
                 elif (ended := server.live.pop(message["exited"], None)) is not None:
                     ended._exited(message["code"])
         code = server.proc.wait()
@@ -194,11 +197,15 @@ def _described(code: int) -> str:
 def serve(run: Callable[[list[str]], int]) -> None:
     """The server's loop, on stdin and stdout, until stdin ends: fork a child per request
     and call run(args) in it; report each child's end. Call it before any thread starts."""
+    # The answers get a descriptor of their own; what anything else prints to stdout from
+    # now on (a library, a child before its log is in place) goes to the server's log.
+    sys.stdout.flush()
+    out = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)
     wake_r, wake_w = os.pipe()
     os.set_blocking(wake_w, False)
     signal.set_wakeup_fd(wake_w)  # SIGCHLD wakes the select below
     signal.signal(signal.SIGCHLD, lambda *_: None)
-    out = sys.stdout
     pending = b""
     while True:
         ready, _, _ = select.select([0, wake_r], [], [])
@@ -214,7 +221,8 @@ def serve(run: Callable[[list[str]], int]) -> None:
         while b"\n" in pending:
             line, pending = pending.split(b"\n", 1)
             request = json.loads(line)
-            pid = _fork(run, request["args"], Path(request["log"]), (wake_r, wake_w))
+            pid = _fork(run, request["args"], Path(request["log"]),
+                        (wake_r, wake_w, out.fileno()))
             _say(out, {"id": request["id"], "pid": pid})
 
 
