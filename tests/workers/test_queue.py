@@ -150,3 +150,30 @@ def test_a_broker_that_does_not_answer_is_queue_unreachable() -> None:
     with pytest.raises(QueueUnreachable):
         queue.consumers(timeout_s=0.2)
     assert time.monotonic() - started < 30  # the publish retries are short, then it says so
+
+
+def test_a_broker_gone_after_the_connection_was_made_is_queue_unreachable_within_seconds(
+    tmp_path: Path,
+) -> None:
+    """kombu's mailbox (a ping, a revoke) publishes with retry=True and no policy: on a
+    connection made before the Redis went away that retried forever (seen: `devloop status`
+    hung as its run's Redis stopped between the ping's reply binding and its publish)."""
+    outcomes: list[str] = []
+    with RedisServer(tmp_path / "gone") as server:
+        queue = CeleryQueue()
+        queue.connect(server.celery_url)
+        assert queue.consumers(timeout_s=0.2) == {}  # the connection is made: no worker
+        server.close()
+
+    def each_call() -> None:
+        for call in (lambda: queue.revoke(["t"]), lambda: queue.consumers(timeout_s=0.2)):
+            try:
+                call()
+                outcomes.append("answered")
+            except QueueUnreachable:
+                outcomes.append("unreachable")
+
+    caller = threading.Thread(target=each_call, daemon=True)  # a hang must not hang the suite
+    caller.start()
+    caller.join(30)
+    assert outcomes == ["unreachable", "unreachable"]
