@@ -15,7 +15,6 @@ from devloop.cli import (
     reset_command,
 )
 from devloop.cli.terminal import err, out
-from devloop.fleet.failures import one_line
 from devloop.fleet.queue import QueueUnreachable, TaskQueue
 from devloop.safe.private import NotPrivate
 from devloop.server.redis_server import RedisServerError
@@ -78,6 +77,8 @@ def run_cli(queue: TaskQueue) -> None:
     except (StoreUnavailable, QueueUnreachable) as lost:
         # Redis unreachable, or gone mid-command (a run's own stops as its run ends): the
         # environment, not the input, so said in one line with exit 3, as `devloop run` does.
+        from devloop.fleet.failures import one_line  # (it loads the fleet's dispatch)
+
         err.print(f"Redis: unreachable ({one_line(lost)}); fix: start it (or point "
                   "DEVLOOP_REDIS_URL at a live one), then run the command again",
                   markup=False, highlight=False)

@@ -8,12 +8,11 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated, Literal, NoReturn
+from typing import TYPE_CHECKING, Annotated, Literal, NoReturn
 
 import typer
 from rich.table import Table
 
-from devloop.agent.tools import ProgressEvent
 from devloop.cli.project_arg import load_folder, missing_folder
 from devloop.cli.terminal import EXIT_INVALID, err, fail, out
 from devloop.core.artifacts import not_imported
@@ -26,6 +25,9 @@ from devloop.project.load import summarize
 from devloop.project.toolchain import ToolchainError, node_toolchain, python_toolchain
 from devloop.safe.cachedir import CacheUntrusted, cache_root
 from devloop.safe.safedir import Refused
+
+if TYPE_CHECKING:  # the agent (and the model client's) modules: `session run`'s alone
+    from devloop.agent.tools import ProgressEvent
 
 commands = typer.Typer()  # the top-level ones; devloop/cli/commands.py adds them and the groups
 contract_app = typer.Typer(no_args_is_help=True, help="Contract tools.")

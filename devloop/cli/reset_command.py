@@ -14,9 +14,6 @@ from devloop.cli.terminal import fail, out
 from devloop.core.config import load_settings
 from devloop.core.errors import Problem, ProjectInvalid
 from devloop.core.suggest import unknown
-from devloop.fleet.marks import scripted_now
-from devloop.fleet.reset import agreed, plan_reset, question, told
-from devloop.fleet.wipe import live_steps, reset_in_folder, reset_in_store
 from devloop.project.load import Project, load_project
 from devloop.project.runlock import FolderBusy, folder_lock
 from devloop.server.embedded import NotPrivate, redis_endpoint
@@ -69,6 +66,11 @@ def reset(
 
 def _reset_held(project: Project, project_dir: Path, wanted: list[str], yes: bool) -> None:
     """reset, once the folder's run lock is held."""
+    # Here, not at the top: every command would load the wipe's runners and roles.
+    from devloop.fleet.marks import scripted_now
+    from devloop.fleet.reset import agreed, plan_reset, question, told
+    from devloop.fleet.wipe import live_steps, reset_in_folder, reset_in_store
+
     pid, graph = project.pid, project.graph()
     folder = shlex.quote(str(project_dir))
     with redis_endpoint(project_dir, load_settings()) as endpoint:

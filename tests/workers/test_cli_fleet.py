@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -164,3 +165,34 @@ def test_unblock_with_a_hint_then_run_again_passes_the_unit_and_its_dependent(
                                                  .stdout)["units"]}
     assert (final["bad"]["status"], final["bad"]["attempt"]) == ("passed", 4)
     assert (final["after"]["status"], final["after"]["attempt"]) == ("passed", 1)
+
+
+STATUS_LOADS = """
+import sys
+from workers.main import main
+sys.argv = ["devloop", "status", sys.argv[1], "--json"]
+try:
+    main()
+finally:
+    print(" ".join(sorted(sys.modules)), file=sys.stderr)
+"""
+
+
+def test_status_loads_neither_the_runs_machinery_nor_the_steps_nor_the_model_client(
+    redis_server: RedisServer, tmp_path: Path
+) -> None:
+    """A command loads what it uses: `status` reads the store, and the run's supervisor, the
+    dispatch, the roles, the runners and the SDK are most of a command's start-up."""
+    project = build(tmp_path / "p", [UnitPlan("a")])
+    env = clean_env(DEVLOOP_REDIS_URL=redis_server.celery_url)
+    assert run_bounded([DEVLOOP, "enqueue", str(project)], timeout=120, env=env).returncode == 0
+    done = run_bounded([sys.executable, "-c", STATUS_LOADS, str(project)], timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert [u["unit_id"] for u in json.loads(done.stdout)["units"]] == ["a"]
+    loaded = set(done.stderr.split())
+    assert "devloop.fleet.status" in loaded  # it did read the project
+    heavy = {"devloop.cli.run.project_run", "devloop.cli.run.children", "devloop.fleet.dispatch",
+             "devloop.fleet.wipe", "devloop.roles.tester", "devloop.agent.loop",
+             "devloop.runners.pytest", "workers.tasks", "anthropic"}
+    assert loaded & heavy == set()
+    redis_server.client().delete("coder")  # no worker of another test may take it
