@@ -28,7 +28,7 @@ SENDER_PAUSE_S = 0.5
 
 
 class GivingUpConnection(Connection):
-    """A broker connection whose retried operations give up after SENDER_TRIES, short ones.
+    """A broker connection whose retried operations give up after SENDER_TRIES short tries.
 
     kombu's mailbox (a ping, a revoke) publishes with retry=True and no policy, which waits
     forever for a Redis that went away after the connection was made (seen: `devloop status`

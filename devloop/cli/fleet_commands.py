@@ -31,7 +31,7 @@ from devloop.cli.run.procs import QUEUE_LIST
 from devloop.cli.taskqueue import queue_of
 from devloop.cli.terminal import err, fail, out
 from devloop.core.config import Settings, load_settings
-from devloop.core.errors import Problem
+from devloop.core.errors import Problem, ProjectInvalid
 from devloop.fleet.queue import QueueUnreachable, TaskQueue
 from devloop.project.lastrun import Given
 from devloop.project.runlock import live_run
@@ -97,7 +97,6 @@ def enqueue(
 ) -> None:
     """Validate and import a project into DEVLOOP_REDIS_URL and queue its ready units."""
     from devloop.core.artifacts import not_imported
-    from devloop.core.errors import ProjectInvalid
     from devloop.fleet.control import set_default_cap, set_max_usd
     from devloop.fleet.dispatch import enqueue_project
     from devloop.fleet.marks import forget_llm
@@ -295,10 +294,10 @@ def unblock(
         out.print(f"no worker consumes this project's queues, so nothing runs it yet: "
                   f"`devloop run {where}` picks it up (or unblock with --run)", markup=False)
     if run_after and not consumers:
-        assert folder is not None
-        out.print(f"running: devloop run {where}", markup=False)
         from devloop.cli.run.project_run import options_for, run_project
 
+        assert folder is not None
+        out.print(f"running: devloop run {where}", markup=False)
         options = options_for(folder, Given(llm=llm, workers=workers))
         raise typer.Exit(run_project(options, load_settings(), queue))
 
