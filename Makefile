@@ -24,11 +24,9 @@ lint: $(STAMP)
 # The suite on parallel workers (tests/spread.py keeps tests that share a fixture on one and
 # orders them: longest first, the `alone` group last; --no-loadscope-reorder keeps that order
 # instead of xdist's largest-group-first). A fleet test partly waits (workers booting,
-# polling), so two workers more than the 2 cores: on a clean clone (2026-12-05) 4 took 587 s
-# idle where 3 took 623 s (at 3 the cores were idle 21 % of the run), and 879 s beside two
-# busy loops (3: 951 s, a commit earlier); an earlier suite at 4 ran fleets past their
-# deadlines on a loaded machine.
-TEST_WORKERS ?= 4
+# polling), so one worker more than the 2 cores; at 4 the fleets on a loaded machine ran past
+# their deadlines.
+TEST_WORKERS ?= 3
 
 # Our code's bytecode is compiled once, before the suite: it starts some 400 Python processes
 # (workers, the CLI), and where PYTHONDONTWRITEBYTECODE is set each compiled it all again.
