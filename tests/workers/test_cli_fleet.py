@@ -187,6 +187,7 @@ def test_status_loads_neither_the_runs_machinery_nor_the_steps_nor_the_model_cli
     env = clean_env(DEVLOOP_REDIS_URL=redis_server.celery_url)
     assert run_bounded([DEVLOOP, "enqueue", str(project)], timeout=120, env=env).returncode == 0
     done = run_bounded([sys.executable, "-c", STATUS_LOADS, str(project)], timeout=120, env=env)
+    redis_server.client().delete("coder")  # no worker of another test may take it
     assert done.returncode == 0, done.stderr
     assert [u["unit_id"] for u in json.loads(done.stdout)["units"]] == ["a"]
     loaded = set(done.stderr.split())
@@ -195,4 +196,3 @@ def test_status_loads_neither_the_runs_machinery_nor_the_steps_nor_the_model_cli
              "devloop.fleet.wipe", "devloop.roles.tester", "devloop.agent.loop",
              "devloop.runners.pytest", "workers.tasks", "anthropic"}
     assert loaded & heavy == set()
-    redis_server.client().delete("coder")  # no worker of another test may take it

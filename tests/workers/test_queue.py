@@ -18,7 +18,7 @@ from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.queue import QueueUnreachable
 from devloop.server.redis_server import RedisServer
 from workers.app import make_app
-from workers.celery_queue import CeleryQueue
+from workers.celery_queue import BROKER_LOST, CeleryQueue
 from workers.chains import chain_for
 
 MSG = StepMsg(pid="p-queue", unit_id="u", attempt=2)
@@ -162,18 +162,27 @@ def test_a_broker_gone_after_the_connection_was_made_is_queue_unreachable_within
     with RedisServer(tmp_path / "gone") as server:
         queue = CeleryQueue()
         queue.connect(server.celery_url)
-        assert queue.consumers(timeout_s=0.2) == {}  # the connection is made: no worker
+        assert queue.consumers(timeout_s=0.2) == {}  # the pool's connection is made: no worker
+        # A broadcast's own line, its channel open, as when the Redis goes away mid-ping.
+        line = queue.app.connection_for_write()
+        producer = line.Producer()
+        producer.publish({}, routing_key="probe", retry=True)
         server.close()
 
     def each_call() -> None:
-        for call in (lambda: queue.revoke(["t"]), lambda: queue.consumers(timeout_s=0.2)):
+        calls = (lambda: queue.revoke(["t"]), lambda: queue.consumers(timeout_s=0.2),
+                 lambda: producer.publish({}, routing_key="probe", retry=True))
+        for call in calls:
             try:
                 call()
                 outcomes.append("answered")
             except QueueUnreachable:
                 outcomes.append("unreachable")
+            except BROKER_LOST:
+                outcomes.append("lost")
 
     caller = threading.Thread(target=each_call, daemon=True)  # a hang must not hang the suite
     caller.start()
     caller.join(30)
-    assert outcomes == ["unreachable", "unreachable"]
+    line.release()
+    assert outcomes == ["unreachable", "unreachable", "lost"]
