@@ -115,13 +115,17 @@ class AgentSession:
             )
             return self._result("cancelled", "superseded", "a later attempt already ran")
         if saved and theirs == mine:
+            # The view is this run's, fresh from the store: the session's changes go back
+            # into it, a finished session's too (its process may have died before the
+            # commit, which commits what the view holds).
+            if self.workspace is not None and saved.workspace:
+                self.workspace.restore(saved.workspace)
             ended = saved.result
             if saved.finished and ended and ended["status"] not in RESUMABLE:
+                self.state = saved
                 return SessionResult.model_validate(ended)
             self.state = saved.model_copy(update={"finished": False, "result": None})
             self.stuck = StuckTracker.from_dict(saved.stuck, self.spec.stuck)
-            if self.workspace is not None and saved.workspace:
-                self.workspace.restore(saved.workspace)
             if ended and ended["terminal_reason"] == "infra_flake":
                 self.state.next = "tools"  # the turn's calls run again (it was an install)
             elif saved.finished and self.state.messages[-1]["role"] == "assistant":

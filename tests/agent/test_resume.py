@@ -166,3 +166,25 @@ def test_a_checkpoint_saved_as_a_plain_dict_before_the_newer_keys_resumes(
     saved = h.store.load_session(PID, "coder", UNIT)
     assert saved is not None and saved["finished"] and saved["try"] == 1
     assert saved["errors"] == [] and saved["best"] is None and saved["paperwork_missing"] == []
+
+
+def test_a_session_that_finished_before_its_commit_gives_a_fresh_view_its_files_back(
+    make_harness: MakeHarness,
+) -> None:
+    # The process died after the finished checkpoint and before the step committed: the
+    # step runs again on a fresh view, and the stored result must come with its files, or
+    # the commit that follows would commit nothing (seen: a SIGTERMed run's resume).
+    h = make_harness(script(
+        tool("Write", path="code/a.js", content="module.exports = 1;\n"), text("done"),
+    ))
+    first = h.session().run("Implement todo-be.")
+    h.workspace.cleanup()
+    h.workspace.materialize()
+    assert h.workspace.root is not None
+    h.ctx.view = h.workspace.root
+    assert not (h.workspace.unit_dir / "code/a.js").exists()
+    session = h.session()
+    again = session.run("Implement todo-be.")
+    assert again == first and len(h.requests()) == 2  # the model is not asked again
+    assert session.final_plan() == "done"  # the closing handoff, which the step saves after
+    assert (h.workspace.unit_dir / "code/a.js").read_text() == "module.exports = 1;\n"
