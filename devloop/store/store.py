@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from devloop.server.redis_server import connect
+from devloop.server.redis_urls import BoundedRetry
 from devloop.store.base import DEFAULT_FILE_CAP
 from devloop.store.control import ControlMixin
 from devloop.store.export import ExportMixin
@@ -57,10 +57,10 @@ class RedisStore(
 
     @classmethod
     def watching(cls, url: str, *, file_cap_bytes: int = DEFAULT_FILE_CAP) -> RedisStore:
-        """A store whose client retries briefly (three times, at most half a second apart):
-        the run's own, so a dead embedded Redis is noticed (and restarted) at the next look,
-        not after the workers' ten seconds of retries."""
-        quick = Retry(ExponentialBackoff(cap=0.5, base=0.05), retries=3)
+        """A store whose client retries briefly (three times, at most half a second apart,
+        within a second): the run's own, so a dead embedded Redis is noticed (and restarted)
+        at the next look, not after the workers' seventeen seconds of retries."""
+        quick = BoundedRetry(ExponentialBackoff(cap=0.5, base=0.05), retries=3, budget_s=1.0)
         return cls(connect(url, retry=quick), file_cap_bytes=file_cap_bytes)
 
     def sink(self, pid: str, ledger: Ledger, fence: Fence | None = None) -> RedisStreamSink:
