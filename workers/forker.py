@@ -7,15 +7,18 @@ nodes' (the app reads DEVLOOP_* settings here, once).
 
 from __future__ import annotations
 
-import celery.apps.worker  # noqa: F401  (the worker's own modules: each node needs them)
-import celery.bin.celery  # noqa: F401
-import celery.concurrency.prefork  # noqa: F401
-import kombu.transport.redis  # noqa: F401
+from devloop.server.gcpause import collector_paused
 
-import devloop.llm.anthropic  # noqa: F401  (the SDK: every pool process that runs a session)
-import workers.tasks  # noqa: F401
-from devloop.server.forker import serve
-from workers.worker_app import app
+with collector_paused():
+    import celery.apps.worker  # noqa: F401  (the worker's own modules: each node needs them)
+    import celery.bin.celery  # noqa: F401
+    import celery.concurrency.prefork  # noqa: F401
+    import kombu.transport.redis  # noqa: F401
+
+    import devloop.llm.anthropic  # noqa: F401  (the SDK: every pool process that runs a session)
+    import workers.tasks  # noqa: F401
+    from devloop.server.forker import serve
+    from workers.worker_app import app
 
 
 def run_node(args: list[str]) -> int:

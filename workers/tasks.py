@@ -22,6 +22,7 @@ from devloop.fleet.failures import StepStopped, StepWaiting
 from devloop.fleet.messages import StepMsg, StepRole
 from devloop.fleet.status import StepProgress, record_progress
 from devloop.fleet.steps import StepBusy, StepEnv, decide_step, run_step
+from devloop.server.gcpause import collector_paused
 from devloop.store import RedisStore
 from devloop.store.base import StoreError, StoreUnavailable
 from workers.chains import CODER, DECIDE, TESTER, send_on
@@ -53,7 +54,8 @@ def provider() -> AnthropicProvider:
     # Imported here, in the pool process that runs a session: the SDK's import is about a
     # CPU-second, and a worker's main process (which only routes tasks) never needs it
     # (a worker forked from the fork server has it already: workers/forker.py).
-    from devloop.llm.anthropic import AnthropicProvider
+    with collector_paused():
+        from devloop.llm.anthropic import AnthropicProvider
 
     return AnthropicProvider()
 

@@ -21,6 +21,7 @@ server has its own session and dies with the thread that started it.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import select
@@ -197,6 +198,9 @@ def _described(code: int) -> str:
 def serve(run: Callable[[list[str]], int]) -> None:
     """The server's loop, on stdin and stdout, until stdin ends: fork a child per request
     and call run(args) in it; report each child's end. Call it before any thread starts."""
+    # What the server imported lives as long as it does: frozen, no collection scans it
+    # again, here or in a forked node (which would copy every page the scan touched).
+    gc.freeze()
     # The answers get a descriptor of their own; what anything else prints to stdout from
     # now on (a library, a child before its log is in place) goes to the server's log.
     sys.stdout.flush()
