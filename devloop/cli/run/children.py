@@ -90,7 +90,8 @@ def start_children(
     forked from one fork server, which pays their imports once."""
     # One worker too: the server imports with the collector paused and freezes what it
     # imported, so a forked worker and its pool start cheaper than one started on its own
-    # (one stub unit, measured: 2.4 CPU-s for the whole run against 2.7).
+    # (one stub unit, the whole run, measured: 2.35 CPU-s against 2.6; two workers 2.45
+    # against 3.25).
     forker = Forker(FORKER_COMMAND, env, state_dir / "forker.log")
     children = RunChildren(Supervisor(forker=forker), RedisKeeper.of(endpoint))
     for i in range(workers):
