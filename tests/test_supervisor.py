@@ -123,3 +123,38 @@ def test_children_die_with_a_parent_killed_by_sigkill(tmp_path: Path) -> None:
     finally:
         kill_tree(parent.pid)
         parent.wait(timeout=10)
+
+
+# A signal that lands while a child is being spawned: an at-fork hook (as logging's, which
+# releases its lock there) sends it, so the handler runs inside the spawn. Raised there, the
+# Interrupted was swallowed ("Exception ignored") and logging's lock stayed held: the run
+# went on and hung (seen: `devloop run` SIGTERMed 0.7 s into its start-up).
+SIGNAL_MID_SPAWN = """
+import logging, os, signal, subprocess, sys, time
+from devloop.server.supervisor import Interrupted, interrupt_on
+os.register_at_fork(after_in_parent=lambda: os.kill(os.getpid(), signal.SIGTERM))
+proc = None
+try:
+    with interrupt_on():
+        proc = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: None)
+        print("spawned", proc.pid, flush=True)
+        time.sleep(10)
+        print("not interrupted", flush=True)
+except Interrupted as stopped:
+    logging.getLogger("after").warning("logging still works")
+    print("interrupted", flush=True)
+    sys.exit(stopped.exit_code)
+finally:
+    if proc is not None:
+        proc.kill()
+"""
+
+
+def test_a_signal_that_lands_while_a_child_is_spawned_interrupts_once_it_is_spawned() -> None:
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", SIGNAL_MID_SPAWN], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 128 + signal.SIGTERM, done.stdout + done.stderr
+    assert done.stdout.split()[::2] == ["spawned", "interrupted"]  # the child is known
+    assert "logging still works" in done.stderr and "Exception ignored" not in done.stderr
+    assert time.monotonic() - started < 8

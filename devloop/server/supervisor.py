@@ -19,17 +19,23 @@ import contextlib
 import os
 import signal
 import subprocess
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 from typing import Any, Literal, Protocol
 
 from devloop.safe.private import open_private_log
 from devloop.server.deathsig import die_with_parent
 from devloop.server.forker import Forker
+
+# A signal that lands while Popen spawns a child is taken again this much later.
+SPAWN_RETRY_S = 0.05
+_EXECUTE_CHILD = subprocess.Popen._execute_child.__code__  # type: ignore[attr-defined]
 
 
 class Interrupted(KeyboardInterrupt):
@@ -66,7 +72,14 @@ def interrupt_on(
     one, further signals are ignored so the clean-up it started can finish."""
     received = Received()
 
-    def handler(signum: int, frame: object) -> None:
+    def handler(signum: int, frame: FrameType | None) -> None:
+        if _spawning(frame):
+            # Raised here, it is swallowed by an at-fork hook (logging's left its lock held)
+            # or loses the child half spawned: the signal comes again once the spawn is done.
+            again = threading.Timer(SPAWN_RETRY_S, os.kill, (os.getpid(), signum))
+            again.daemon = True
+            again.start()
+            return
         for sig in signals:
             signal.signal(sig, signal.SIG_IGN)
         received.signum = signum
@@ -78,6 +91,16 @@ def interrupt_on(
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
+
+
+def _spawning(frame: FrameType | None) -> bool:
+    """Whether the interrupted code is inside Popen's spawn of a child (its at-fork hooks
+    included, which run there)."""
+    while frame is not None:
+        if frame.f_code is _EXECUTE_CHILD:
+            return True
+        frame = frame.f_back
+    return False
 
 
 @dataclass(frozen=True)
