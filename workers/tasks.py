@@ -52,8 +52,9 @@ def store() -> RedisStore:
 def provider() -> AnthropicProvider:
     """This worker process's model client (its TLS set-up costs tens of ms: build it once)."""
     # Imported here, in the pool process that runs a session: the SDK's import is about a
-    # CPU-second, and a worker's main process (which only routes tasks) never needs it
-    # (a worker forked from the fork server has it already: workers/forker.py).
+    # CPU-second, and a worker's main process (which only routes tasks) never needs it (a
+    # run's workers are forked from the fork server, which has it already: workers/forker.py;
+    # `devloop worker` starts one on its own). The collector paused: see gcpause.
     with collector_paused():
         from devloop.llm.anthropic import AnthropicProvider
 
