@@ -24,9 +24,9 @@ lint: $(STAMP)
 # The suite on parallel workers (tests/spread.py keeps tests that share a fixture on one and
 # orders them: longest first, the `alone` group last; --no-loadscope-reorder keeps that order
 # instead of xdist's largest-group-first). A fleet test partly waits (workers booting,
-# polling), so two workers more than the 2 cores: measured on a clean clone, 547 s of pytest
-# idle and 789 s beside two busy loops on 4, against 574 s idle on 3.
-TEST_WORKERS ?= 4
+# polling), so more workers than the 2 cores. Measured on clean clones, pytest idle: 574 s on
+# 3, 522 to 547 on 4, 499 on 5, 517 on 6; beside two busy loops, 789 s on 4.
+TEST_WORKERS ?= 5
 
 # Our code's bytecode is compiled once, before the suite: it starts some 400 Python processes
 # (workers, the CLI), and where PYTHONDONTWRITEBYTECODE is set each compiled it all again.
