@@ -138,7 +138,7 @@ try:
     with interrupt_on():
         proc = subprocess.Popen(["sleep", "30"], preexec_fn=lambda: None)
         print("spawned", proc.pid, flush=True)
-        time.sleep(10)
+        time.sleep(30)
         print("not interrupted", flush=True)
 except Interrupted as stopped:
     logging.getLogger("after").warning("logging still works")
@@ -157,4 +157,4 @@ def test_a_signal_that_lands_while_a_child_is_spawned_interrupts_once_it_is_spaw
     assert done.returncode == 128 + signal.SIGTERM, done.stdout + done.stderr
     assert done.stdout.split()[::2] == ["spawned", "interrupted"]  # the child is known
     assert "logging still works" in done.stderr and "Exception ignored" not in done.stderr
-    assert time.monotonic() - started < 8
+    assert time.monotonic() - started < 20  # taken at once, not after the 30 s sleep
