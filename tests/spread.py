@@ -6,19 +6,18 @@ run; every other test goes to whichever worker is free. On the workers, the test
 a long timeout are handed out first: a fleet test started last keeps the whole run waiting.
 
 A test marked `alone` (it makes the machine busy on purpose, or needs it free) runs while no
-other test does: the workers share a readers-writer lock in the run's temp dir, with a
-turnstile so an `alone` test waiting for the others to finish is not overtaken by new ones.
-The `alone` tests are one group, handed out last: one worker runs them back to back once the
-others have nothing left, instead of each of them stopping the whole run to drain it (in one
-run the drains left workers idle 200 worker-seconds).
+other test does: the workers share a readers-writer lock in the run's temp dir. The `alone`
+tests are one group, handed out last: one worker runs them back to back, holding the lock
+from the first to the last, once the other workers have run every test they were given.
 """
 
 from __future__ import annotations
 
 import fcntl
 import inspect
+import os
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -104,23 +103,44 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=turn)
 
 
-@contextmanager
-def _turn(config: pytest.Config, alone: bool) -> Iterator[None]:
-    """Hold the run's lock shared (or, alone, exclusive) while a test runs on a worker."""
+def _is_alone(item: pytest.Item | None) -> bool:
+    return item is not None and item.get_closest_marker(ALONE) is not None
+
+
+# The lock this worker holds across tests of one kind run back to back.
+HELD = pytest.StashKey[ExitStack]()
+
+
+def _take_turn(config: pytest.Config, alone: bool) -> ExitStack:
+    """Take the run's lock shared (or, alone, exclusive); closing the stack releases it."""
     run_dir = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
-    with open(run_dir / "turnstile.lock", "a") as gate, open(run_dir / "alone.lock", "a") as room:
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
-        if not alone:
-            fcntl.flock(gate, fcntl.LOCK_UN)  # an alone test keeps the gate shut until it ends
-        yield  # closing the files releases the locks
+    held = ExitStack()
+    room = os.open(run_dir / "alone.lock", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    held.callback(os.close, room)
+    fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+    return held
 
 
 # tryfirst: outside pytest-timeout's wrapper, so the wait for a turn is not the test's time.
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)
-def pytest_runtest_protocol(item: pytest.Item) -> Iterator[None]:
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     if not hasattr(item.config, "workerinput"):
         yield  # a serial run: every test is alone
         return
-    with _turn(item.config, alone=item.get_closest_marker("alone") is not None):
+    alone = _is_alone(item)
+    # A worker keeps its turn from test to test while the next is of the same kind (an
+    # xdist worker knows its next test, or that there is none). So the alone group starts
+    # once every other worker has run out of tests, and ends before any other starts: handed
+    # back after each test, it let the workers start the tests they had waiting between
+    # the alone ones, each of which then waited for them all again (in one run its 63 s of
+    # tests spread over 89 s, the machine half idle while it drained).
+    held = item.config.stash.get(HELD, None) or _take_turn(item.config, alone)
+    try:
         yield
+    finally:
+        if nextitem is not None and _is_alone(nextitem) == alone:
+            item.config.stash[HELD] = held
+        else:
+            if HELD in item.config.stash:
+                del item.config.stash[HELD]
+            held.close()

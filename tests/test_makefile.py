@@ -22,8 +22,23 @@ def _install_commands() -> list[str]:
 
 def test_both_entry_points_install_through_the_same_step() -> None:
     makefile = (REPO / "Makefile").read_text()
-    assert re.search(r"^demo: \$\(STAMP\)", makefile, re.M)
-    assert re.search(r"^lint: \$\(STAMP\)", makefile, re.M) and "test: lint" in makefile
+    for target in ("demo", "lint", "test"):
+        assert re.search(rf"^{target}: \$\(STAMP\)", makefile, re.M), target
+
+
+def _commands(target: str) -> list[str]:
+    """What `make` runs for target, as `make -n` shows it."""
+    return subprocess.run(["make", "-n", target], cwd=REPO, check=True, capture_output=True,
+                          text=True, timeout=60).stdout.splitlines()
+
+
+def test_make_test_lints_as_make_lint_does_and_fails_when_the_types_do() -> None:
+    """ruff and mypy run in `make test` (mypy beside a collection pass): each lint command
+    is there, and the suite starts only after waiting for mypy's exit status."""
+    shown = "\n".join(_commands("test"))
+    for command in _commands("lint"):
+        assert command in shown, command
+    assert re.search(r"mypy & types=\$!;.*wait \$types\n.*pytest -q -n", shown, re.S), shown
 
 
 @pytest.mark.timeout(180)

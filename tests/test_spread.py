@@ -1,6 +1,7 @@
 """How the suite spreads over xdist workers (tests/spread.py) holds in a real `pytest -n 3`:
 a group runs on one worker, and the `alone` group is handed out last (its worker has run every
-other test it was given when it starts them)."""
+other test it was given when it starts them) and runs back to back once every worker has run
+out of other tests."""
 
 from __future__ import annotations
 
@@ -27,6 +28,12 @@ LOG = pathlib.Path(__file__).parent / "ran.log"
 def note(name):
     with LOG.open("a") as log:
         log.write(f"{os.environ['PYTEST_XDIST_WORKER']} {name}\\n")
+
+
+def held(name):
+    note(f"{name} starts")
+    __import__("time").sleep(0.2)
+    note(f"{name} ends")
 """
 
 
@@ -36,11 +43,13 @@ def test_the_alone_group_runs_on_one_worker_after_its_other_tests(tmp_path: Path
     (tmp_path / "conftest.py").write_text('pytest_plugins = ["tests.spread"]\n')
     for name in ("a", "b"):
         (tmp_path / f"test_alone_{name}.py").write_text(LOGGED + "".join(
-            f"\n\n@pytest.mark.alone\ndef test_{name}{i}():\n    note('alone {name}{i}')\n"
+            f"\n\n@pytest.mark.alone\ndef test_{name}{i}():\n    held('alone {name}{i}')\n"
             for i in range(2)))
+    # Plain tests in groups of six: when the alone group is handed out, the other workers
+    # still have tests of theirs waiting.
     (tmp_path / "test_plain.py").write_text(LOGGED + "".join(
-        f"\n\ndef test_plain{i}():\n    note('plain {i}')\n    __import__('time').sleep(0.2)\n"
-        for i in range(9)))
+        f"\n\n@pytest.mark.xdist_group('g{i // 6}')\ndef test_plain{i}():\n"
+        f"    held('plain {i}')\n" for i in range(24)))
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-n", "3", "--dist", "loadgroup",
          "--no-loadscope-reorder", "-p", "no:cacheprovider", str(tmp_path)],
@@ -50,9 +59,12 @@ def test_the_alone_group_runs_on_one_worker_after_its_other_tests(tmp_path: Path
     assert done.returncode == 0, done.stdout + done.stderr
     ran = [line.split(" ", 1) for line in (tmp_path / "ran.log").read_text().splitlines()]
     alone = [(worker, name) for worker, name in ran if name.startswith("alone")]
-    assert len(alone) == 4 and len({worker for worker, _ in alone}) == 1, ran
-    # Handed out last: on its worker nothing follows them (on another, a test handed out
-    # before them may still wait for its turn behind them: that is the lock's doing).
+    assert len(alone) == 8 and len({worker for worker, _ in alone}) == 1, ran
+    # Handed out last: on its worker nothing follows them.
     mine = [name for worker, name in ran if worker == alone[0][0]]
-    assert all(name.startswith("alone") for name in mine[-4:]), ran
+    assert all(name.startswith("alone") for name in mine[-8:]), ran
     assert len({worker for worker, name in ran if name.startswith("plain")}) > 1, ran
+    # Last everywhere, back to back: from the first alone test's start on, no other test
+    # starts or ends on any worker.
+    names = [name for _, name in ran]
+    assert all(name.startswith("alone") for name in names[names.index(alone[0][1]):]), ran

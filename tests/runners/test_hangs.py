@@ -26,7 +26,7 @@ from devloop.sandbox.process import STARVED_FACTOR
 # The time bounds hold against the test's own busy loops, not other tests' fleets besides.
 pytestmark = pytest.mark.alone
 MakeView = Callable[[str], Path]
-LIMIT_S = 5.0
+LIMIT_S = 3.0
 # Start-up, coverage and teardown beyond the kill: what the tool's help allows for.
 SLACK_S = 20.0
 PY_UNIT, JS_UNIT = "todo-py", "todo-be"

@@ -139,10 +139,11 @@ def test_a_run_starved_of_cpu_is_starved_not_red_and_not_blamed_on_the_code(
     starving = settings.model_copy(update={"sandbox_nice": 19, "sandbox_cpu_shares": 0})
     humble = PytestRunner(BwrapSandbox(starving), python_toolchain_dir)
     view = make_view("python/todo-py")
-    # One second of CPU in a 3 s limit: on a free machine it passes at once.
+    # One second of CPU in a 2 s limit (on a free machine it passes at once: the first test
+    # gives it 3 s, for a slow machine's start-up too); here it gets a small part of it.
     suite(view, SPIN_1S)
-    result, took = run(humble, view, 3)
-    assert took < 3 * STARVED_FACTOR + SLACK_S
+    result, took = run(humble, view, 2)
+    assert took < 2 * STARVED_FACTOR + SLACK_S
     # The reason in the message: a busy CI host is where this can go wrong, and only once.
     assert result.starved and not result.ok and not result.crashed, result.crash_reason
     assert result.next_action == "retry_tester" and result.failures == []
