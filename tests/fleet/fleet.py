@@ -1,10 +1,10 @@
-"""A real fleet for tests: Celery worker subprocesses on the test Redis, the stub in-process."""
+"""A real fleet for tests: Celery workers on the test Redis, forked from a fork server as
+`devloop run`'s are (devloop/cli/run/children.py), the stub in-process."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devloop.cli.run.procs import spawn, stop, worker_args, worker_command
+from devloop.cli.run.procs import FORKER_COMMAND, stop, worker_args
 from devloop.fleet.dispatch import enqueue_project
 from devloop.fleet.status import ProjectStatus, project_status
 from devloop.llm.stub import StubServer
+from devloop.server.forker import Forker
+from devloop.server.supervisor import Process
 from devloop.store import RedisStore
 from workers.celery_queue import CeleryQueue
 
@@ -29,13 +31,14 @@ class Fleet:
     pid: str
     env: dict[str, str]
     logs: Path
-    workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    forker: Forker
+    workers: list[Process] = field(default_factory=list)
     queue: CeleryQueue = field(default_factory=CeleryQueue)  # on the test's Redis
 
-    def add_worker(self) -> subprocess.Popen[bytes]:
+    def add_worker(self) -> Process:
+        """One more worker node (its own process group, its pool processes its children)."""
         n = len(self.workers)
-        command = worker_command(worker_args(name=f"t{n}@%h"))
-        proc = spawn(command, self.env, self.logs / f"worker-{n}.log")
+        proc = self.forker.start(worker_args(name=f"t{n}@%h"), self.logs / f"worker-{n}.log")
         self.workers.append(proc)
         return proc
 
@@ -54,7 +57,7 @@ class Fleet:
         logs = "\n".join(p.read_text()[-3000:] for p in sorted(self.logs.glob("*.log")))
         raise AssertionError(f"fleet did not finish: {self.status()}\n{logs}")
 
-    def kill_worker(self, proc: subprocess.Popen[bytes]) -> None:
+    def kill_worker(self, proc: Process) -> None:
         """SIGKILL a whole worker (main process and its pool children)."""
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
@@ -77,10 +80,14 @@ def fleet(store: RedisStore, celery_url: str, project: Path, script: dict[str, A
                "ANTHROPIC_BASE_URL": stub.base_url, "ANTHROPIC_API_KEY": "test",
                **(settings_env or {})}
         logs = project.parent / f"{project.name}-logs"
-        handle = Fleet(store, stub, "", env, logs, queue=queue)
-        for _ in range(workers):
-            handle.add_worker()
+        logs.mkdir(parents=True, exist_ok=True)
+        # One fork server pays the workers' imports (Celery, DevLoop, the model SDK) once:
+        # started each on its own, a worker and its pool cost 1.5 CPU-s, forked 0.1.
+        forker = Forker(FORKER_COMMAND, env, logs / "forker.log")
+        handle = Fleet(store, stub, "", env, logs, forker, queue=queue)
         try:
+            for _ in range(workers):
+                handle.add_worker()
             if start:
                 report, dispatches = enqueue_project(store, project)
                 handle.pid = report.pid
@@ -88,3 +95,4 @@ def fleet(store: RedisStore, celery_url: str, project: Path, script: dict[str, A
             yield handle
         finally:
             stop(handle.workers, timeout_s=10)
+            forker.close()

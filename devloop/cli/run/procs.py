@@ -10,8 +10,12 @@ import subprocess
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from devloop.safe.private import open_private_log
+
+if TYPE_CHECKING:  # a command that reads QUEUE_LIST need not load the supervisor
+    from devloop.server.supervisor import Process
 
 QUEUE_LIST = "coder,tester,control"
 FLOWER_USER = "devloop"
@@ -111,7 +115,7 @@ def spawn(command: list[str], env: Mapping[str, str], log: Path) -> subprocess.P
         os.close(handle)
 
 
-def stop(procs: list[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:
+def stop(procs: Sequence[Process], timeout_s: float = 15.0) -> None:
     """SIGTERM every process group (a warm shutdown), then SIGKILL what is left."""
     for proc in procs:
         if proc.poll() is None:
@@ -124,6 +128,6 @@ def stop(procs: list[subprocess.Popen[bytes]], timeout_s: float = 15.0) -> None:
             proc.wait(timeout=5)
 
 
-def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+def _signal_group(proc: Process, sig: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, sig)
