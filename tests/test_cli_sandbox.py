@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import yaml
 
 from tests.fleet.builder import UnitPlan, build, script
@@ -34,6 +35,7 @@ def test_coder_write_commits_and_the_exit_code_is_the_commands(todo_project: Pat
     assert again.returncode == 0 and again.stdout == "hi\n"
 
 
+@pytest.mark.timeout(120)
 def test_tester_cannot_write_code_and_coder_cannot_write_tests(todo_project: Path) -> None:
     assert sandbox_exec(todo_project, "coder", "echo ok > code/server.js").returncode == 0
     tester = sandbox_exec(todo_project, "tester", "echo x > code/server.js")
@@ -71,6 +73,7 @@ def sandbox_exec_at(project: Path, unit: str, command: str) -> subprocess.Comple
                         "coder", "--", "sh", "-c", command], timeout=120)
 
 
+@pytest.mark.timeout(120)
 def test_a_committed_write_is_written_back_and_outlives_a_run_and_an_edit(
     tmp_path: Path, python_toolchain_dir: Path
 ) -> None:

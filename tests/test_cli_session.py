@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.proctree import run_bounded
 
 DEVLOOP = str(Path(sys.executable).parent / "devloop")
@@ -22,6 +24,7 @@ def session(project: Path, role: str, *extra: str, unit: str = "todo-be",
     )
 
 
+@pytest.mark.timeout(120)
 def test_a_coder_then_a_tester_session_print_turns_and_their_output(todo_project: Path) -> None:
     # The project comes first, as in every other command (--project stays an alias).
     coder = run_bounded([DEVLOOP, "session", "run", str(todo_project), "--unit", "todo-be",

@@ -157,6 +157,7 @@ def assert_all_passed_first_time(project: Path) -> None:
 # --- round trips --------------------------------------------------------------------
 
 
+@pytest.mark.timeout(120)
 def test_scaffolded_python_project_validates_and_runs_green_on_the_fleet(
     tmp_path: Path, python_toolchain_dir: Path
 ) -> None:
@@ -177,6 +178,7 @@ def test_scaffolded_python_project_validates_and_runs_green_on_the_fleet(
     assert runs["stock"]["summary"]["total"] == 2 and runs["orders"]["summary"]["total"] == 3
 
 
+@pytest.mark.timeout(240)
 @pytest.mark.slow
 def test_scaffolded_node_project_with_be_fe_and_a_python_unit_runs_green(
     tmp_path: Path, node_toolchain_dir: Path, python_toolchain_dir: Path

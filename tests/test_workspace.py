@@ -296,6 +296,7 @@ def test_a_1100_deep_tree_and_locked_dirs_are_violations_and_the_view_is_removed
     assert view is not None and not view.exists()
 
 
+@pytest.mark.timeout(180)
 def test_100000_files_are_refused_at_the_cap_and_nothing_is_committed(
     store: RedisStore, settings: Settings
 ) -> None:

@@ -202,6 +202,7 @@ def test_a_value_longer_than_the_cap_is_cut_saying_so() -> None:
     assert cut.endswith(f" [... cut at {VALUE_CAP} of {len(text)} characters]")
 
 
+@pytest.mark.timeout(120)
 def test_a_syntax_error_in_code_is_reported_where_it_is_not_where_it_was_imported(
     sandbox: BwrapSandbox, python_toolchain_dir: Path, make_view: MakeView
 ) -> None:

@@ -266,6 +266,7 @@ os.write(1, b"done\\n")
 """
 
 
+@pytest.mark.timeout(120)
 def test_an_export_killed_at_any_point_loses_no_committed_file(
     redis_store: RedisStore, redis_server: RedisServer, todo_project: Path
 ) -> None:

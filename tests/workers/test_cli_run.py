@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 import yaml
 
 from devloop.llm.stub import StubServer
@@ -31,6 +32,7 @@ def devloop(*args: str, cwd: Path | None = None, env: dict[str, str] | None = No
                        timeout=timeout)
 
 
+@pytest.mark.timeout(240)
 def test_demo_shows_the_red_green_retry_and_both_units_passing(tmp_path: Path) -> None:
     done = devloop("demo", "--out-dir", str(tmp_path / "out"))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -74,6 +76,7 @@ def _run_the_closing_hint_as_printed(out: str, run_dir: Path, cwd: Path) -> None
     assert claude.requests[0].status != 401  # the key it was given is the one printed
 
 
+@pytest.mark.timeout(120)
 def test_the_inventory_demo_passes_and_assembles_into_one_package_tree(tmp_path: Path) -> None:
     done = devloop("demo", "--example", "inventory", "--out-dir", str(tmp_path / "out"))
     assert done.returncode == 0, done.stdout + done.stderr
@@ -86,6 +89,7 @@ def test_the_inventory_demo_passes_and_assembles_into_one_package_tree(tmp_path:
     ]
 
 
+@pytest.mark.timeout(120)
 def test_a_blocked_unit_exits_1_and_a_second_run_resumes(tmp_path: Path) -> None:
     plans = [UnitPlan("bad", bad=True), UnitPlan("after", ["bad"]), UnitPlan("good")]
     project = build(tmp_path / "p", plans)

@@ -91,6 +91,7 @@ def flower(redis_server: RedisServer, log: Path, env_extra: dict[str, str] | Non
         stop([proc])
 
 
+@pytest.mark.timeout(120)
 def test_flower_lists_the_runs_tasks_through_its_api(
     redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
 ) -> None:

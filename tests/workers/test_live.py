@@ -6,6 +6,7 @@ import io
 import time
 from pathlib import Path
 
+import pytest
 from rich.console import Console
 from rich.live import Live
 
@@ -97,6 +98,7 @@ def test_stub_costs_are_labelled_scripted_in_the_table() -> None:
     assert "scripted" not in plain and "cost $" in plain
 
 
+@pytest.mark.timeout(120)
 def test_workers_keep_the_running_sessions_step_where_the_table_reads_it(
     redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path,
     python_toolchain_dir: Path,

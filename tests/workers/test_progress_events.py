@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
 from celery import Celery
 
 from devloop.server.redis_server import RedisServer
@@ -54,6 +55,7 @@ class Listener:
         self.connection.release()
 
 
+@pytest.mark.timeout(120)
 def test_sessions_send_progress_with_step_total_turn_and_tokens(
     redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path
 ) -> None:
@@ -81,6 +83,7 @@ def test_sessions_send_progress_with_step_total_turn_and_tokens(
     assert tokens == sorted(tokens)
 
 
+@pytest.mark.timeout(120)
 def test_a_step_that_waits_on_a_busy_lease_is_sent_again_quietly(
     redis_store: RedisStore, redis_server: RedisServer, tmp_path: Path,
     python_toolchain_dir: Path,

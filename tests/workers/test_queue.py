@@ -141,6 +141,7 @@ def test_a_broker_that_goes_away_mid_ping_is_queue_unreachable(tmp_path: Path) -
         assert seen == [True]  # the server went away during the collection, not before
 
 
+@pytest.mark.timeout(120)
 def test_a_broker_that_does_not_answer_is_queue_unreachable() -> None:
     queue = CeleryQueue()
     queue.connect(f"redis://127.0.0.1:{free_port()}/0")
@@ -152,6 +153,7 @@ def test_a_broker_that_does_not_answer_is_queue_unreachable() -> None:
     assert time.monotonic() - started < 30  # the publish retries are short, then it says so
 
 
+@pytest.mark.timeout(120)
 def test_a_broker_gone_after_the_connection_was_made_is_queue_unreachable_within_seconds(
     tmp_path: Path,
 ) -> None:

@@ -103,6 +103,7 @@ def steps(project: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in path.open()] if path.exists() else []
 
 
+@pytest.mark.timeout(120)
 def test_redis_going_away_mid_run_ends_with_a_named_exit_3(tmp_path: Path) -> None:
     """Redis gone while a session runs: the run waits DEVLOOP_REDIS_WAIT_S for it (a restart
     comes back within that), then gives up with exit 3, saying how to resume."""
@@ -132,6 +133,7 @@ def test_redis_going_away_mid_run_ends_with_a_named_exit_3(tmp_path: Path) -> No
     assert err.rstrip().endswith("run again to resume"), err
 
 
+@pytest.mark.timeout(120)
 def test_redis_gone_before_the_first_send_ends_with_exit_3_naming_the_folder(
     tmp_path: Path,
 ) -> None:
