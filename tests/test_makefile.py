@@ -32,9 +32,10 @@ def _commands(target: str) -> list[str]:
                           text=True, timeout=60).stdout.splitlines()
 
 
-def test_make_test_lints_as_make_lint_does_and_fails_when_the_types_do() -> None:
+def test_make_test_lints_as_make_lint_does_and_waits_for_mypy_before_the_suite() -> None:
     """ruff and mypy run in `make test` (mypy beside a collection pass): each lint command
-    is there, and the suite starts only after waiting for mypy's exit status."""
+    is there, and the suite starts only after the shell waited for mypy's exit status (the
+    recipe line's status, so a type error stops make there)."""
     shown = "\n".join(_commands("test"))
     for command in _commands("lint"):
         assert command in shown, command
