@@ -64,7 +64,9 @@ def code_then_test(
     request = RoleRequest(PID, unit, "tester", "test", 1, run_id="run-1-1")
     run, tester = run_tester(store, settings, llm, request)
     assert run.session and run.session.status == "completed", run.session
-    assert not tester.crashed and tester.tokens_used > 0
+    # A crashed run says why in its result.json (not in the output's summary of it).
+    assert not tester.crashed, store.unit_file(PID, unit, f"runs/{request.run_id}/result.json")
+    assert tester.tokens_used > 0
     assert (tester.acceptance_coverage, tester.contract_coverage) == (1.0, 1.0)
     return tester
 
