@@ -63,7 +63,8 @@ def code_then_test(
     assert entry and coder.contract_hash == entry.contract_hash
     request = RoleRequest(PID, unit, "tester", "test", 1, run_id="run-1-1")
     run, tester = run_tester(store, settings, llm, request)
-    assert run.session and run.session.status == "completed", run.session
+    assert run.session and run.session.status == "completed", run.session.model_dump_json(
+        include={"status", "terminal_reason", "self_check_failures"}) if run.session else None
     # A crashed run says why in its result.json (not in the output's summary of it).
     assert not tester.crashed, store.unit_file(PID, unit, f"runs/{request.run_id}/result.json")
     assert tester.tokens_used > 0
