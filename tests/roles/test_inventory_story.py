@@ -72,7 +72,6 @@ def code_then_test(
     return tester
 
 
-@pytest.mark.timeout(180)
 def test_the_inventory_project_goes_green_in_dependency_order_with_one_reflected_retry(
     redis_store: RedisStore,
     settings: Settings,
