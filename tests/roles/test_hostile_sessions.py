@@ -7,8 +7,6 @@ import os
 import time
 from pathlib import Path
 
-import pytest
-
 from devloop.core.config import load_settings
 from tests.roles.test_self_checks import Drive, call, drive, scripted_coder, todolist
 
@@ -26,7 +24,6 @@ def views() -> set[str]:
     return set(os.listdir(root)) if root.exists() else set()
 
 
-@pytest.mark.timeout(180)
 def test_a_coder_that_makes_100000_files_gets_a_violation_and_the_worker_goes_on(
     drive: Drive, inventory_project: Path
 ) -> None:

@@ -15,8 +15,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from devloop.core.models import CoderOutput
 from devloop.ledgers import BugLedger, Timeline, parse_coder_log
 from devloop.roles.coder_tools import NOT_GIVEN
@@ -144,7 +142,6 @@ def tool_texts(ended: Any, name: str) -> list[str]:
     return out
 
 
-@pytest.mark.timeout(120)
 def test_a_verdict_the_model_claims_is_never_the_one_recorded(
     drive: Drive, redis_store: RedisStore, inventory_project: Path
 ) -> None:
@@ -190,7 +187,6 @@ def test_items_whose_output_exists_are_marked_done_and_only_the_rest_asked_for(
     }
 
 
-@pytest.mark.timeout(120)
 def test_a_session_run_again_records_no_fact_twice(
     drive: Drive, redis_store: RedisStore, inventory_project: Path
 ) -> None:

@@ -683,7 +683,6 @@ def test_no_test_run_fails_the_tester(drive: Drive, coded_pricing: Path) -> None
     assert len(ended.failures) == 1
 
 
-@pytest.mark.timeout(180)
 def test_a_tester_red_with_the_same_failures_three_times_is_stuck_and_offered_no_revert(
     redis_store: RedisStore, settings: Settings, python_toolchain_dir: Path, coded_pricing: Path
 ) -> None:

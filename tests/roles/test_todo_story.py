@@ -27,7 +27,6 @@ def stub() -> Iterator[StubServer]:
         yield server
 
 
-@pytest.mark.timeout(180)
 def test_todo_be_goes_red_then_green_with_a_reflected_fix(
     redis_store: RedisStore,
     settings: Settings,
@@ -94,7 +93,6 @@ def test_todo_be_goes_red_then_green_with_a_reflected_fix(
     assert b'"ok": true' in files["runs/run-2-1/result.json"]
 
 
-@pytest.mark.timeout(120)
 def test_todo_fe_passes_first_time_against_the_upstream_contract(
     redis_store: RedisStore,
     settings: Settings,
