@@ -28,7 +28,9 @@ lint: $(STAMP)
 # orders them: longest first, the `alone` group last; --no-loadscope-reorder keeps that order
 # instead of xdist's largest-group-first). A fleet test partly waits (workers booting,
 # polling), so more workers than the 2 cores. Measured on clean clones, pytest idle: 574 s on
-# 3, 522 to 547 on 4, 499 on 5, 517 on 6; beside two busy loops, 789 s on 4.
+# 3, 522 to 547 on 4, 499 on 5, 517 on 6; beside two busy loops, 789 s on 4. Since the alone
+# group waits for the others and the collection pass came in: 443 s on 5 and 442 on 6 (one
+# clone, back to back), 451 to 466 s on 5 from `.ci/run`, 651 to 687 s beside two busy loops.
 TEST_WORKERS ?= 5
 
 # Our code's bytecode is compiled once, before the suite: it starts some 400 Python processes
