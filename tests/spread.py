@@ -30,10 +30,15 @@ PER_WORKER = frozenset({"settings", "redis_server", "node_toolchain_dir", "pytho
 ALONE = "alone"
 
 
+def _is_alone(item: pytest.Item | None) -> bool:
+    """Whether a test is marked `alone` (None, no next test: not)."""
+    return item is not None and item.get_closest_marker(ALONE) is not None
+
+
 def _shared_keys(item: pytest.Item) -> list[str]:
     """What the item shares with other tests: its module, if it uses a module-wide fixture of
     ours, and each session fixture of ours it uses that a worker must not make again."""
-    keys = [ALONE] if item.get_closest_marker(ALONE) is not None else []
+    keys = [ALONE] if _is_alone(item) else []
     info = getattr(item, "_fixtureinfo", None)
     for name in getattr(item, "fixturenames", ()):
         defs = info.name2fixturedefs.get(name) if info else None
@@ -93,7 +98,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         unit_cost[unit] = max(unit_cost.get(unit, 0.0), declared_cost(item))
     order = {item.nodeid: i for i, item in enumerate(items)}
 
-    alone = next((groups[it.nodeid] for it in items if it.get_closest_marker(ALONE)), None)
+    alone = next((groups[it.nodeid] for it in items if _is_alone(it)), None)
 
     def turn(it: pytest.Item) -> tuple[bool, float, int]:
         """Longest declared first, the alone group last, else the files' order."""
@@ -101,10 +106,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return unit == alone, -unit_cost[unit], order[it.nodeid]
 
     items.sort(key=turn)
-
-
-def _is_alone(item: pytest.Item | None) -> bool:
-    return item is not None and item.get_closest_marker(ALONE) is not None
 
 
 # The lock this worker holds across tests of one kind run back to back.
@@ -115,7 +116,8 @@ def _take_turn(config: pytest.Config, alone: bool) -> ExitStack:
     """Take the run's lock shared (or, alone, exclusive); closing the stack releases it."""
     run_dir = config._tmp_path_factory.getbasetemp().parent  # type: ignore[attr-defined]
     held = ExitStack()
-    room = os.open(run_dir / "alone.lock", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    room = os.open(run_dir / "alone.lock",
+                   os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
     held.callback(os.close, room)
     fcntl.flock(room, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
     return held
