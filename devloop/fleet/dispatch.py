@@ -7,6 +7,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from devloop.core import dag
 from devloop.core.loop import (
     STARVED_BACKOFF_S,
@@ -23,14 +25,11 @@ from devloop.core.loop import (
 from devloop.fleet.control import current_epoch, mark_unit_cancelled
 from devloop.fleet.marks import export_marks, scripted_now
 from devloop.fleet.messages import Dispatch, StepMsg
-from devloop.fleet.records import (
-    StepRecord,
-    load_outcomes,
-    load_step,
-    save_step,
-)
+from devloop.fleet.records import StepRecord, load_outcomes, load_step
 from devloop.fleet.retest import passed_again
-from devloop.ledgers import BugLedger, Timeline
+from devloop.fleet.transition import Followup, followup, transition
+from devloop.ledgers import BugLedger
+from devloop.ledgers.timeline import loop_line
 from devloop.project.load import load_project
 from devloop.runners.tamper import is_code_fault
 from devloop.store import ImportReport, RedisStore, UnitState, promote_memory
@@ -42,6 +41,7 @@ TERMINAL = ("passed", "blocked", "blocked_upstream", "review")
 RESUMABLE = ("model", "infrastructure")
 CANCELLED = "cancelled"  # a person stopped the unit: `devloop unblock` or resume carries it on
 CASCADE_TRIES = 3  # reads of a cascade's units that moved while it wrote
+RELEASED = "released: every unit it depends on passed"
 
 
 def _start_all(store: RedisStore, pid: str, units: list[str], epoch: int) -> list[Dispatch]:
@@ -54,17 +54,14 @@ def _start_all(store: RedisStore, pid: str, units: list[str], epoch: int) -> lis
     states = store.get_states(pid, units)
     first = [u for u in units if states[u].attempt == 0]
     state = UnitState(status="coding", attempt=1, started_at=now, updated_at=now)
-    won = dict.fromkeys(store.start_units(pid, first, state), 1)
+    lines = {u: loop_line("loop_release", u, summary=RELEASED) for u in units}
+    won = dict.fromkeys(store.start_units(pid, first, state, lines), 1)
     for unit in units:
         old = states[unit]
         if old.attempt and old.status == "pending":
             again = started_again(old, now)
-            if store.cas_state(pid, unit, "pending", old.attempt, again):
+            if transition(store, pid, unit, old, again, "loop_release", summary=RELEASED):
                 won[unit] = again.attempt
-    timeline = Timeline(store.sink(pid, "timeline"))
-    for unit in (u for u in units if u in won):
-        timeline.append("loop_release", unit_id=unit, agent="loop",
-                        summary="released: every unit it depends on passed")
     return [Dispatch(msg=StepMsg(pid=pid, unit_id=u, attempt=won[u], mode="implement",
                                  epoch=epoch))
             for u in units if u in won]
@@ -128,42 +125,26 @@ def decide_after(
     # Before the pass is visible: a run never sees every unit done between the pass and
     # the re-tests it starts (passed_again starts them once, whichever decide gets here).
     again = passed_again(store, pid, unit, msg.epoch) if decision.action == "pass" else []
-    if not store.cas_state(pid, unit, state.status, state.attempt, new):
+    record = StepRecord(
+        role="decide",
+        attempt=msg.attempt,
+        tester_try=msg.tester_try,
+        msg=msg,
+        worker=worker,
+        sent_at=msg.sent_at,
+        started_at=started,
+        ended_at=time.time(),
+        status=decision.action,
+        output={"reason": decision.reason, **_block_kind(decision)},
+    )
+    then = followup(decision.action, new, msg.epoch, marks=bool(new.scripted or state.scripted))
+    if not transition(store, pid, unit, state, new, f"loop_{decision.action}", msg.run_id,
+                      decision.reason, then, record):
         return again
-    save_step(
-        store,
-        pid,
-        unit,
-        StepRecord(
-            role="decide",
-            attempt=msg.attempt,
-            tester_try=msg.tester_try,
-            msg=msg,
-            worker=worker,
-            sent_at=msg.sent_at,
-            started_at=started,
-            ended_at=time.time(),
-            status=decision.action,
-            output={"reason": decision.reason, **_block_kind(decision)},
-        ),
-    )
-    timeline = Timeline(store.sink(pid, "timeline"))
-    timeline.append(
-        f"loop_{decision.action}",
-        unit_id=unit,
-        ref=msg.run_id,
-        agent="loop",
-        summary=decision.reason,
-    )
+    out = follow_up(store, pid, unit, then) if then else []
     if decision.action == "pass":
-        promote_memory(store, pid, unit)
-        if new.scripted or state.scripted:
-            export_marks(store, pid)
-        return release_dependents(store, pid, unit, msg.epoch) + again
-    if decision.action == "review":
-        return []  # a person approves (review.approve_unit releases the dependents) or not
+        return out + again
     if decision.action == "retry_coder":
-        start_fixing(store, pid, unit, new.attempt)
         return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry",
                                      epoch=msg.epoch))]
     if decision.action == "retry_tester":
@@ -172,8 +153,53 @@ def decide_after(
             tester_try=_try(new), skip_coder=True, epoch=msg.epoch,
         )
         return [Dispatch(msg=nxt, countdown_s=decision.delay_s)]
-    block_downstream(store, pid, unit)
-    return []
+    return []  # a review (a person approves, or not) or a block
+
+
+def follow_up(store: RedisStore, pid: str, unit: str, then: Followup) -> list[Dispatch]:
+    """Do what a transition left to do (each part idempotent), then drop it unless a newer
+    transition replaced it; the chains to send (a pass's released dependents)."""
+    out: list[Dispatch] = []
+    if then.action == "pass":
+        promote_memory(store, pid, unit)
+        if then.scripted:
+            export_marks(store, pid)
+        out = release_dependents(store, pid, unit, then.epoch)
+    elif then.action == "block":
+        block_downstream(store, pid, unit)
+    else:
+        start_fixing(store, pid, unit, then.attempt)
+    store.swap_followup(pid, unit, then.model_dump_json())
+    return out
+
+
+def overdue_followups(
+    store: RedisStore, pid: str, grace_s: float, now: float | None = None
+) -> list[Dispatch]:
+    """Follow-ups left longer than grace_s (their worker died after the transition): each
+    claimed by one caller, done if the unit is still where its transition put it, dropped
+    if it moved on since; the chains to send."""
+    now = now or time.time()
+    out: list[Dispatch] = []
+    left = store.followups(pid)
+    states = store.get_states(pid, list(left)) if left else {}
+    for unit, held in left.items():
+        try:
+            then = Followup.model_validate_json(held)
+        except ValidationError:
+            store.swap_followup(pid, unit, held)  # not DevLoop's (written by hand): dropped
+            continue
+        if now - then.at < grace_s:
+            continue
+        state = states[unit]
+        if (state.status, state.attempt) != (then.status, then.attempt):
+            store.swap_followup(pid, unit, held)
+            continue
+        claimed = then.model_copy(update={"at": now})
+        # Claimed for another grace period: a caller that dies now leaves it to the next.
+        if store.swap_followup(pid, unit, held, claimed.model_dump_json()):
+            out += follow_up(store, pid, unit, claimed)
+    return out
 
 
 def _block_kind(decision: Decision) -> dict[str, str]:
@@ -303,9 +329,11 @@ def reconcile(
 
     Steps are idempotent (stored records, leases, compare-and-set), so a re-send that
     races a slow but live task costs a redundant message, never a double run. Every
-    state is read in one round trip and every lease of an idle unit in another.
+    state is read in one round trip and every lease of an idle unit in another. A
+    transition's follow-up left longer than the grace (its worker died) is done first.
     """
     now = now or time.time()
+    followed = overdue_followups(store, pid, grace_s, now)
     graph = store.project_record(pid).graph
     epoch = current_epoch(store, pid)
     states = store.get_states(pid, list(graph))
@@ -325,7 +353,7 @@ def reconcile(
             out.append(_resend(store, pid, unit, idle[unit], epoch))
         elif unit in started:
             out.append(started[unit])
-    return out
+    return followed + out  # (states are read after the follow-ups: no unit twice)
 
 
 def _start_if_ready(

@@ -20,9 +20,9 @@ from pydantic import BaseModel
 
 from devloop.core import dag
 from devloop.core.loop import unblock
-from devloop.fleet.dispatch import start_fixing, unblock_unit
+from devloop.fleet.dispatch import follow_up, unblock_unit
 from devloop.fleet.messages import Dispatch, StepMsg
-from devloop.ledgers import Timeline
+from devloop.fleet.transition import followup, transition
 from devloop.project.load import Project
 from devloop.store import RedisStore
 
@@ -114,13 +114,12 @@ def rerun(store: RedisStore, pid: str, unit: str, why: str) -> list[Dispatch]:
     if state.status != "passed":
         return []
     new = unblock(state, why).model_copy(update={"updated_at": time.time()})
-    if not store.cas_state(pid, unit, state.status, state.attempt, new):
+    then = followup("retry_coder", new)
+    if not transition(store, pid, unit, state, new, "loop_retry_coder", f"run-{new.attempt}-1",
+                      f"run again: {why}", then):
         return []
-    start_fixing(store, pid, unit, new.attempt)
-    Timeline(store.sink(pid, "timeline")).append(
-        "loop_retry_coder", unit_id=unit, ref=f"run-{new.attempt}-1", agent="loop",
-        summary=f"run again: {why}",
-    )
+    if then:
+        follow_up(store, pid, unit, then)
     return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry"))]
 
 

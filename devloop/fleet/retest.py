@@ -14,8 +14,8 @@ import time
 from devloop.core import dag
 from devloop.core.loop import retest
 from devloop.fleet.messages import Dispatch, StepMsg
-from devloop.fleet.records import StepOutcome, StepRecord, save_step
-from devloop.ledgers import Timeline
+from devloop.fleet.records import StepOutcome, StepRecord
+from devloop.fleet.transition import transition
 from devloop.store import RedisStore
 
 RETESTED = "upstream_changed"  # the reason on the coder step a re-test skips
@@ -38,23 +38,20 @@ def retest_units(
 ) -> list[Dispatch]:
     """Start a tester-only attempt for each listed unit that is passed, saying why."""
     out = []
-    timeline = Timeline(store.sink(pid, "timeline"))
     for unit, state in store.get_states(pid, units).items():
         if state.status != "passed":
             continue  # not run yet, or running: its next run imports the new code anyway
-        new = retest(state, why).model_copy(update={"updated_at": time.time()})
-        if not store.cas_state(pid, unit, "passed", state.attempt, new):
-            continue
+        now = time.time()
+        new = retest(state, why).model_copy(update={"updated_at": now})
         msg = StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry",
                       skip_coder=True, epoch=epoch)
-        now = time.time()
         # The tester step runs over a finished coder step: this one ran nothing.
-        save_step(store, pid, unit, StepRecord(
+        coder = StepRecord(
             role="coder", attempt=new.attempt, msg=msg, worker="loop", started_at=now,
             ended_at=now, status="completed", output={"reason": why},
             outcome=StepOutcome(status="completed", reason=RETESTED, summary=why),
-        ))
-        timeline.append("loop_retest", unit_id=unit, ref=msg.run_id, agent="loop",
-                        summary=f"re-test: {why}")
-        out.append(Dispatch(msg=msg))
+        )
+        if transition(store, pid, unit, state, new, "loop_retest", msg.run_id,
+                      f"re-test: {why}", record=coder):
+            out.append(Dispatch(msg=msg))
     return out

@@ -17,13 +17,12 @@ from devloop.core.artifacts import bidi_controls, binary_summary, codepoint, is_
 from devloop.core.errors import DevLoopError
 from devloop.core.loop import approve, request_changes
 from devloop.fleet.control import current_epoch
-from devloop.fleet.dispatch import release_dependents, start_fixing
-from devloop.fleet.marks import export_marks
+from devloop.fleet.dispatch import follow_up
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.retest import passed_again
-from devloop.ledgers import Timeline
+from devloop.fleet.transition import followup, transition
 from devloop.roles.context import reviews_path
-from devloop.store import RedisStore, UnitState, promote_memory
+from devloop.store import RedisStore, UnitState
 from devloop.store.filesets import files_digest
 
 DIFF_LINES = 4000  # lines of one file's diff shown; the rest is summarized
@@ -52,7 +51,10 @@ def approve_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[Dispat
     (once: the release claims each dependent with SET NX); the chains to send."""
     state = _waiting(store, pid, unit)
     new = approve(state).model_copy(update={"updated_at": time.time()})
-    if not store.cas_state(pid, unit, "review", state.attempt, new):
+    epoch = current_epoch(store, pid)
+    then = followup("pass", new, epoch, marks=bool(new.scripted))
+    if not transition(store, pid, unit, state, new, "loop_pass", f"review-{state.attempt}",
+                      f"tests green and approved in review by {by}", then):
         raise ReviewRefused(f'unit "{unit}" changed while it was being approved; look again')
     snapshot = store.unit_files(pid, unit)
     files = reviewed(snapshot.files)
@@ -61,15 +63,8 @@ def approve_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[Dispat
         "by": by, "ts": time.time(),
     })
     _record(store, pid, unit, state.attempt, "approved", "", by)
-    Timeline(store.sink(pid, "timeline")).append(
-        "loop_pass", unit_id=unit, ref=f"review-{state.attempt}", agent="loop",
-        summary=f"tests green and approved in review by {by}",
-    )
-    promote_memory(store, pid, unit)
-    if new.scripted:
-        export_marks(store, pid)  # approved over scripted turns: still a scripted pass
-    epoch = current_epoch(store, pid)
-    return release_dependents(store, pid, unit, epoch) + passed_again(store, pid, unit, epoch)
+    assert then is not None  # a pass always has one
+    return follow_up(store, pid, unit, then) + passed_again(store, pid, unit, epoch)
 
 
 def request_changes_unit(
@@ -81,14 +76,14 @@ def request_changes_unit(
         raise ReviewRefused("say what should change (the note goes to the coder)")
     state = _waiting(store, pid, unit)
     new = request_changes(state, note).model_copy(update={"updated_at": time.time()})
-    if not store.cas_state(pid, unit, "review", state.attempt, new):
+    then = followup("retry_coder", new)
+    summary = f"changes requested in review by {by}; coder retries as attempt {new.attempt}"
+    if not transition(store, pid, unit, state, new, "loop_retry_coder", f"review-{state.attempt}",
+                      summary, then):
         raise ReviewRefused(f'unit "{unit}" changed while it was being reviewed; look again')
     _record(store, pid, unit, state.attempt, "changes", note, by)
-    Timeline(store.sink(pid, "timeline")).append(
-        "loop_retry_coder", unit_id=unit, ref=f"review-{state.attempt}", agent="loop",
-        summary=f"changes requested in review by {by}; coder retries as attempt {new.attempt}",
-    )
-    start_fixing(store, pid, unit, new.attempt)
+    if then:
+        follow_up(store, pid, unit, then)
     msg = StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry",
                   epoch=current_epoch(store, pid))
     return [Dispatch(msg=msg)]

@@ -18,7 +18,7 @@ from devloop.fleet.control import current_epoch
 from devloop.fleet.dispatch import start_units_again
 from devloop.fleet.marks import export_marks, is_scripted
 from devloop.fleet.messages import Dispatch
-from devloop.ledgers import Timeline
+from devloop.fleet.transition import transition
 from devloop.project.load import Project
 from devloop.store import RedisStore, UnitState
 
@@ -82,18 +82,16 @@ def run_scripted_again(
     again from implement; the chains to send, and one line per unit saying why."""
     pid, graph = project.pid, project.graph()
     states = store.get_states(pid, list(graph))
-    timeline = Timeline(store.sink(pid, "timeline"))
     epoch = current_epoch(store, pid)
     done = Rebuilt()
     for rerun in reruns(graph, states, every_run_scripted):
         state = states[rerun.unit]
         waiting = waiting_again(state).model_copy(update={"updated_at": time.time()})
-        if not store.cas_state(pid, rerun.unit, "passed", state.attempt, waiting):
+        line = rerun.line(state.attempt + 1)
+        if not transition(store, pid, rerun.unit, state, waiting, "loop_retry_coder",
+                          f"run-{state.attempt + 1}-1", line.split(": ", 1)[1]):
             continue  # moved meanwhile (another run drives it): it is not passed any more
         _forget(store, pid, graph, rerun.unit)
-        line = rerun.line(state.attempt + 1)
-        timeline.append("loop_retry_coder", unit_id=rerun.unit, agent="loop",
-                        ref=f"run-{state.attempt + 1}-1", summary=line.split(": ", 1)[1])
         if not rerun.waits_for:
             done.sent += start_units_again(store, pid, [rerun.unit], epoch)
         done.lines.append(line)

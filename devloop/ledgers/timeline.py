@@ -36,11 +36,7 @@ class Timeline:
         agent: str | None = None,
     ) -> TimelineEvent:
         """Record one event stamped now, and return it."""
-        if not kind:
-            raise ValueError("timeline event needs a kind, e.g. 'unit_tested'")
-        event = TimelineEvent(
-            ts=iso_z(self._now()), kind=kind, unit_id=unit_id, ref=ref, summary=summary, agent=agent
-        )
+        event = stamped(kind, unit_id, ref, summary, agent, self._now)
         self.sink.append(dumps_line(event.to_json_dict()))
         return event
 
@@ -57,3 +53,21 @@ class Timeline:
                 continue
             out.append(event)
         return out
+
+
+def stamped(
+    kind: str, unit_id: str | None = None, ref: str | None = None, summary: str = "",
+    agent: str | None = None, now: Clock = utc_now,
+) -> TimelineEvent:
+    """One event stamped now (ValueError without a kind)."""
+    if not kind:
+        raise ValueError("timeline event needs a kind, e.g. 'unit_tested'")
+    return TimelineEvent(
+        ts=iso_z(now()), kind=kind, unit_id=unit_id, ref=ref, summary=summary, agent=agent
+    )
+
+
+def loop_line(kind: str, unit_id: str, ref: str | None = None, summary: str = "") -> str:
+    """A loop event stamped now, as its line: for a state change that writes it in the same
+    step (store.state.WithState), so no crash leaves one without the other."""
+    return dumps_line(stamped(kind, unit_id, ref, summary, LOOP_AGENT).to_json_dict())

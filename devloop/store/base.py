@@ -32,6 +32,7 @@ class StoreBase:
         self.file_cap_bytes = file_cap_bytes
         self._commit_files = client.register_script(scripts.COMMIT_FILES)
         self._cas_state = client.register_script(scripts.CAS_STATE)
+        self._swap_followup = client.register_script(scripts.SWAP_FOLLOWUP)
         self._acquire_lease = client.register_script(scripts.ACQUIRE_LEASE)
         self._heartbeat_lease = client.register_script(scripts.HEARTBEAT_LEASE)
         self._release_lease = client.register_script(scripts.RELEASE_LEASE)

@@ -178,6 +178,11 @@ class Keys:
         return f"{self.prefix}notified:{event_id}"
 
     @property
+    def followups(self) -> str:
+        """Hash: unit -> the follow-up (JSON) its last transition still has to do."""
+        return self.prefix + "followups"
+
+    @property
     def reconcile_lock(self) -> str:
         """String with a TTL: a reconcile pass is under way (one at a time)."""
         return self.prefix + "reconcile-lock"

@@ -14,6 +14,25 @@ if KEYS[{key}] and redis.call('GET', KEYS[{key}]) ~= ARGV[{arg}] then
 end
 """
 
+# One line appended to a ledger's stream and, with the same id, to its unit's stream (a unit
+# stream left ahead of it by hand takes a new id); a stream that was empty is indexed from its
+# first entry on.  Placeholders: the KEYS index of the stream, the unit's stream (the stream
+# itself when the line has no unit) and the ledger index; the ARGV index of the line and of
+# the ledger's name.  Leaves the entry's id in `id`.
+INDEXED_APPEND = """
+local fresh = redis.call('XLEN', KEYS[{stream}]) == 0
+local id = redis.call('XADD', KEYS[{stream}], '*', 'line', ARGV[{line}])
+if KEYS[{unit_stream}] ~= KEYS[{stream}] then
+  local copied = redis.pcall('XADD', KEYS[{unit_stream}], id, 'line', ARGV[{line}])
+  if type(copied) == 'table' and copied.err then
+    redis.call('XADD', KEYS[{unit_stream}], '*', 'line', ARGV[{line}])
+  end
+end
+if fresh then
+  redis.call('HSET', KEYS[{index}], ARGV[{ledger}], '1')
+end
+"""
+
 # KEYS: files, meta, commits[, lease].  ARGV: marker, base_version, cap, owner, then
 # (path, op, data)* with op "w" (write data) or "d" (delete).  With a lease, the commit
 # lands only while owner holds it.  The marker check comes before the version check so a
@@ -51,11 +70,16 @@ redis.call('HSET', KEYS[3], ARGV[1], version)
 return {1, version}
 """
 
-# KEYS: state, events[, lease].  ARGV: expected status, expected attempt, new state JSON,
-# unit, new status, new attempt, events maxlen[, owner].  A unit with no state yet counts as
-# pending at attempt 0.  With a lease, the change lands only while owner holds it; an
-# applied change is also one entry of the project's live events.
-CAS_STATE = FENCE_CHECK.format(key=3, arg=8) + """
+# KEYS: state, events, timeline, the unit's timeline, ledger index, follow-ups, steps[, lease].
+# ARGV: expected status, expected attempt, new state JSON, unit, new status, new attempt,
+# events maxlen, the loop's timeline line ('' for none), the timeline's ledger name, the
+# follow-up JSON ('' for none), a step record's name ('' for none), its JSON[, owner].  A unit
+# with no state yet counts as pending at attempt 0.  With a lease, the change lands only while
+# owner holds it.  An applied change is also one entry of the project's live events, and what
+# must never be apart from it lands in the same step: the loop's timeline line (as
+# LEDGER_APPEND adds it), the follow-up still to do (`unit` -> JSON, replacing any earlier),
+# and the step record (unless one is there).
+CAS_STATE = FENCE_CHECK.format(key=8, arg=13) + """
 local status, attempt = 'pending', 0
 local current = redis.call('GET', KEYS[1])
 if current then
@@ -72,6 +96,30 @@ if cjson.decode(ARGV[3])['scripted'] == true then
   table.insert(event, '1')
 end
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '*', unpack(event))
+if ARGV[8] ~= '' then
+""" + INDEXED_APPEND.format(stream=3, unit_stream=4, index=5, line=8, ledger=9) + """
+end
+if ARGV[10] ~= '' then
+  redis.call('HSET', KEYS[6], ARGV[4], ARGV[10])
+end
+if ARGV[11] ~= '' then
+  redis.call('HSETNX', KEYS[7], ARGV[11], ARGV[12])
+end
+return 1
+"""
+
+# KEYS: follow-ups.  ARGV: unit, the follow-up JSON it should still hold, the new JSON ('' to
+# drop it).  Replaces (or drops) the unit's follow-up only if it is still that one: a claim
+# of an overdue follow-up, or its end, never undoes a newer transition's.
+SWAP_FOLLOWUP = """
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then
+  return 0
+end
+if ARGV[3] == '' then
+  redis.call('HDEL', KEYS[1], ARGV[1])
+else
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+end
 return 1
 """
 
@@ -139,20 +187,11 @@ return 0
 # none), the ledger's name[, owner].  The entry goes to the project's stream and, with the
 # same id, to its unit's (a unit stream left ahead of it by hand takes a new id); a stream
 # that was empty is indexed from its first entry on.  Returns the entry's id.
-LEDGER_APPEND = FENCE_CHECK.format(key=5, arg=5) + """
-local fresh = redis.call('XLEN', KEYS[1]) == 0
-local id = redis.call('XADD', KEYS[1], '*', 'line', ARGV[1])
-if ARGV[2] ~= '' then
-  local copied = redis.pcall('XADD', KEYS[2], id, 'line', ARGV[1])
-  if type(copied) == 'table' and copied.err then
-    redis.call('XADD', KEYS[2], '*', 'line', ARGV[1])
-  end
-  if ARGV[3] ~= '' then
-    redis.call('HSET', KEYS[3], ARGV[3], ARGV[2])
-  end
-end
-if fresh then
-  redis.call('HSET', KEYS[4], ARGV[4], '1')
+LEDGER_APPEND = FENCE_CHECK.format(key=5, arg=5) + INDEXED_APPEND.format(
+    stream=1, unit_stream=2, index=4, line=1, ledger=4
+) + """
+if ARGV[3] ~= '' then
+  redis.call('HSET', KEYS[3], ARGV[3], ARGV[2])
 end
 return id
 """

@@ -3,12 +3,14 @@
 Every write is also an entry of the project's live events stream (`Keys.events`), in the
 same round trip, so a console sees each change without polling: a "state" entry per unit,
 or for a cascade (a blocked unit's downstream) one "cascade" entry per batch of units.
-`event_states` reads both.
+`event_states` reads both. What must never be apart from a change (the loop's timeline event,
+the follow-up still owed, a step record) rides in the same script (`WithState`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from devloop.store import scripts
@@ -81,14 +83,19 @@ class StateMixin(StoreBase):
         moved = {u.decode() for reply in replies for u in reply}
         return [u for u in units if u in moved]
 
-    def start_units(self, pid: str, units: list[str], state: UnitState) -> list[str]:
-        """Move each listed unit from pending (attempt 0) to state, in one round trip; the
-        units that were still pending (the others were started by someone else)."""
+    def start_units(
+        self, pid: str, units: list[str], state: UnitState,
+        timeline_lines: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        """Move each listed unit from pending (attempt 0) to state, in one round trip, each
+        with its timeline line (if any) in the same step; the units that were still pending
+        (the others were started by someone else)."""
         if not units:
             return []
         with self.client.pipeline(transaction=False) as pipe:
             for unit in units:
-                keys, args = self._cas_call(pid, unit, "pending", 0, state)
+                line = WithState((timeline_lines or {}).get(unit, ""))
+                keys, args = self._cas_call(pid, unit, "pending", 0, state, line)
                 self._cas_state(keys=keys, args=args, client=pipe)
             won = pipe.execute()
         return [unit for unit, ok in zip(units, won, strict=True) if ok]
@@ -101,23 +108,53 @@ class StateMixin(StoreBase):
         expected_attempt: int,
         new_state: UnitState,
         fence: Fence | None = None,
+        with_it: WithState | None = None,
     ) -> bool:
         """Replace the state only if it is still (expected_status, expected_attempt); with a
-        fence, only while the step's lease is still its own (LeaseLost if not)."""
-        keys, args = self._cas_call(pid, unit, expected_status, expected_attempt, new_state)
+        fence, only while the step's lease is still its own (LeaseLost if not); what
+        `with_it` holds lands in the same step, or nothing does."""
+        keys, args = self._cas_call(pid, unit, expected_status, expected_attempt, new_state,
+                                    with_it)
         with fenced(fence):
             done = self._cas_state(keys=keys + ([fence.lease] if fence else []),
                                    args=args + ([fence.owner] if fence else []))
         return bool(done)
 
     def _cas_call(
-        self, pid: str, unit: str, expected_status: str, expected_attempt: int, state: UnitState
+        self, pid: str, unit: str, expected_status: str, expected_attempt: int, state: UnitState,
+        with_it: WithState | None = None,
     ) -> tuple[list[str], list[Any]]:
         """CAS_STATE's keys and arguments, before any fence."""
-        keys = self.keys(pid)
-        return ([keys.state(unit), keys.events],
+        keys, also = self.keys(pid), with_it or WithState()
+        record_name, record = also.record or ("", "")
+        return ([keys.state(unit), keys.events, keys.stream("timeline"),
+                 keys.unit_ledger("timeline", unit), keys.ledger_index, keys.followups,
+                 keys.steps(unit)],
                 [expected_status, expected_attempt, state.model_dump_json(), unit,
-                 state.status, state.attempt, EVENTS_MAXLEN])
+                 state.status, state.attempt, EVENTS_MAXLEN, also.timeline_line.removesuffix("\n"),
+                 "timeline", also.followup, record_name, record])
+
+    def followups(self, pid: str) -> dict[str, str]:
+        """Every unit's follow-up still to do (JSON), as its transition left it."""
+        raw = self.client.hgetall(self.keys(pid).followups)
+        return {k.decode(): v.decode() for k, v in raw.items()}
+
+    def swap_followup(self, pid: str, unit: str, held: str, new: str = "") -> bool:
+        """Replace the unit's follow-up `held` by `new` ('' drops it), only while it is still
+        `held`: whether it was."""
+        keys = [self.keys(pid).followups]
+        return bool(self._swap_followup(keys=keys, args=[unit, held, new]))
+
+
+@dataclass(frozen=True)
+class WithState:
+    """What lands in the same step as a state change, or not at all: the loop's timeline
+    line, the follow-up still to do after it (JSON), a step record (name, JSON) unless one
+    is stored under that name."""
+
+    timeline_line: str = ""
+    followup: str = ""
+    record: tuple[str, str] | None = None
 
 
 def event_states(fields: Mapping[bytes, bytes]) -> list[tuple[str, str, int]]:

@@ -33,7 +33,12 @@ from devloop.core.config import Settings, load_settings
 from devloop.core.errors import DevLoopError, Problem, ProjectInvalid
 from devloop.core.suggest import unknown
 from devloop.fleet.control import steps_running
-from devloop.fleet.dispatch import enqueue_project, reconcile, resume_blocked
+from devloop.fleet.dispatch import (
+    enqueue_project,
+    overdue_followups,
+    reconcile,
+    resume_blocked,
+)
 from devloop.fleet.failures import one_line
 from devloop.fleet.livestatus import LiveStatus
 from devloop.fleet.marks import STUB, export_marks
@@ -469,6 +474,10 @@ def _watch(
             if options.timeout_s and time.monotonic() - started > options.timeout_s:
                 raise GaveUp(f"timed out after {options.timeout_s:.0f} s; run again to resume")
             time.sleep(options.poll_s)
+        if state.finished:
+            # A worker that died right after a unit's last transition left its follow-up
+            # (notes to promote, marks to export): done now, not a grace period later.
+            queue.send(overdue_followups(store, pid, grace_s=0))
         # The end is told from one look after everything stopped: a step that ended after
         # the look that ended the watch (its model calls counted) is in it.
         state = project_status(store, pid, folder=folder)
