@@ -34,6 +34,12 @@ def run(runner: PytestRunner, view: Path, timeout_s: float = 60.0) -> RunOutcome
     )
 
 
+def told(out: RunOutcome) -> str:
+    """All a run left, for an assertion that fails on it."""
+    return (f"exit {out.exit_code}, timed out {out.timed_out}\n{out.result.model_dump_json()}\n"
+            f"--- stdout\n{out.stdout}\n--- stderr\n{out.stderr}")
+
+
 def written(view: Path) -> RunResult:
     """The result.json the runner wrote, checked next to stdout.txt and stderr.txt."""
     run_dir = view / "units" / UNIT / "runs" / RUN
@@ -94,7 +100,7 @@ def test_a_planted_unchecked_pyc_never_runs_instead_of_the_reviewed_source(
     code = view / "units/cents/code"
     planted = plant_pyc(code, python_toolchain_dir / "bin/python")
     out = runner.run(view=view, unit_id="cents", run_id=RUN, attempt=1, retry_budget_left=4)
-    assert (out.result.ok, out.result.summary.passed) == (True, 1), out.stdout
+    assert (out.result.ok, out.result.summary.passed) == (True, 1), told(out)
     assert planted.read_bytes()[4:8] == b"\x01\0\0\0"  # still there, still unchecked-hash
     assert {p.name for p in code.rglob("*")} == {"__pycache__", "money.py", planted.name}
 
