@@ -30,7 +30,7 @@ STARVING = {"DEVLOOP_SANDBOX_NICE": "19", "DEVLOOP_SANDBOX_CPU_SHARES": "0",
             "DEVLOOP_STARVED_BACKOFF_S": "2"}
 SPINNING_TEST = (
     "import time\nfrom unit import value\n\n\ndef test_value_returns_42():\n"
-    "    end = time.thread_time() + 1.0\n    while time.thread_time() < end:\n        pass\n"
+    "    end = time.thread_time() + 0.5\n    while time.thread_time() < end:\n        pass\n"
     "    assert value() == 42\n"
 )
 
@@ -44,14 +44,14 @@ def test_a_starved_test_run_is_re_run_after_a_backoff_and_never_sent_to_the_code
     project = build(tmp_path / "p", plans)
     turns = script(plans)
     tester = turns["sessions"]["tester.*.one"]["turns"]
-    # A test that needs 1 s of CPU, run with a 3 s limit: starved, it gets a small part of
-    # that second in 3 x 3 s of wall time and is killed as starved; on a free machine it
-    # passes at once.
+    # A test that needs half a second of CPU (and its run as much again to start), run with
+    # a 2 s limit: starved, the run gets a small part of that in 3 x 2 s of wall time and is
+    # killed as starved; on a free machine it passes at once.
     tester[1] = _turn(
         ("write_todolist", {"items": [{"id": "step-001", "title": "test value()"}]}),
         ("Write", {"path": "tests/test_unit.py", "content": SPINNING_TEST}),
     )
-    tester[2] = _turn(("run_tests", {"timeout_s": 3}))
+    tester[2] = _turn(("run_tests", {"timeout_s": 2}))
     neighbours = [
         subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
         for _ in range(cpu_count())
