@@ -4,9 +4,9 @@ The loop's timeline event (loop_pass, loop_block, ...) is what the report believ
 pass or a block has effects beyond the unit (dependents released or blocked, notes
 promoted, bugs moved to fixing). A worker can die at any line, and Redis can lose a reply,
 so the state change, its event, its step record and the follow-up still to do land in one
-Lua call (store.state.CAS_STATE). The follow-up's parts are idempotent: whoever made the
-transition does them and drops the follow-up; reconcile does an overdue one
-(fleet.dispatch.follow_up).
+Lua call (store.scripts.CAS_STATE). The follow-up's parts are idempotent: whoever made the
+transition does them and drops the follow-up (fleet.dispatch.follow_up); reconcile does
+one left overdue by a worker that died (fleet.dispatch.overdue_followups).
 """
 
 from __future__ import annotations

@@ -50,7 +50,7 @@ Every key of a project starts with ``devloop:{pid}:``::
     devloop:{pid}:notified:{event id}       string with TTL: the webhook notifier that claimed it
     devloop:{pid}:reconcile-lock            string with TTL: a reconcile pass is under way
     devloop:{pid}:followups                 hash    unit -> what its last transition still has to
-                                                    do (JSON), till done (fleet/followups.py)
+                                                    do (JSON), till done (fleet/transition.py)
     devloop:@company:{cid}:memory           hash    "{role}/{pid}--{unit}--{name}.md" -> note
                                                     promoted from any project of the company
 
