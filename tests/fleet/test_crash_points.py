@@ -55,7 +55,8 @@ class Lifeline:
         self.used += 1
 
 
-def dying_store(client: redis.Redis, line: Lifeline) -> RedisStore:
+@contextlib.contextmanager
+def dying_store(client: redis.Redis, line: Lifeline) -> Iterator[RedisStore]:
     """A store over a new connection to client's server that dies as line says."""
     pool = client.connection_pool
     base: Any = pool.connection_class
@@ -66,7 +67,10 @@ def dying_store(client: redis.Redis, line: Lifeline) -> RedisStore:
             super().send_packed_command(command, check_health)
 
     dying = redis.ConnectionPool(connection_class=Dying, **pool.connection_kwargs)
-    return RedisStore(redis.Redis(connection_pool=dying))
+    try:
+        yield RedisStore(redis.Redis(connection_pool=dying))
+    finally:
+        dying.disconnect()
 
 
 def prepare(store: RedisStore, root: Path, outcome: StepOutcome) -> StepMsg:
@@ -139,7 +143,8 @@ def test_a_decision_killed_before_any_round_trip_ends_whole_once_the_fleet_recov
         redis_client.flushall()
         msg = prepare(redis_store, tmp_path / f"killed-{n}", outcome)
         try:
-            decide_after(dying_store(redis_client, Lifeline(n)), msg, budget)
+            with dying_store(redis_client, Lifeline(n)) as dying:
+                decide_after(dying, msg, budget)
             killed = False
         except Killed:
             after_the_kill(redis_store, msg, budget, redelivered)
@@ -172,7 +177,8 @@ def test_a_persons_command_killed_before_any_round_trip_ends_whole_once_the_flee
         prepare(redis_store, tmp_path / f"killed-{n}", GREEN)
         redis_store.put_state(PID, "a", before)
         try:
-            command(dying_store(redis_client, Lifeline(n)))
+            with dying_store(redis_client, Lifeline(n)) as dying:
+                command(dying)
             killed = False
         except Killed:
             with contextlib.suppress(ReviewRefused, ValueError):
