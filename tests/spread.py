@@ -5,10 +5,11 @@ stub run the report tests read) are kept on one worker, so it is made once, as i
 run; every other test goes to whichever worker is free. On the workers, the tests that declare
 a long timeout are handed out first: a fleet test started last keeps the whole run waiting.
 
-A test marked `alone` (it makes the machine busy on purpose, or needs it free) runs while no
-other test does: the workers share a readers-writer lock in the run's temp dir. The `alone`
-tests are one group, handed out last: one worker runs them back to back, holding the lock
-from the first to the last, once the other workers have run every test they were given.
+A test marked `alone` (it makes the machine busy on purpose, needs it free, or tampers with
+what every test's runs share, such as the verdict plugin's copy) runs while no other test
+does: the workers share a readers-writer lock in the run's temp dir. The `alone` tests are
+one group, handed out last: one worker runs them back to back, holding the lock from the
+first to the last, once the other workers have run every test they were given.
 """
 
 from __future__ import annotations

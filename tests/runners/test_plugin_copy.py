@@ -48,6 +48,9 @@ def planted(python_toolchain_dir: Path) -> Iterator[Path]:
         remove_tree(parent, copy.name)
 
 
+# The plant and its repair are in the machine's one copy, which every test run binds: beside
+# other tests, their runs lose the plugin mid-run (6 of 12 runs of another test failed so).
+@pytest.mark.alone
 @pytest.mark.timeout(180)
 def test_a_planted_plugin_never_runs_so_a_truly_red_unit_stays_red(
     sandbox: BwrapSandbox, python_toolchain_dir: Path, make_view: MakeView, planted: Path
