@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from devloop.core.models import StepOutcome
-from devloop.fleet.dispatch import decide_after, enqueue_project, reconcile
+from devloop.fleet.dispatch import decide_after, enqueue_project, reconcile, unblock_unit
 from devloop.fleet.human import cancel_unit
 from devloop.fleet.messages import StepMsg
 from devloop.fleet.records import StepRecord, load_step, save_step
@@ -200,3 +200,24 @@ def told(where: str) -> Iterator[None]:
         yield
     except AssertionError as broken:
         raise AssertionError(where) from broken
+
+
+def test_an_overdue_follow_up_of_a_unit_that_moved_on_is_dropped_not_done(
+    redis_client: redis.Redis, redis_store: RedisStore, tmp_path: Path
+) -> None:
+    # a is blocked, and its worker died before blocking what depends on it; a person then
+    # unblocked a. The block's follow-up must not block b and c under a unit that runs again.
+    for n in range(200):
+        redis_client.flushall()
+        msg = prepare(redis_store, tmp_path / f"killed-{n}", RED)
+        with pytest.raises(Killed), dying_store(redis_client, Lifeline(n)) as dying:
+            decide_after(dying, msg, 1)
+        if redis_store.followups(PID):
+            break
+    assert redis_store.get_state(PID, "a").status == "blocked"
+    unblock_unit(redis_store, PID, "a", "cover the empty list")
+    reconcile(redis_store, PID, GRACE_S, now=time.time() + 2 * GRACE_S)
+    states = redis_store.get_states(PID, ["a", "b", "c"])
+    assert [(s.status, s.attempt) for s in states.values()] == [
+        ("coding", 2), ("pending", 0), ("pending", 0)]
+    assert redis_store.followups(PID) == {}
