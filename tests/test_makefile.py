@@ -1,5 +1,5 @@
-"""The Makefile's install step shows pip's progress, one readable line per step: `make demo`
-and `make test` are not silent for the minute pip takes on a fresh clone."""
+"""The Makefile's install step shows what it installs, one readable line per package:
+`make demo` and `make test` are not silent while a fresh clone's venv is made."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ REPO = Path(__file__).resolve().parent.parent
 
 
 def _install_commands() -> list[str]:
-    """The pip commands `make` runs to install (read from `make -n`, not from the file)."""
+    """The commands `make` runs to install (read from `make -n`, not from the file)."""
     shown = subprocess.run(["make", "-n", "-B", ".venv/.installed"], cwd=REPO, check=True,
                            capture_output=True, text=True, timeout=60).stdout
-    return [line for line in shown.splitlines() if re.match(r"\S*/pip install ", line)]
+    return [line for line in shown.splitlines() if re.match(r"\S*/(pip|uv pip) install ", line)]
 
 
 def test_both_entry_points_install_through_the_same_step() -> None:
@@ -43,21 +43,27 @@ def test_make_test_lints_as_make_lint_does_and_waits_for_mypy_before_the_suite()
 
 
 @pytest.mark.timeout(180)
-def test_the_install_step_prints_pip_s_progress_as_plain_lines() -> None:
-    """Each pip command as make runs it (with --dry-run, into the venv already here) says
-    what it looks at, package by package, in plain lines a log keeps: no `\\r`, no colours."""
-    commands = _install_commands()
-    assert len(commands) == 2, commands
-    for command in commands:
+def test_the_install_step_prints_plain_lines_a_log_keeps() -> None:
+    """pip installs uv, and uv installs DevLoop with every dependency: each command as make
+    runs it (with --dry-run, into the venv already here) says what it looks at in plain
+    lines, no `\\r` and no colours, and uv resolves the whole project, not part of it."""
+    pip, uv = _install_commands()
+    for command in (pip, uv):
         assert not {"-q", "--quiet", "-qq"} & set(shlex.split(command)), command
-        done = subprocess.run(f"{command} --dry-run", shell=True, cwd=REPO, text=True,
-                              capture_output=True, timeout=150)
-        assert done.returncode == 0, done.stdout + done.stderr
-        out = done.stdout
-        assert "\r" not in out and "\x1b" not in out
-        said = [line for line in out.splitlines() if line.startswith(
-            ("Requirement already satisfied:", "Collecting ", "Would install"))]
-        assert said, out
-        if "-e" in shlex.split(command):
-            assert any(line.startswith("Requirement already satisfied: celery")
-                       for line in said), out
+    said = _dry_run(pip)
+    assert any(line.startswith(("Requirement already satisfied: uv", "Collecting uv"))
+               for line in said), said
+    lines = _dry_run(uv)
+    resolved = [line for line in lines if line.startswith("Resolved ")]
+    assert resolved, lines
+    assert int(resolved[0].split()[1]) > 50  # celery, anthropic, pytest and all they need
+
+
+def _dry_run(command: str) -> list[str]:
+    """What an install command prints, both streams, run with --dry-run."""
+    done = subprocess.run(f"{command} --dry-run", shell=True, cwd=REPO, text=True,
+                          capture_output=True, timeout=150)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out
+    assert "\r" not in out and "\x1b" not in out, out
+    return out.splitlines()
