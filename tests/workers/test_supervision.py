@@ -112,22 +112,28 @@ def test_a_run_on_another_commands_redis_adopts_it_when_that_command_ends(
     assert not (run.project / ".devloop" / "redis.url").exists()
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGHUP, signal.SIGINT])
-def test_a_signal_stops_everything_and_a_second_run_resumes(
-    run: RunProcess, sig: signal.Signals
-) -> None:
-    run.start()
-    run.wait_for("two live workers", lambda: len(run.workers_now()) == 2)
-    time.sleep(2)  # sessions under way
-    started = [p.pid for p in run.children()]
-    run.signal(sig)
-    assert run.wait(60) == 128 + sig, run.output()
-    assert "interrupted: " in run.err.read_text() and "again to resume" in run.err.read_text()
-    deadline = time.monotonic() + SLACK_S
-    while any(alive(pid) for pid in started) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert not [pid for pid in started if alive(pid)], "a process of the run outlived it"
-    assert run.start().wait(300) == 0, run.output()
+def test_each_signal_stops_everything_and_the_next_run_resumes(tmp_path: Path) -> None:
+    # SIGTERM, SIGHUP and SIGINT in turn, each mid-run, each run started again on the same
+    # folder: a 3 s model turn keeps every session of an interrupted run from finishing.
+    run = RunProcess(project(tmp_path, latency_ms=3000))
+    with views_of_killed_processes():
+        try:
+            for sig in (signal.SIGTERM, signal.SIGHUP, signal.SIGINT):
+                run.start()
+                run.wait_for("two live workers", lambda: len(run.workers_now()) == 2)
+                time.sleep(2)  # sessions under way
+                started = [p.pid for p in run.children()]
+                run.signal(sig)
+                assert run.wait(60) == 128 + sig, run.output()
+                said = run.err.read_text()
+                assert "interrupted: " in said and "again to resume" in said, said
+                deadline = time.monotonic() + SLACK_S
+                while any(alive(pid) for pid in started) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                assert not [pid for pid in started if alive(pid)], f"{sig!r}: a process outlived it"
+            assert run.start().wait(300) == 0, run.output()
+        finally:
+            run.close()
     logged = attempts_logged(run.project)
     assert sorted(logged) == ["u0", "u1", "u2", "u3"]
     assert all(a == [1] for a in logged.values()), logged  # nothing committed twice
