@@ -54,7 +54,7 @@ def _start_all(store: RedisStore, pid: str, units: list[str], epoch: int) -> lis
     states = store.get_states(pid, units)
     first = [u for u in units if states[u].attempt == 0]
     state = UnitState(status="coding", attempt=1, started_at=now, updated_at=now)
-    lines = {u: loop_line("loop_release", u, summary=RELEASED) for u in units}
+    lines = {u: loop_line("loop_release", u, summary=RELEASED) for u in first}
     won = dict.fromkeys(store.start_units(pid, first, state, lines), 1)
     for unit in units:
         old = states[unit]

@@ -63,8 +63,8 @@ def approve_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[Dispat
         "by": by, "ts": time.time(),
     })
     _record(store, pid, unit, state.attempt, "approved", "", by)
-    assert then is not None  # a pass always has one
-    return follow_up(store, pid, unit, then) + passed_again(store, pid, unit, epoch)
+    released = follow_up(store, pid, unit, then) if then else []
+    return released + passed_again(store, pid, unit, epoch)
 
 
 def request_changes_unit(
