@@ -16,7 +16,7 @@ $(STAMP): pyproject.toml Makefile
 	@echo "installing DevLoop and its dependencies into $(VENV) (about 15 s the first time)"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install $(UV)
-	$(BIN)/uv pip install --native-tls --python $(BIN)/python --compile-bytecode -e '.[test]'
+	$(BIN)/uv pip install --system-certs --python $(BIN)/python --compile-bytecode -e '.[test]'
 	touch $(STAMP)
 
 demo: $(STAMP)

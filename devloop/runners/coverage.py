@@ -1,7 +1,7 @@
 """Line and branch coverage of a unit's code/ by its tests: command pieces and parsing.
 
 The coverage run is the test run itself: pytest runs under `coverage run --branch` and
-`coverage json` writes runs/{run}/coverage.json in the same sandbox command; vitest runs
+writes runs/{run}/coverage.json as it ends (the `coverage_json` plugin); vitest runs
 with @vitest/coverage-v8 (AST-aware remapping, so branches count like istanbul's) writing
 runs/{run}/coverage/coverage-summary.json and coverage-final.json.
 
@@ -26,6 +26,7 @@ from typing import Any
 
 from devloop.core.models import CodeCoverage, FileCoverage
 from devloop.runners.base import RunSpec
+from devloop.runners.channel.coverage_json import OUT_ENV
 from devloop.runners.excerpt import js_exports
 from devloop.safe.safedir import Dir
 
@@ -48,25 +49,17 @@ Relative = Callable[[str], str]
 # --- the commands -----------------------------------------------------------------------
 
 
-def python_run(python: str) -> str:
-    """What replaces `python` before `-m pytest`: the same run, measured by coverage.py.
+def python_run(python: str, run_rel: str) -> str:
+    """What replaces `python` before `-m pytest`: the same run, measured by coverage.py,
+    its json report written at the run's end by the `coverage_json` plugin (which the
+    pytest command loads: `-p coverage_json`), from the run's own process.
 
     No config file is read (--rcfile=/dev/null): the unit dir's files must not change
     what is measured."""
-    return (
-        f"{python} -m coverage run --rcfile=/dev/null --branch --source=code "
-        f"--data-file={PY_DATA}"
-    )
-
-
-def python_report(python: str, run_rel: str) -> str:
-    """Appended to the pytest command: write coverage.json, keep pytest's exit status.
-
-    Its own failure is silent and changes nothing: coverage is then just absent."""
     out = shlex.quote(f"{run_rel}/{PY_JSON}")
     return (
-        f"; status=$?; {python} -m coverage json --rcfile=/dev/null -q -i "
-        f"--data-file={PY_DATA} -o {out} >/dev/null 2>&1; exit $status"
+        f"{OUT_ENV}={out} {python} -m coverage run --rcfile=/dev/null --branch "
+        f"--source=code --data-file={PY_DATA}"
     )
 
 

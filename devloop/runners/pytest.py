@@ -14,12 +14,12 @@ tests/. In the sandbox, with the test venv bound read-only at its own path:
 
     PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX=/tmp/pycache PYTHONHASHSEED=0
         PYTHONUNBUFFERED=1 VERDICT_FD=<fd>
-        PYTHONPATH=<plugins>[:/upstream/python]
+        PYTHONPATH=<plugins>[:/upstream/python] DEVLOOP_COVERAGE_JSON=runs/{run}/coverage.json
         <venv>/bin/python -m coverage run --branch --source=code ...
-        -m pytest -q --capture=tee-sys -p verdict_channel -p no:cacheprovider --rootdir=.
-        -o pythonpath=code -o verbosity_assertions=2 -o junit_family=xunit1
-        --junitxml=runs/{run}/junit.xml tests;
-        <coverage json into runs/{run}/coverage.json> (devloop.runners.coverage)
+        -m pytest -q --capture=tee-sys -p verdict_channel -p coverage_json
+        -p no:cacheprovider --rootdir=. -o pythonpath=code -o verbosity_assertions=2
+        -o junit_family=xunit1 --junitxml=runs/{run}/junit.xml tests
+        (coverage_json writes the json report as the run ends: devloop.runners.coverage)
 """
 
 from __future__ import annotations
@@ -49,7 +49,14 @@ from devloop.runners.base import (
     tampered,
     with_source,
 )
-from devloop.runners.channel import PYTEST_PLUGIN, Channel, OutputCount, Records, plugin_dir
+from devloop.runners.channel import (
+    COVERAGE_PLUGIN,
+    PYTEST_PLUGIN,
+    Channel,
+    OutputCount,
+    Records,
+    plugin_dir,
+)
 from devloop.runners.hints import build_hint
 from devloop.runners.hollow import hollow_python_code
 from devloop.runners.pyassert import expected_got, with_definitions
@@ -124,14 +131,15 @@ class PytestRunner:
                 f"PYTHONDONTWRITEBYTECODE=1 PYTHONPYCACHEPREFIX={PYCACHE_PREFIX} "
                 "PYTHONHASHSEED=0 PYTHONUNBUFFERED=1 "
                 f"VERDICT_FD={channel.fd} PYTHONPATH={shlex.quote(':'.join(path))} "
-                f"{python if derived else cov.python_run(python)} -m pytest -q --capture=tee-sys "
-                f"-p {PYTEST_PLUGIN} -p no:cacheprovider --rootdir=. -o pythonpath=code "
+                f"{python if derived else cov.python_run(python, spec.run_rel)} -m pytest -q "
+                f"--capture=tee-sys -p {PYTEST_PLUGIN} "
+                + ("" if derived else f"-p {COVERAGE_PLUGIN} ")
+                + "-p no:cacheprovider --rootdir=. -o pythonpath=code "
                 # Assertion values in full (pytest shortens them to ~240 chars otherwise);
                 # expected/got are capped at pyassert.VALUE_CAP instead, saying so.
                 "-o verbosity_assertions=2 "
                 f"-o junit_family=xunit1 --junitxml={spec.run_rel}/junit.xml "
                 f"-o faulthandler_timeout={dump_after(timeout_s):g} tests"
-                + ("" if derived else cov.python_report(python, spec.run_rel))
             )
             obs = self.sandbox.run(
                 command,

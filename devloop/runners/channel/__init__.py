@@ -31,8 +31,10 @@ from devloop.safe.safetree import remove_tree
 from devloop.sandbox.process import OutputTally
 
 HERE = Path(__file__).resolve().parent
-FILES = ("verdict_channel.py", "vitest_reporter.mjs", "vitest_guard.mjs", "hollow.cjs")
+FILES = ("verdict_channel.py", "coverage_json.py", "vitest_reporter.mjs", "vitest_guard.mjs",
+         "hollow.cjs")
 PYTEST_PLUGIN = "verdict_channel"
+COVERAGE_PLUGIN = "coverage_json"  # the run's coverage.json, from the run's own process
 VITEST_REPORTER = "vitest_reporter.mjs"
 VITEST_GUARD = "vitest_guard.mjs"
 HOLLOW_SCRIPT = "hollow.cjs"  # the node hollow build (devloop/runners/hollow_py.py's twin)
