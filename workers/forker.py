@@ -9,18 +9,17 @@ from __future__ import annotations
 
 from devloop.server.gcpause import collector_paused
 
+# The `worker` command alone, not `celery`'s whole command line: that one loads every
+# plugin's command first (Flower's web stack among them), which no node uses.
 with collector_paused():
     import celery.apps.worker  # noqa: F401  (the worker's own modules: each node needs them)
     import celery.concurrency.prefork  # noqa: F401
     import kombu.transport.redis  # noqa: F401
-
-    import devloop.llm.anthropic  # noqa: F401  (the SDK: every pool process that runs a session)
-    import workers.tasks  # noqa: F401
-    # The `worker` command alone, not `celery`'s whole command line: that one loads every
-    # plugin's command first (Flower's web stack among them), which no node uses.
     from celery.bin.base import CLIContext
     from celery.bin.worker import worker
 
+    import devloop.llm.anthropic  # noqa: F401  (the SDK: every pool process that runs a session)
+    import workers.tasks  # noqa: F401
     from devloop.server.forker import serve
     from workers.worker_app import app
 
