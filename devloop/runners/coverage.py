@@ -58,8 +58,8 @@ def python_run(python: str, run_rel: str) -> str:
     what is measured."""
     out = shlex.quote(f"{run_rel}/{PY_JSON}")
     return (
-        f"{OUT_ENV}={out} {python} -m coverage run --rcfile=/dev/null --branch "
-        f"--source=code --data-file={PY_DATA}"
+        f"{OUT_ENV}={out} {python} -m coverage run "
+        f"--rcfile=/dev/null --branch --source=code --data-file={PY_DATA}"
     )
 
 
