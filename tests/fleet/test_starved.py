@@ -25,9 +25,10 @@ from tests.fleet.builder import UnitPlan, _turn, build, script
 from tests.fleet.fleet import fleet
 from tests.fleet.test_fleet import coder_log
 
-# The re-run waits 2 s, not the default 15: the neighbours are gone well before it.
+# The re-run waits 1 s, not the default 15: the neighbours are gone well before it (they
+# are killed as soon as the starved run's result.json is there).
 STARVING = {"DEVLOOP_SANDBOX_NICE": "19", "DEVLOOP_SANDBOX_CPU_SHARES": "0",
-            "DEVLOOP_STARVED_BACKOFF_S": "2"}
+            "DEVLOOP_STARVED_BACKOFF_S": "1"}
 SPINNING_TEST = (
     "import time\nfrom unit import value\n\n\ndef test_value_returns_42():\n"
     "    end = time.thread_time() + 0.5\n    while time.thread_time() < end:\n        pass\n"
@@ -44,14 +45,14 @@ def test_a_starved_test_run_is_re_run_after_a_backoff_and_never_sent_to_the_code
     project = build(tmp_path / "p", plans)
     turns = script(plans)
     tester = turns["sessions"]["tester.*.one"]["turns"]
-    # A test that needs half a second of CPU (and its run as much again to start), run with
-    # a 2 s limit: starved, the run gets a small part of that in 3 x 2 s of wall time and is
-    # killed as starved; on a free machine it passes at once.
+    # A test that needs half a second of CPU (and its run about half as much again to start),
+    # run with a 1.5 s limit: starved, the run gets a small part of that in 3 x 1.5 s of wall
+    # time and is killed as starved; on a free machine it passes at once.
     tester[1] = _turn(
         ("write_todolist", {"items": [{"id": "step-001", "title": "test value()"}]}),
         ("Write", {"path": "tests/test_unit.py", "content": SPINNING_TEST}),
     )
-    tester[2] = _turn(("run_tests", {"timeout_s": 2}))
+    tester[2] = _turn(("run_tests", {"timeout_s": 1.5}))
     neighbours = [
         subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
         for _ in range(cpu_count())
@@ -90,7 +91,7 @@ def test_a_starved_test_run_is_re_run_after_a_backoff_and_never_sent_to_the_code
     events = Timeline(redis_store.sink(f.pid, "timeline")).events(unit_id="one")
     loop = [(e.kind, e.summary) for e in events if e.agent == "loop" and e.kind != "loop_release"]
     assert loop[0][0] == "loop_retry_tester" and "starved" in loop[0][1]
-    assert "re-run in 2 s" in loop[0][1]  # DEVLOOP_STARVED_BACKOFF_S reached the worker
+    assert "re-run in 1 s" in loop[0][1]  # DEVLOOP_STARVED_BACKOFF_S reached the worker
     assert loop[-1][0] == "loop_pass"
     # The re-run was the tests alone, again, on the free machine: green.
     assert ("test_passed", "run-1-2") in [(e.kind, e.ref) for e in events]

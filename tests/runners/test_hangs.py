@@ -24,7 +24,7 @@ from devloop.sandbox import BwrapSandbox
 from devloop.sandbox.process import STARVED_FACTOR
 
 # The time bounds hold against the test's own busy loops, not other tests' fleets besides.
-pytestmark = pytest.mark.alone
+alone = pytest.mark.alone
 MakeView = Callable[[str], Path]
 LIMIT_S = 3.0
 # Start-up, coverage and teardown beyond the kill: what the tool's help allows for.
@@ -103,6 +103,7 @@ def a_named_loop(result: RunResult, took: float, test: str) -> str:
     return reason
 
 
+@alone
 @pytest.mark.timeout(120)
 def test_a_python_endless_loop_in_a_test_is_named_and_goes_to_the_tester(
     sandbox: BwrapSandbox, python_toolchain_dir: Path, make_view: MakeView, machine: str
@@ -113,9 +114,11 @@ def test_a_python_endless_loop_in_a_test_is_named_and_goes_to_the_tester(
     # The loop is in tests/ (faulthandler's dump says where): the tester's to fix.
     # faulthandler catches the loop on its `while` or its `pass` line.
     assert re.search(r"at tests/test_todo\.py:(10|11) in test_spins", reason), reason
+    assert reason.startswith(f"pytest was killed at its {LIMIT_S:g} s ")  # its CPU limit
     assert not reason.startswith(LOOP_IN_CODE) and result.next_action == "retry_tester"
 
 
+@alone
 @pytest.mark.timeout(120)
 def test_a_python_endless_loop_in_the_code_goes_to_the_coder(
     sandbox: BwrapSandbox, python_toolchain_dir: Path, make_view: MakeView
@@ -131,6 +134,7 @@ def test_a_python_endless_loop_in_the_code_goes_to_the_coder(
     assert result.next_action == "retry_coder"
 
 
+@alone
 @pytest.mark.timeout(120)
 def test_a_vitest_endless_loop_is_named_and_goes_to_the_tester(
     sandbox: BwrapSandbox, node_toolchain_dir: Path, make_view: MakeView, machine: str
