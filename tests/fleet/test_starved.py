@@ -1,4 +1,5 @@
-"""A test run starved of CPU by busy neighbours is re-run after a backoff, never red.
+"""A test run starved of CPU by busy neighbours is starved, not red and not blamed on the code,
+and is re-run after a backoff.
 
 Real workers, real Redis, real pytest in the real sandbox, and real starvation: busy
 neighbours (one per CPU, each in a session of its own at nice 0) beside sandboxes with no
@@ -81,9 +82,14 @@ def test_a_starved_test_run_is_re_run_after_a_backoff_and_never_sent_to_the_code
     finally:
         stop_neighbours()
     assert first is not None
+    # Starved: neither green nor red, and not the code's fault (nothing failed, no bug).
     starved = RunResult.model_validate_json(first)
     assert starved.starved and not starved.ok and not starved.crashed, starved
+    assert starved.next_action == "retry_tester" and starved.failures == []
+    assert starved.starved_reason is not None
+    assert starved.starved_reason.startswith("the machine was too busy to run the tests")
     assert starved.wait_s is not None and starved.wall_s is not None
+    assert starved.wait_s > 0.5 * starved.wall_s  # it waited for a CPU most of the time
     [row] = final.units
     assert (row.status, row.attempt) == ("passed", 1)  # the coder was never sent back
     assert coder_log(redis_store, f.pid, "one") == [1]

@@ -1,17 +1,14 @@
 """Why a run took long: a hang, an endless loop, or a machine that gave it no CPU.
 
-Real pytest in the real sandbox. Starvation is made real: busy neighbours, one per CPU,
-each in a session of its own at nice 0, beside a sandbox at nice 19 without the shared
-cgroup weight (its whole session weighs 15 against each neighbour's 1024).
+Real pytest in the real sandbox. A run starved by real busy neighbours is
+tests/fleet/test_starved.py's (starved, not red, not blamed on the code, and re-run); an
+endless loop killed at its CPU limit is tests/runners/test_hangs.py's.
 """
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,34 +21,10 @@ from devloop.sandbox import BwrapSandbox, Limits, Observation
 from devloop.sandbox.base import MiB
 from devloop.sandbox.cgroups import where_caps_hold
 from devloop.sandbox.process import STARVED_FACTOR
-from devloop.sandbox.slots import cpu_count
 
 MakeView = Callable[[str], Path]
 UNIT = "todo-py"
 SLACK_S = 30.0
-# "A free machine" and "a starved one" are the whole machine: those tests run alone. (An
-# endless loop killed at its CPU limit on a free machine: tests/runners/test_hangs.py.)
-alone = pytest.mark.alone
-
-
-@pytest.fixture(scope="module")
-def runner(sandbox: BwrapSandbox, python_toolchain_dir: Path) -> PytestRunner:
-    return PytestRunner(sandbox, python_toolchain_dir)
-
-
-@pytest.fixture
-def neighbours() -> Iterator[list[subprocess.Popen[bytes]]]:
-    """`while :; do :; done`, one per CPU, each in a session (an autogroup) of its own."""
-    procs = [
-        subprocess.Popen(["sh", "-c", "while :; do :; done"], start_new_session=True)
-        for _ in range(cpu_count())
-    ]
-    try:
-        yield procs
-    finally:
-        for proc in procs:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
 
 
 SPIN_1S = (
@@ -75,24 +48,24 @@ def run(runner: PytestRunner, view: Path, timeout_s: float) -> tuple[RunResult, 
     return out.result, time.monotonic() - started
 
 
-@alone
+@pytest.mark.alone  # "a free machine" is the whole machine
 def test_the_spinning_suite_passes_in_its_limit_on_a_free_machine(
-    runner: PytestRunner, make_view: MakeView
+    sandbox: BwrapSandbox, python_toolchain_dir: Path, make_view: MakeView
 ) -> None:
     view = make_view("python/todo-py")
     suite(view, SPIN_1S)
-    result, _ = run(runner, view, 3)
+    result, _ = run(PytestRunner(sandbox, python_toolchain_dir), view, 3)
     assert result.ok and not result.starved
     assert result.cpu_s is not None and result.cpu_s >= 1.0
 
 
-@alone
+# A sleeping test is never runnable: other tests' load neither hastens nor delays its kill.
 def test_a_sleeping_test_is_killed_at_its_limit_and_called_a_hang(
-    runner: PytestRunner, make_view: MakeView
+    sandbox: BwrapSandbox, python_toolchain_dir: Path, make_view: MakeView
 ) -> None:
     view = make_view("python/todo-py")
     suite(view, "    import time\n    time.sleep(600)")
-    result, took = run(runner, view, 3)
+    result, took = run(PytestRunner(sandbox, python_toolchain_dir), view, 3)
     assert took < 3 * STARVED_FACTOR + SLACK_S
     assert result.crashed and not result.starved and result.next_action == "retry_tester"
     assert result.crash_reason is not None
@@ -117,31 +90,6 @@ def test_a_test_holding_more_memory_than_the_sandbox_allows_is_killed_and_called
     assert result.crash_reason is not None
     assert result.crash_reason.startswith("pytest was killed at the sandbox's memory limit")
     assert "the test running was tests/test_todo.py::test_it" in result.crash_reason
-
-
-@alone
-def test_a_run_starved_of_cpu_is_starved_not_red_and_not_blamed_on_the_code(
-    settings: Settings,
-    python_toolchain_dir: Path,
-    make_view: MakeView,
-    neighbours: list[subprocess.Popen[bytes]],
-) -> None:
-    # No shared cgroup weight (which would give the sandbox its share): nice 19 alone.
-    starving = settings.model_copy(update={"sandbox_nice": 19, "sandbox_cpu_shares": 0})
-    humble = PytestRunner(BwrapSandbox(starving), python_toolchain_dir)
-    view = make_view("python/todo-py")
-    # One second of CPU in a 2 s limit (on a free machine it passes at once: the first test
-    # gives it 3 s, for a slow machine's start-up too); here it gets a small part of it.
-    suite(view, SPIN_1S)
-    result, took = run(humble, view, 2)
-    assert took < 2 * STARVED_FACTOR + SLACK_S
-    # The reason in the message: a busy CI host is where this can go wrong, and only once.
-    assert result.starved and not result.ok and not result.crashed, result.crash_reason
-    assert result.next_action == "retry_tester" and result.failures == []
-    assert result.starved_reason is not None
-    assert result.starved_reason.startswith("the machine was too busy to run the tests")
-    assert result.wall_s is not None and result.wait_s is not None
-    assert result.wait_s > 0.5 * result.wall_s  # it waited for a CPU most of the time
 
 
 def obs(wall_s: float, wait_s: float) -> Observation:
