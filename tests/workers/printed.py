@@ -30,16 +30,16 @@ def harvest(text: str) -> list[str]:
     return found
 
 
-def argv_env(command: str, **env: str) -> tuple[list[str], dict[str, str]]:
+def argv_env(command: str, devloop: str = DEVLOOP, **env: str) -> tuple[list[str], dict[str, str]]:
     """The printed command as a shell would run it: leading VAR=value into the environment,
-    `devloop` the installed one."""
+    `devloop` the installed one (this venv's, unless another install is given)."""
     words = shlex.split(command)
     extra = {}
     while words and re.fullmatch(r"[A-Z_]+=.*", words[0]):
         name, _, value = words.pop(0).partition("=")
         extra[name] = value
     assert words[0] == "devloop", command
-    return [DEVLOOP, *words[1:]], {**clean_env(**env), **extra}
+    return [devloop, *words[1:]], {**clean_env(**env), **extra}
 
 
 def run_printed(command: str, cwd: Path, timeout: float = 300,
@@ -49,9 +49,10 @@ def run_printed(command: str, cwd: Path, timeout: float = 300,
     return run_bounded(argv, cwd=cwd, env=environment, timeout=timeout)
 
 
-def start_printed(command: str, cwd: Path, out: Path, **env: str) -> subprocess.Popen[bytes]:
+def start_printed(command: str, cwd: Path, out: Path, devloop: str = DEVLOOP,
+                  **env: str) -> subprocess.Popen[bytes]:
     """Start one harvested command (a run the test watches or stops), output into `out`."""
-    argv, environment = argv_env(command, **env)
+    argv, environment = argv_env(command, devloop, **env)
     with open(out, "wb") as sink:
         return subprocess.Popen(argv, cwd=cwd, env=environment, stdout=sink,
                                 stderr=subprocess.STDOUT)
