@@ -19,7 +19,7 @@ import pytest
 from devloop.llm.stub import StubServer
 from tests.conftest import REPO
 from tests.proctree import kill_tree, run_bounded
-from tests.workers.printed import harvest, start_printed
+from tests.workers.printed import argv_env, harvest
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -96,8 +96,10 @@ def run_the_closing_hint_as_printed(out: str, run_dir: Path, cwd: Path, devloop:
     # The folder as the demo was given it (`--out-dir out`): the hint works from where it ran.
     assert hint == f"ANTHROPIC_API_KEY=... devloop run {run_dir.relative_to(cwd)} --llm anthropic"
     with StubServer(run_dir / "stub.yaml", api_key="...") as claude:
-        run = start_printed(hint, cwd, cwd / "hint.out", devloop,
-                            ANTHROPIC_BASE_URL=claude.base_url)
+        argv, env = argv_env(hint, devloop, ANTHROPIC_BASE_URL=claude.base_url)
+        env.pop("PYTHONPATH", None)  # the wheel's code runs, never the checkout's
+        with open(cwd / "hint.out", "wb") as sink:
+            run = subprocess.Popen(argv, cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + 120
             while not claude.requests:

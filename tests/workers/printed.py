@@ -49,10 +49,9 @@ def run_printed(command: str, cwd: Path, timeout: float = 300,
     return run_bounded(argv, cwd=cwd, env=environment, timeout=timeout)
 
 
-def start_printed(command: str, cwd: Path, out: Path, devloop: str = DEVLOOP,
-                  **env: str) -> subprocess.Popen[bytes]:
+def start_printed(command: str, cwd: Path, out: Path, **env: str) -> subprocess.Popen[bytes]:
     """Start one harvested command (a run the test watches or stops), output into `out`."""
-    argv, environment = argv_env(command, devloop, **env)
+    argv, environment = argv_env(command, **env)
     with open(out, "wb") as sink:
         return subprocess.Popen(argv, cwd=cwd, env=environment, stdout=sink,
                                 stderr=subprocess.STDOUT)
