@@ -37,6 +37,8 @@ lint: $(STAMP)
 # 3, 522 to 547 on 4, 499 on 5, 517 on 6; beside two busy loops, 789 s on 4. Since the alone
 # group waits for the others and the collection pass came in: 443 s on 5 and 442 on 6 (one
 # clone, back to back), 451 to 466 s on 5 from `.ci/run`, 651 to 687 s beside two busy loops.
+# 2026-12-06, fork server and coverage reports cheaper, the alone group 45 s to 29: 424 to
+# 432 s on 5 from `.ci/run` (make test 7:20 to 7:29), 602 s beside two busy loops (10:33).
 TEST_WORKERS ?= 5
 
 # Our code's bytecode is compiled once, before the suite: it starts some 400 Python processes
