@@ -138,10 +138,10 @@ def decide_after(
         output={"reason": decision.reason, **_block_kind(decision)},
     )
     then = followup(decision.action, new, msg.epoch, marks=bool(new.scripted or state.scripted))
-    if not transition(store, pid, unit, state, new, f"loop_{decision.action}", msg.run_id,
-                      decision.reason, then, record):
+    out = move(store, pid, unit, state, new, f"loop_{decision.action}", msg.run_id,
+               decision.reason, then, record)
+    if out is None:
         return again
-    out = follow_up(store, pid, unit, then) if then else []
     if decision.action == "pass":
         return out + again
     if decision.action == "retry_coder":
@@ -154,6 +154,18 @@ def decide_after(
         )
         return [Dispatch(msg=nxt, countdown_s=decision.delay_s)]
     return []  # a review (a person approves, or not) or a block
+
+
+def move(
+    store: RedisStore, pid: str, unit: str, old: UnitState, new: UnitState, kind: str,
+    ref: str | None = None, summary: str = "", then: Followup | None = None,
+    record: StepRecord | None = None,
+) -> list[Dispatch] | None:
+    """transition() and, once it took, the follow-up it left: the chains that sends, or None
+    if the unit had moved on (nothing changed)."""
+    if not transition(store, pid, unit, old, new, kind, ref, summary, then, record):
+        return None
+    return follow_up(store, pid, unit, then) if then else []
 
 
 def follow_up(store: RedisStore, pid: str, unit: str, then: Followup) -> list[Dispatch]:

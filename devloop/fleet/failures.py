@@ -20,9 +20,9 @@ import time
 from devloop.core.config import Settings
 from devloop.core.errors import DevLoopError, SandboxUnavailable
 from devloop.core.loop import Decision, after_step_error, wait_for_model
-from devloop.fleet.dispatch import TERMINAL, follow_up
+from devloop.fleet.dispatch import TERMINAL, move
 from devloop.fleet.messages import StepMsg
-from devloop.fleet.transition import followup, transition
+from devloop.fleet.transition import followup
 from devloop.store import RedisStore, UnitState
 
 ERROR_CHARS = 300
@@ -165,12 +165,9 @@ def _apply(
     """Write the decision's state (compare-and-set), log it, block downstream if it blocks."""
     pid, unit = msg.pid, msg.unit_id
     new = decision.state.model_copy(update={"updated_at": time.time()})
-    then = followup(decision.action, new, msg.epoch)
-    if not transition(store, pid, unit, state, new, f"loop_{decision.action}",
-                      msg.task_id(role), decision.reason, then):
+    if move(store, pid, unit, state, new, f"loop_{decision.action}", msg.task_id(role),
+            decision.reason, followup(decision.action, new, msg.epoch)) is None:
         return StepSuperseded(f"{msg.task_id(role)}: the unit's state moved on")
-    if then:
-        follow_up(store, pid, unit, then)
     if decision.action == "block":
         return UnitBlocked(f"{msg.task_id(role)}: {decision.reason}")
     return StepWaiting(f"{msg.task_id(role)}: {decision.reason}", decision.delay_s)

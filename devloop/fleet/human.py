@@ -26,7 +26,7 @@ from devloop.fleet.dispatch import (
     ACTIVE,
     CANCELLED,
     TERMINAL,
-    follow_up,
+    move,
     reconcile,
     resume_blocked,
     unblock_unit,
@@ -34,7 +34,7 @@ from devloop.fleet.dispatch import (
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.records import StepRecord, steps_of
 from devloop.fleet.review import ReviewRefused, request_changes_unit
-from devloop.fleet.transition import followup, transition
+from devloop.fleet.transition import followup
 from devloop.fleet.why import blocked_words
 from devloop.ledgers import Timeline
 from devloop.store import RedisStore, UnitState
@@ -140,13 +140,10 @@ def cancel_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[str]:
         "status": "blocked", "blocked_reason": f"cancelled by {by}", "updated_at": time.time(),
         "extra": {**state.extra, "block_kind": CANCELLED},
     })
-    then = followup("block", blocked)
-    if not transition(store, pid, unit, state, blocked, "loop_block",
-                      summary=f"cancelled by {by}", then=then):
+    if move(store, pid, unit, state, blocked, "loop_block", summary=f"cancelled by {by}",
+            then=followup("block", blocked)) is None:
         mark_unit_cancelled(store, pid, unit, False)
         raise ValueError(f'unit "{unit}" changed while it was being cancelled; try again')
-    if then:
-        follow_up(store, pid, unit, then)
     bump_epoch(store, pid)
     return revoke
 

@@ -20,9 +20,9 @@ from pydantic import BaseModel
 
 from devloop.core import dag
 from devloop.core.loop import unblock
-from devloop.fleet.dispatch import follow_up, unblock_unit
+from devloop.fleet.dispatch import move, unblock_unit
 from devloop.fleet.messages import Dispatch, StepMsg
-from devloop.fleet.transition import followup, transition
+from devloop.fleet.transition import followup
 from devloop.project.load import Project
 from devloop.store import RedisStore
 
@@ -114,12 +114,9 @@ def rerun(store: RedisStore, pid: str, unit: str, why: str) -> list[Dispatch]:
     if state.status != "passed":
         return []
     new = unblock(state, why).model_copy(update={"updated_at": time.time()})
-    then = followup("retry_coder", new)
-    if not transition(store, pid, unit, state, new, "loop_retry_coder", f"run-{new.attempt}-1",
-                      f"run again: {why}", then):
+    if move(store, pid, unit, state, new, "loop_retry_coder", f"run-{new.attempt}-1",
+            f"run again: {why}", followup("retry_coder", new)) is None:
         return []
-    if then:
-        follow_up(store, pid, unit, then)
     return [Dispatch(msg=StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry"))]
 
 

@@ -17,10 +17,10 @@ from devloop.core.artifacts import bidi_controls, binary_summary, codepoint, is_
 from devloop.core.errors import DevLoopError
 from devloop.core.loop import approve, request_changes
 from devloop.fleet.control import current_epoch
-from devloop.fleet.dispatch import follow_up
+from devloop.fleet.dispatch import move
 from devloop.fleet.messages import Dispatch, StepMsg
 from devloop.fleet.retest import passed_again
-from devloop.fleet.transition import followup, transition
+from devloop.fleet.transition import followup
 from devloop.roles.context import reviews_path
 from devloop.store import RedisStore, UnitState
 from devloop.store.filesets import files_digest
@@ -52,9 +52,10 @@ def approve_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[Dispat
     state = _waiting(store, pid, unit)
     new = approve(state).model_copy(update={"updated_at": time.time()})
     epoch = current_epoch(store, pid)
-    then = followup("pass", new, epoch, marks=bool(new.scripted))
-    if not transition(store, pid, unit, state, new, "loop_pass", f"review-{state.attempt}",
-                      f"tests green and approved in review by {by}", then):
+    released = move(store, pid, unit, state, new, "loop_pass", f"review-{state.attempt}",
+                    f"tests green and approved in review by {by}",
+                    followup("pass", new, epoch, marks=bool(new.scripted)))
+    if released is None:
         raise ReviewRefused(f'unit "{unit}" changed while it was being approved; look again')
     snapshot = store.unit_files(pid, unit)
     files = reviewed(snapshot.files)
@@ -63,7 +64,6 @@ def approve_unit(store: RedisStore, pid: str, unit: str, by: str) -> list[Dispat
         "by": by, "ts": time.time(),
     })
     _record(store, pid, unit, state.attempt, "approved", "", by)
-    released = follow_up(store, pid, unit, then) if then else []
     return released + passed_again(store, pid, unit, epoch)
 
 
@@ -76,14 +76,11 @@ def request_changes_unit(
         raise ReviewRefused("say what should change (the note goes to the coder)")
     state = _waiting(store, pid, unit)
     new = request_changes(state, note).model_copy(update={"updated_at": time.time()})
-    then = followup("retry_coder", new)
     summary = f"changes requested in review by {by}; coder retries as attempt {new.attempt}"
-    if not transition(store, pid, unit, state, new, "loop_retry_coder", f"review-{state.attempt}",
-                      summary, then):
+    if move(store, pid, unit, state, new, "loop_retry_coder", f"review-{state.attempt}",
+            summary, followup("retry_coder", new)) is None:
         raise ReviewRefused(f'unit "{unit}" changed while it was being reviewed; look again')
     _record(store, pid, unit, state.attempt, "changes", note, by)
-    if then:
-        follow_up(store, pid, unit, then)
     msg = StepMsg(pid=pid, unit_id=unit, attempt=new.attempt, mode="retry",
                   epoch=current_epoch(store, pid))
     return [Dispatch(msg=msg)]
