@@ -138,8 +138,26 @@ def test_a_broken_coverage_report_leaves_a_green_run_green(
     assert "coverage" not in json.loads((run_dir / "result.json").read_text())
     # The report is written by the run's own process (the coverage_json plugin), whose
     # failure is silent: the run's output holds nothing of it.
-    output = (run_dir / "stdout.txt").read_text() + (run_dir / "stderr.txt").read_text()
+    output = run_output(run_dir)
     assert "coverage" not in output.lower() and "Traceback" not in output
+
+
+def test_the_report_says_nothing_in_the_runs_output(
+    pytest_runner: PytestRunner, views: Any
+) -> None:
+    # Tests that import nothing of code/: coverage.py would warn that it collected no data,
+    # and it says where it wrote the report; neither is the tests' output.
+    tests = "def test_arithmetic():\n    assert 1 + 1 == 2\n"
+    view = views("cart", {"code/cart.py": PY_CODE, "tests/test_cart.py": tests})
+    result = run_py(pytest_runner, view)
+    assert result.ok and result.coverage is not None and result.coverage.lines == 0.0
+    output = run_output(view / f"units/cart/runs/{RUN}")
+    assert "Wrote JSON report" not in output and "CoverageWarning" not in output, output
+
+
+def run_output(run_dir: Path) -> str:
+    """What the run printed: its stdout.txt and stderr.txt."""
+    return (run_dir / "stdout.txt").read_text() + (run_dir / "stderr.txt").read_text()
 
 
 # --- node, real vitest in the sandbox -------------------------------------------------------
