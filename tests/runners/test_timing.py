@@ -59,7 +59,8 @@ def test_the_spinning_suite_passes_in_its_limit_on_a_free_machine(
     assert result.cpu_s is not None and result.cpu_s >= 1.0
 
 
-# A sleeping test is never runnable: other tests' load neither hastens nor delays its kill.
+# A sleeping test is runnable only while its run starts: other tests' load may delay that
+# start (time waiting for a CPU is not counted, up to 3 x the limit), not the kill.
 def test_a_sleeping_test_is_killed_at_its_limit_and_called_a_hang(
     sandbox: BwrapSandbox, python_toolchain_dir: Path, make_view: MakeView
 ) -> None:
